@@ -1,0 +1,97 @@
+# stencil. `make help` lists the targets.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+export GOTOOLCHAIN := local
+# Binaries built by `make tools`; the local control plane finds them here.
+BIN := $(CURDIR)/bin
+export STENCIL_BIN_DIR := $(BIN)
+
+KUBECTL ?= $(BIN)/kubectl
+CONTROLLER_GEN := $(BIN)/controller-gen
+GOLANGCI_LINT := $(BIN)/golangci-lint
+IMG ?= stencil:dev
+# Integration and e2e tests start their own control plane; each can take a few
+# minutes on two cores.
+TEST_TIMEOUT ?= 30m
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} \
+		/^[a-zA-Z_-]+:.*?##/ { printf "  %-14s %s\n", $$1, $$2 } \
+		/^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: tools
+tools: ## Build the pinned tools into bin/ (cached; a second run builds nothing).
+	hack/tools/install.sh $(BIN)
+
+.PHONY: manifests
+manifests: tools ## Generate CRDs and RBAC into config/ from the API types and markers.
+	$(CONTROLLER_GEN) rbac:roleName=stencil-manager crd paths=./api/... paths=./reconciler/... \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+.PHONY: generate
+generate: tools ## Generate DeepCopy methods for the API types.
+	$(CONTROLLER_GEN) object paths=./api/...
+
+.PHONY: fmt
+fmt: ## Format the Go code.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet, with every build tag the tests use.
+	go vet ./...
+	go vet -tags e2e ./e2e/...
+
+.PHONY: lint
+lint: tools ## Run golangci-lint (.golangci.yml).
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: test
+test: tools build ## Run every test tier: unit, integration and e2e, each on a real local control plane.
+	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	go test -count=1 -timeout $(TEST_TIMEOUT) -tags e2e ./e2e/...
+
+.PHONY: test-e2e
+test-e2e: tools build ## Run only the e2e suite (the real binary driven by kubectl).
+	go test -count=1 -timeout $(TEST_TIMEOUT) -tags e2e -v ./e2e/...
+
+.PHONY: verify
+verify: generate manifests fmt ## Regenerate everything and fail if the tree changed.
+	@git diff --exit-code -- . || { echo "generated files are out of date: run 'make generate manifests fmt' and commit"; exit 1; }
+
+##@ Build
+
+.PHONY: build
+build: ## Build the stencil binary into bin/.
+	go build -o $(BIN)/stencil .
+
+.PHONY: run
+run: tools build ## Run stencil against $$KUBECONFIG, or against a local control plane it starts.
+	go run ./hack/run
+
+.PHONY: docker-build
+docker-build: ## Build the container image $(IMG) (needs a Docker engine).
+	docker build -t $(IMG) .
+
+##@ Deployment (to the cluster of the current kubeconfig)
+
+.PHONY: install
+install: tools ## Install the CRDs.
+	$(KUBECTL) apply --server-side -k config/crd
+
+.PHONY: uninstall
+uninstall: tools ## Remove the CRDs (and with them every custom resource).
+	$(KUBECTL) delete --ignore-not-found -k config/crd
+
+.PHONY: deploy
+deploy: tools ## Deploy the operator with image $(IMG).
+	$(KUBECTL) kustomize config/default | sed 's|image: stencil:latest|image: $(IMG)|' | $(KUBECTL) apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: tools ## Remove the operator.
+	$(KUBECTL) delete --ignore-not-found -k config/default

@@ -1,0 +1,139 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// DriftPolicy says what stencil does when another field manager takes a field
+// that a template sets.
+// +kubebuilder:validation:Enum=Correct;Report
+type DriftPolicy string
+
+const (
+	// DriftCorrect re-applies the desired value (with force) and keeps a
+	// bounded record of what it reverted. The default.
+	DriftCorrect DriftPolicy = "Correct"
+	// DriftReport leaves the changed field alone, shows it in status and sets
+	// Drifted=True.
+	DriftReport DriftPolicy = "Report"
+)
+
+// Object is a custom resource that stencil reconciles: every kind's Go type
+// implements it by embedding [Status] in its status.
+// +kubebuilder:object:generate=false
+type Object interface {
+	metav1.Object
+	runtime.Object
+	// StencilStatus returns the status fields that stencil owns.
+	StencilStatus() *Status
+	// StencilDriftPolicy returns the resource's drift policy (Correct when unset).
+	StencilDriftPolicy() DriftPolicy
+}
+
+// Status is the status that every kind shares. Kinds embed it inline.
+type Status struct {
+	// ObservedGeneration is the generation that stencil last reconciled
+	// successfully.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready (every rendered object applied, nothing pruned that
+	// should stay) and Drifted (another manager holds a field a template sets).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Inventory lists the objects stencil applied for this resource, at most
+	// MaxInventory entries.
+	// +listType=atomic
+	// +optional
+	Inventory []InventoryEntry `json:"inventory,omitempty"`
+
+	// Drift lists what differs now (policy Report) or what was last reverted
+	// (policy Correct), at most MaxDriftObjects objects.
+	// +listType=atomic
+	// +optional
+	Drift []ObjectDrift `json:"drift,omitempty"`
+}
+
+// InventoryEntry names one applied object.
+type InventoryEntry struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+}
+
+// ObjectDrift is the drift of one object.
+type ObjectDrift struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Fields that another manager took, at most MaxDriftFields.
+	// +listType=atomic
+	Fields []FieldDrift `json:"fields"`
+	// Diff is a short unified diff of the drifted fields, desired (-) against
+	// live (+), as `kubectl diff` prints it.
+	// +optional
+	Diff string `json:"diff,omitempty"`
+	// Reverted is true when stencil re-applied the desired values.
+	// +optional
+	Reverted bool `json:"reverted,omitempty"`
+}
+
+// FieldDrift is one field that another manager took.
+type FieldDrift struct {
+	// Path of the field, as in ".spec.replicas" or
+	// ".spec.template.spec.containers[name=\"web\"].image".
+	Path string `json:"path"`
+	// Desired value, as JSON; masked for Secrets.
+	// +optional
+	Desired string `json:"desired,omitempty"`
+	// Live value, as JSON; masked for Secrets; empty when the field is gone.
+	// +optional
+	Live string `json:"live,omitempty"`
+	// Manager that now holds the field, when one does.
+	// +optional
+	Manager string `json:"manager,omitempty"`
+	// Time of that manager's last change.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+}
+
+// Bounds on what status holds, so that a large render cannot make the custom
+// resource too large to store.
+const (
+	MaxInventory    = 256
+	MaxDriftObjects = 16
+	MaxDriftFields  = 16
+	MaxDiffBytes    = 2048
+)
+
+// Condition types.
+const (
+	// ConditionReady is True when every rendered object is applied and in
+	// sync (or its drift is only reported).
+	ConditionReady = "Ready"
+	// ConditionDrifted is True when another manager holds a field that a
+	// template sets and the policy is Report.
+	ConditionDrifted = "Drifted"
+)
+
+// Condition reasons. Each tells the user what happened; the condition message
+// says what to do.
+const (
+	ReasonReconciled   = "Reconciled"
+	ReasonRenderFailed = "RenderFailed"
+	ReasonApplyFailed  = "ApplyFailed"
+	ReasonPruneFailed  = "PruneFailed"
+	ReasonEmptyRender  = "EmptyRender"
+	ReasonInSync       = "InSync"
+	ReasonDriftFound   = "DriftDetected"
+	ReasonDriftFixed   = "DriftCorrected"
+	ReasonDeleting     = "Deleting"
+)

@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"flag"
+
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+// Execute runs the command line and returns the process exit code.
+func Execute() int {
+	// The context is cancelled on SIGINT or SIGTERM; a second signal exits.
+	if err := newRootCommand().ExecuteContext(ctrl.SetupSignalHandler()); err != nil {
+		return 1
+	}
+	return 0
+}
+
+func newRootCommand() *cobra.Command {
+	opts := managerOptions{}
+	zapOpts := zap.Options{}
+	cmd := &cobra.Command{
+		Use:   "stencil",
+		Short: "A Kubernetes operator whose resource logic lives in templates",
+		Long: `stencil renders each custom resource's spec through embedded Go templates,
+server-side-applies the result, prunes orphans by label and reports drift in
+the resource's status.
+
+Run without a subcommand, it runs the operator against the cluster of the
+current kubeconfig (or in-cluster configuration).`,
+		SilenceUsage: true,
+		Args:         cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			return runManager(cmd.Context(), opts)
+		},
+	}
+	opts.bindFlags(cmd.Flags())
+	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
+	zapOpts.BindFlags(goFlags)
+	cmd.Flags().AddGoFlagSet(goFlags)
+	return cmd
+}
