@@ -137,3 +137,22 @@ const (
 	ReasonDriftFixed   = "DriftCorrected"
 	ReasonDeleting     = "Deleting"
 )
+
+// Labels and annotations that stencil puts on every object it applies.
+const (
+	// LabelManagedBy (value ManagedByStencil) marks objects that stencil
+	// applies; its cache watches only objects with this label.
+	LabelManagedBy   = "app.kubernetes.io/managed-by"
+	ManagedByStencil = "stencil"
+	// LabelOwnerUID holds the UID of the custom resource that the object was
+	// rendered for. Prune selects by it.
+	LabelOwnerUID = "stencil.dev/owner-uid"
+	// AnnotationOwner names that custom resource as
+	// "<Kind>.<group>/<namespace>/<name>": the second proof of ownership
+	// before a prune, and how events on cluster-scoped objects find their
+	// owner.
+	AnnotationOwner = "stencil.dev/owner"
+	// AnnotationDesiredHash is the hash of the object as rendered; a new
+	// render with another hash is applied.
+	AnnotationDesiredHash = "stencil.dev/desired-hash"
+)

@@ -1,0 +1,4 @@
+{{- define "widget.labels" -}}
+app.kubernetes.io/name: widget
+app.kubernetes.io/instance: {{ .Name | quote }}
+{{- end -}}

@@ -1,0 +1,70 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+// WidgetSpec drives the Widget templates.
+type WidgetSpec struct {
+	// Message goes into the ConfigMap.
+	Message string `json:"message"`
+	// Replicas of the Deployment.
+	// +kubebuilder:validation:Minimum=0
+	Replicas int32 `json:"replicas"`
+	// Service turns the Service template on.
+	// +optional
+	Service bool `json:"service,omitempty"`
+	// Extra, when set, adds data.extra to the ConfigMap.
+	// +optional
+	Extra string `json:"extra,omitempty"`
+	// CPU request of the container, written as given (e.g. "0.5").
+	// +optional
+	CPU string `json:"cpu,omitempty"`
+	// Fail makes a template call fail.
+	// +optional
+	Fail bool `json:"fail,omitempty"`
+	// DriftPolicy: Correct (default) or Report.
+	// +optional
+	DriftPolicy v1alpha1.DriftPolicy `json:"driftPolicy,omitempty"`
+}
+
+// WidgetStatus is stencil's shared status.
+type WidgetStatus struct {
+	v1alpha1.Status `json:",inline"`
+}
+
+// Widget is the test kind.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Drifted",type=string,JSONPath=`.status.conditions[?(@.type=="Drifted")].status`
+type Widget struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   WidgetSpec   `json:"spec"`
+	Status WidgetStatus `json:"status,omitempty"`
+}
+
+// WidgetList is a list of Widgets.
+// +kubebuilder:object:root=true
+type WidgetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Widget `json:"items"`
+}
+
+// StencilStatus implements [v1alpha1.Object].
+func (w *Widget) StencilStatus() *v1alpha1.Status { return &w.Status.Status }
+
+// StencilDriftPolicy implements [v1alpha1.Object].
+func (w *Widget) StencilDriftPolicy() v1alpha1.DriftPolicy {
+	if w.Spec.DriftPolicy == "" {
+		return v1alpha1.DriftCorrect
+	}
+	return w.Spec.DriftPolicy
+}
+
+func init() { SchemeBuilder.Register(&Widget{}, &WidgetList{}) }

@@ -1,0 +1,61 @@
+package render
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/template"
+
+	"github.com/Masterminds/sprig/v3"
+	"sigs.k8s.io/yaml"
+)
+
+// impure lists the sprig functions that read the clock, randomness, the
+// environment or the network. Render must be a pure function of its input,
+// so templates cannot call them.
+var impure = []string{
+	"ago", "date", "dateInZone", "dateModify", "mustDateModify", "htmlDate", "htmlDateInZone", "now", "unixEpoch",
+	"randAlphaNum", "randAlpha", "randAscii", "randNumeric", "randInt", "randBytes", "shuffle", "uuidv4",
+	"env", "expandenv", "getHostByName",
+	"bcrypt", "htpasswd", "encryptAES",
+	"genPrivateKey", "genCA", "genCAWithKey", "genSelfSignedCert", "genSelfSignedCertWithKey",
+	"genSignedCert", "genSignedCertWithKey", "buildCustomCert",
+}
+
+// funcs is the template function library: sprig's (the library Helm charts
+// use) without its impure functions, plus Helm's toYaml, include and
+// required. include runs a named template of t.
+func funcs(t *template.Template) template.FuncMap {
+	fm := sprig.TxtFuncMap()
+	for _, name := range impure {
+		delete(fm, name)
+	}
+	fm["toYaml"] = toYaml
+	fm["required"] = required
+	fm["include"] = func(name string, data any) (string, error) {
+		var buf strings.Builder
+		err := t.ExecuteTemplate(&buf, name, data)
+		return buf.String(), err
+	}
+	return fm
+}
+
+// required fails the render with msg when v is empty.
+func required(msg string, v any) (any, error) {
+	if v == nil {
+		return nil, errors.New(msg)
+	}
+	if s, ok := v.(string); ok && s == "" {
+		return nil, errors.New(msg)
+	}
+	return v, nil
+}
+
+// toYaml renders v as YAML without a trailing newline, for use with nindent.
+func toYaml(v any) (string, error) {
+	out, err := yaml.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("toYaml: %w", err)
+	}
+	return strings.TrimSuffix(string(out), "\n"), nil
+}

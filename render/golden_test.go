@@ -1,0 +1,91 @@
+package render_test
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/testkind"
+	"github.com/stencil-operator/stencil/render"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files (expected.yaml, error.txt) from the current output")
+
+// TestGolden renders every testdata/<kind>/<case>/input.yaml and compares
+// the result with expected.yaml, or the error with error.txt.
+func TestGolden(t *testing.T) {
+	kinds := map[string]render.Definition{"widget": testkind.Widget()}
+	for dirName, def := range kinds {
+		kind, err := render.Load(def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases, err := filepath.Glob(filepath.Join("testdata", dirName, "*"))
+		if err != nil || len(cases) == 0 {
+			t.Fatalf("no golden cases for %s: %v", dirName, err)
+		}
+		for _, dir := range cases {
+			t.Run(dirName+"/"+filepath.Base(dir), func(t *testing.T) {
+				cr := readCR(t, kind, filepath.Join(dir, "input.yaml"))
+				objs, err := kind.Render(cr)
+				if err != nil {
+					compareGolden(t, filepath.Join(dir, "error.txt"), []byte(err.Error()+"\n"))
+					return
+				}
+				compareGolden(t, filepath.Join(dir, "expected.yaml"), toYAMLStream(t, objs))
+			})
+		}
+	}
+}
+
+func readCR(t *testing.T, kind *render.Kind, path string) v1alpha1.Object {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := kind.New()
+	if err := yaml.UnmarshalStrict(data, cr); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return cr
+}
+
+func toYAMLStream(t *testing.T, objs []*unstructured.Unstructured) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	for i, o := range objs {
+		if i > 0 {
+			buf.WriteString("---\n")
+		}
+		out, err := yaml.Marshal(o.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf.Write(out)
+	}
+	return buf.Bytes()
+}
+
+func compareGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run `go test ./render -update` to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (run `go test ./render -update` and review the diff):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}

@@ -1,0 +1,159 @@
+package render
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"text/template"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+// Definition registers a kind: its Go type and its folder of templates.
+type Definition struct {
+	// GroupVersionKind of the custom resource.
+	GroupVersionKind schema.GroupVersionKind
+	// New returns an empty custom resource of the kind.
+	New func() v1alpha1.Object
+	// Templates is the kind's folder: *.yaml templates, a _kind.yaml
+	// declaration, optional _*.tpl helpers and an optional kustomization.yaml.
+	Templates fs.FS
+}
+
+// Declaration is a kind's _kind.yaml: the types its templates may emit, and
+// so the only types stencil applies, prunes and needs RBAC for.
+type Declaration struct {
+	// Owns lists the types the templates may emit.
+	Owns []TypeRef `json:"owns"`
+	// Observes lists types the kind's status reads but does not own.
+	Observes []TypeRef `json:"observes,omitempty"`
+}
+
+// TypeRef names a type.
+type TypeRef struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Resource is the plural resource name, for RBAC (default: lower-case
+	// kind + "s").
+	Resource string `json:"resource,omitempty"`
+	// ClusterScoped types get no ownerReference and no namespace; stencil
+	// cleans them up through a finalizer.
+	ClusterScoped bool `json:"clusterScoped,omitempty"`
+}
+
+// GroupVersionKind of the type.
+func (t TypeRef) GroupVersionKind() schema.GroupVersionKind {
+	return schema.FromAPIVersionAndKind(t.APIVersion, t.Kind)
+}
+
+// PluralResource is the type's resource name.
+func (t TypeRef) PluralResource() string {
+	if t.Resource != "" {
+		return t.Resource
+	}
+	return strings.ToLower(t.Kind) + "s"
+}
+
+// Files with special meaning in a kind's folder.
+const (
+	declarationFile   = "_kind.yaml"
+	kustomizationFile = "kustomization.yaml"
+)
+
+// Kind is a parsed, ready-to-render kind. It is immutable and safe for
+// concurrent use.
+type Kind struct {
+	def         Definition
+	declaration Declaration
+	owns        map[schema.GroupVersionKind]TypeRef
+	tmpl        *template.Template
+	manifests   []string // template names rendered as manifests, sorted
+	kustomize   bool
+}
+
+// Load parses a kind's folder once: every template with missingkey=error and
+// the declaration. A template that does not parse is an error here, at
+// start-up, never at reconcile time.
+func Load(def Definition) (*Kind, error) {
+	name := def.GroupVersionKind.Kind
+	k := &Kind{def: def, owns: map[schema.GroupVersionKind]TypeRef{}}
+	raw, err := fs.ReadFile(def.Templates, declarationFile)
+	if err != nil {
+		return nil, fmt.Errorf("kind %s: reading %s: %w", name, declarationFile, err)
+	}
+	if err := yaml.UnmarshalStrict(raw, &k.declaration); err != nil {
+		return nil, fmt.Errorf("kind %s: parsing %s: %w", name, declarationFile, err)
+	}
+	if len(k.declaration.Owns) == 0 {
+		return nil, fmt.Errorf("kind %s: %s declares no owned types", name, declarationFile)
+	}
+	for _, t := range k.declaration.Owns {
+		k.owns[t.GroupVersionKind()] = t
+	}
+	k.tmpl = template.New(name).Option("missingkey=error")
+	k.tmpl.Funcs(funcs(k.tmpl))
+	entries, err := fs.ReadDir(def.Templates, ".")
+	if err != nil {
+		return nil, fmt.Errorf("kind %s: listing templates: %w", name, err)
+	}
+	for _, e := range entries {
+		if err := k.parse(e); err != nil {
+			return nil, fmt.Errorf("kind %s: %w", name, err)
+		}
+	}
+	if len(k.manifests) == 0 {
+		return nil, fmt.Errorf("kind %s: no *.yaml templates", name)
+	}
+	slices.Sort(k.manifests)
+	return k, nil
+}
+
+func (k *Kind) parse(e fs.DirEntry) error {
+	file := e.Name()
+	if e.IsDir() || file == declarationFile {
+		return nil
+	}
+	ext := path.Ext(file)
+	if ext != ".yaml" && ext != ".tpl" {
+		return nil
+	}
+	src, err := fs.ReadFile(k.def.Templates, file)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", file, err)
+	}
+	if _, err := k.tmpl.New(file).Parse(string(src)); err != nil {
+		return fmt.Errorf("parsing %w", err)
+	}
+	switch {
+	case file == kustomizationFile:
+		k.kustomize = true
+	case ext == ".yaml" && !strings.HasPrefix(file, "_"):
+		k.manifests = append(k.manifests, file)
+	}
+	return nil
+}
+
+// GroupVersionKind of the kind's custom resource.
+func (k *Kind) GroupVersionKind() schema.GroupVersionKind { return k.def.GroupVersionKind }
+
+// New returns an empty custom resource of the kind.
+func (k *Kind) New() v1alpha1.Object { return k.def.New() }
+
+// Declaration returns the kind's declared types.
+func (k *Kind) Declaration() Declaration { return k.declaration }
+
+// execute runs one template against data.
+func (k *Kind) execute(name string, data any) ([]byte, error) {
+	var buf bytes.Buffer
+	// Errors read "template: <file>:<line>:<col>: executing ...".
+	if err := k.tmpl.ExecuteTemplate(&buf, name, data); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

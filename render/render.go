@@ -1,0 +1,162 @@
+package render
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+// Error is a render failure: a template that failed to execute, output that
+// is not a valid manifest, or an object that breaks the kind's rules. Nothing
+// may be applied or pruned after one.
+type Error struct {
+	// File is the template (or "kustomize") that produced the failure.
+	File string
+	Err  error
+}
+
+func (e *Error) Error() string { return e.File + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Render returns the objects that obj's templates describe: executed with obj
+// as data, run through kustomize when the folder has a kustomization.yaml,
+// checked against the kind's rules, stamped with stencil's labels, annotations
+// and ownerReference, and sorted. It is pure: same input, same output.
+func (k *Kind) Render(obj v1alpha1.Object) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	var err error
+	if k.kustomize {
+		objs, err = k.renderKustomized(obj)
+	} else {
+		objs, err = k.renderPlain(obj)
+	}
+	if err != nil {
+		return nil, err
+	}
+	owner := newOwner(k.def.GroupVersionKind, obj)
+	seen := map[string]bool{}
+	for _, o := range objs {
+		if err := k.check(o, owner); err != nil {
+			return nil, &Error{File: o.GetAnnotations()[sourceAnnotation], Err: err}
+		}
+		id := objectID(o)
+		if seen[id] {
+			return nil, &Error{File: o.GetAnnotations()[sourceAnnotation], Err: fmt.Errorf("%s is rendered twice", id)}
+		}
+		seen[id] = true
+		if err := stamp(o, owner); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(objs, func(a, b *unstructured.Unstructured) int { return strings.Compare(objectID(a), objectID(b)) })
+	return objs, nil
+}
+
+// sourceAnnotation records, during render only, which template produced an
+// object, so that errors can name it. stamp removes it.
+const sourceAnnotation = "render.stencil.dev/source"
+
+func (k *Kind) renderPlain(obj v1alpha1.Object) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	for _, file := range k.manifests {
+		out, err := k.execute(file, obj)
+		if err != nil {
+			return nil, &Error{File: file, Err: err}
+		}
+		docs, err := decode(out)
+		if err != nil {
+			return nil, &Error{File: file, Err: err}
+		}
+		for _, d := range docs {
+			setSource(d, file)
+		}
+		objs = append(objs, docs...)
+	}
+	return objs, nil
+}
+
+// renderKustomized writes every template's output and the rendered
+// kustomization.yaml into an in-memory folder and runs kustomize on it.
+func (k *Kind) renderKustomized(obj v1alpha1.Object) ([]*unstructured.Unstructured, error) {
+	mem := filesys.MakeFsInMemory()
+	for _, file := range append(slices.Clone(k.manifests), kustomizationFile) {
+		out, err := k.execute(file, obj)
+		if err != nil {
+			return nil, &Error{File: file, Err: err}
+		}
+		if err := mem.WriteFile("/"+file, out); err != nil {
+			return nil, &Error{File: file, Err: err}
+		}
+	}
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(mem, "/")
+	if err != nil {
+		return nil, &Error{File: kustomizationFile, Err: err}
+	}
+	out, err := res.AsYaml()
+	if err != nil {
+		return nil, &Error{File: kustomizationFile, Err: err}
+	}
+	objs, err := decode(out)
+	if err != nil {
+		return nil, &Error{File: kustomizationFile, Err: err}
+	}
+	for _, o := range objs {
+		setSource(o, kustomizationFile)
+	}
+	return objs, nil
+}
+
+// decode parses a stream of YAML documents into objects, skipping empty ones
+// (a template turned off by the spec renders nothing).
+func decode(out []byte) ([]*unstructured.Unstructured, error) {
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	var objs []*unstructured.Unstructured
+	for n := 1; ; n++ {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return objs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading output document %d: %w", n, err)
+		}
+		js, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			return nil, fmt.Errorf("output document %d is not valid YAML: %w", n, err)
+		}
+		if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+			continue
+		}
+		o := &unstructured.Unstructured{}
+		if err := o.UnmarshalJSON(js); err != nil {
+			return nil, fmt.Errorf("output document %d is not a Kubernetes object: %w", n, err)
+		}
+		objs = append(objs, o)
+	}
+}
+
+func setSource(o *unstructured.Unstructured, file string) {
+	ann := o.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[sourceAnnotation] = file
+	o.SetAnnotations(ann)
+}
+
+// objectID identifies an object within one render, and orders the output.
+func objectID(o *unstructured.Unstructured) string {
+	gvk := o.GroupVersionKind()
+	return gvk.Group + "/" + gvk.Kind + "/" + o.GetNamespace() + "/" + o.GetName()
+}

@@ -1,0 +1,173 @@
+package render_test
+
+import (
+	"strings"
+	"testing"
+	"testing/fstest"
+	"unicode/utf8"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/testkind"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/render"
+)
+
+func widget(spec testv1alpha1.WidgetSpec) *testv1alpha1.Widget {
+	return &testv1alpha1.Widget{
+		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "team-a", UID: "uid-1"},
+		Spec:       spec,
+	}
+}
+
+// TestRenderRules covers what render refuses, each with a kind whose one
+// template breaks one rule, and the message the user gets.
+func TestRenderRules(t *testing.T) {
+	tests := []struct {
+		name     string
+		template string
+		wantErr  string // empty: must succeed
+	}{
+		{"declared type in own namespace", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", ""},
+		{"undeclared type", "apiVersion: v1\nkind: Secret\nmetadata: {name: a}\n", `x.yaml: Secret "a": type /v1, Kind=Secret is not declared in _kind.yaml`},
+		{"other namespace", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: kube-system}\n", `namespace "kube-system" is not the custom resource's namespace "team-a"`},
+		{"invalid name", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Not_Valid}\n", `ConfigMap "Not_Valid": invalid name`},
+		{"rendered twice", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", "rendered twice"},
+		{"not an object", "just: a map\n", "x.yaml: output document 1 is not a Kubernetes object"},
+		{"invalid yaml", "a: b: c\n", "x.yaml: output document 1 is not valid YAML"},
+		{"missing key", "{{ .Missing }}", `x.yaml: template: x.yaml:1:3: executing "x.yaml" at <.Missing>`},
+		{"empty documents are skipped", "---\n---\n", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kind, err := render.Load(render.Definition{
+				GroupVersionKind: testv1alpha1.GroupVersion.WithKind("Widget"),
+				New:              func() v1alpha1.Object { return &testv1alpha1.Widget{} },
+				Templates: fstest.MapFS{
+					"_kind.yaml": {Data: []byte("owns:\n- {apiVersion: v1, kind: ConfigMap}\n")},
+					"x.yaml":     {Data: []byte(tt.template)},
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = kind.Render(widget(testv1alpha1.WidgetSpec{}))
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestLoadRejectsBadTemplates(t *testing.T) {
+	tests := map[string]fstest.MapFS{
+		"no declaration": {"x.yaml": {Data: []byte("a: b")}},
+		"parse error":    {"_kind.yaml": {Data: []byte("owns: [{apiVersion: v1, kind: ConfigMap}]")}, "x.yaml": {Data: []byte("{{ if }}")}},
+		"unknown field":  {"_kind.yaml": {Data: []byte("own: []")}, "x.yaml": {Data: []byte("a: b")}},
+		"no templates":   {"_kind.yaml": {Data: []byte("owns: [{apiVersion: v1, kind: ConfigMap}]")}},
+		"impure call":    {"_kind.yaml": {Data: []byte("owns: [{apiVersion: v1, kind: ConfigMap}]")}, "x.yaml": {Data: []byte("{{ now }}")}},
+	}
+	for name, files := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := render.Load(render.Definition{GroupVersionKind: testv1alpha1.GroupVersion.WithKind("Widget"), Templates: files})
+			if err == nil {
+				t.Fatal("Load succeeded; want an error at start-up")
+			}
+		})
+	}
+}
+
+// TestRenderIsDeterministic renders the same input many times.
+func TestRenderIsDeterministic(t *testing.T) {
+	kind := mustLoad(t)
+	first := ids(t, kind, widget(testv1alpha1.WidgetSpec{Message: "m", Replicas: 2, Service: true}))
+	for range 20 {
+		if got := ids(t, kind, widget(testv1alpha1.WidgetSpec{Message: "m", Replicas: 2, Service: true})); got != first {
+			t.Fatalf("render changed between runs:\n%s\n%s", got, first)
+		}
+	}
+}
+
+// FuzzRenderShape feeds arbitrary strings into every string field of the
+// spec: the number, types, namespaces and names of the rendered objects must
+// not change, and the strings must arrive unchanged as values (no YAML
+// injection).
+func FuzzRenderShape(f *testing.F) {
+	f.Add("hello", "extra", "0.5")
+	f.Add("a\n---\nkind: Secret\nmetadata:\n  name: x", "b: c\n- d", "1\"\n  limits: {}")
+	f.Add("{{ .Name }}", "'", `\u0000`)
+	kind := mustLoad(f)
+	shape := func(t *testing.T, objs []*unstructured.Unstructured) string {
+		var b strings.Builder
+		for _, o := range objs {
+			b.WriteString(o.GroupVersionKind().String() + " " + o.GetNamespace() + "/" + o.GetName() + "\n")
+		}
+		return b.String()
+	}
+	base, err := kind.Render(widget(testv1alpha1.WidgetSpec{Message: "m", Extra: "e", CPU: "1", Replicas: 1, Service: true}))
+	if err != nil {
+		f.Fatal(err)
+	}
+	want := shape(nil, base)
+	f.Fuzz(func(t *testing.T, message, extra, cpu string) {
+		if extra == "" || cpu == "" {
+			return // empty turns fields off by design
+		}
+		if !utf8.ValidString(message) || !utf8.ValidString(extra) || !utf8.ValidString(cpu) {
+			return // the API server only stores valid UTF-8
+		}
+		objs, err := kind.Render(widget(testv1alpha1.WidgetSpec{Message: message, Extra: extra, CPU: cpu, Replicas: 1, Service: true}))
+		if err != nil {
+			t.Fatalf("render failed on strings %q %q %q: %v", message, extra, cpu, err)
+		}
+		if got := shape(t, objs); got != want {
+			t.Fatalf("shape changed:\n%s\nwant:\n%s", got, want)
+		}
+		cm := objs[0]
+		if got, _, _ := unstructured.NestedString(cm.Object, "data", "message"); got != message {
+			t.Fatalf("message arrived as %q, want %q", got, message)
+		}
+		if got, _, _ := unstructured.NestedString(cm.Object, "data", "extra"); got != extra {
+			t.Fatalf("extra arrived as %q, want %q", got, extra)
+		}
+	})
+}
+
+func BenchmarkRender(b *testing.B) {
+	kind := mustLoad(b)
+	cr := widget(testv1alpha1.WidgetSpec{Message: "hello", Replicas: 3, Service: true, CPU: "0.5"})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := kind.Render(cr); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func mustLoad(tb testing.TB) *render.Kind {
+	tb.Helper()
+	kind, err := render.Load(testkind.Widget())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return kind
+}
+
+func ids(t *testing.T, kind *render.Kind, cr v1alpha1.Object) string {
+	t.Helper()
+	objs, err := kind.Render(cr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, o := range objs {
+		js, _ := o.MarshalJSON()
+		b.Write(js)
+	}
+	return b.String()
+}

@@ -1,0 +1,120 @@
+package render
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+// owner is the custom resource being rendered.
+type owner struct {
+	gvk       schema.GroupVersionKind
+	namespace string
+	name      string
+	uid       types.UID
+}
+
+func newOwner(gvk schema.GroupVersionKind, obj v1alpha1.Object) owner {
+	return owner{gvk: gvk, namespace: obj.GetNamespace(), name: obj.GetName(), uid: obj.GetUID()}
+}
+
+// OwnerAnnotation is the value of [v1alpha1.AnnotationOwner] for the custom
+// resource of kind gvk at namespace/name.
+func OwnerAnnotation(gvk schema.GroupVersionKind, namespace, name string) string {
+	return gvk.Kind + "." + gvk.Group + "/" + namespace + "/" + name
+}
+
+// ParseOwnerAnnotation splits an [OwnerAnnotation] value into the owner's
+// kind, group, namespace and name.
+func ParseOwnerAnnotation(value string) (schema.GroupKind, types.NamespacedName, bool) {
+	parts := strings.SplitN(value, "/", 3)
+	if len(parts) != 3 {
+		return schema.GroupKind{}, types.NamespacedName{}, false
+	}
+	kind, group, _ := strings.Cut(parts[0], ".")
+	return schema.GroupKind{Group: group, Kind: kind}, types.NamespacedName{Namespace: parts[1], Name: parts[2]}, true
+}
+
+// check enforces the kind's rules on one rendered object: a declared type, a
+// valid name, and the custom resource's namespace for namespaced types (set
+// when the template leaves it empty).
+func (k *Kind) check(o *unstructured.Unstructured, own owner) error {
+	gvk := o.GroupVersionKind()
+	ref, declared := k.owns[gvk]
+	if !declared {
+		return fmt.Errorf("%s %q: type %s is not declared in %s; add it under owns", gvk.Kind, o.GetName(), gvk, declarationFile)
+	}
+	if errs := validation.IsDNS1123Subdomain(o.GetName()); len(errs) > 0 {
+		return fmt.Errorf("%s %q: invalid name: %s", gvk.Kind, o.GetName(), strings.Join(errs, "; "))
+	}
+	switch ns := o.GetNamespace(); {
+	case ref.ClusterScoped && ns != "":
+		return fmt.Errorf("%s %q: cluster-scoped type has namespace %q", gvk.Kind, o.GetName(), ns)
+	case !ref.ClusterScoped && ns == "":
+		o.SetNamespace(own.namespace)
+	case !ref.ClusterScoped && ns != own.namespace:
+		return fmt.Errorf("%s %q: namespace %q is not the custom resource's namespace %q", gvk.Kind, o.GetName(), ns, own.namespace)
+	}
+	return nil
+}
+
+// stamp adds stencil's labels and annotations, a controller ownerReference
+// for namespaced objects, and, last, the hash of the result.
+func stamp(o *unstructured.Unstructured, own owner) error {
+	labels := o.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[v1alpha1.LabelManagedBy] = v1alpha1.ManagedByStencil
+	labels[v1alpha1.LabelOwnerUID] = string(own.uid)
+	o.SetLabels(labels)
+
+	ann := maps.Clone(o.GetAnnotations())
+	delete(ann, sourceAnnotation)
+	delete(ann, v1alpha1.AnnotationDesiredHash)
+	ann[v1alpha1.AnnotationOwner] = OwnerAnnotation(own.gvk, own.namespace, own.name)
+	o.SetAnnotations(ann)
+
+	if o.GetNamespace() != "" {
+		o.SetOwnerReferences([]metav1.OwnerReference{{
+			APIVersion:         own.gvk.GroupVersion().String(),
+			Kind:               own.gvk.Kind,
+			Name:               own.name,
+			UID:                own.uid,
+			Controller:         ptr.To(true),
+			BlockOwnerDeletion: ptr.To(true),
+		}})
+	}
+	hash, err := Hash(o)
+	if err != nil {
+		return err
+	}
+	ann[v1alpha1.AnnotationDesiredHash] = hash
+	o.SetAnnotations(ann)
+	return nil
+}
+
+// Hash is the hash of an object's content without its hash annotation.
+func Hash(o *unstructured.Unstructured) (string, error) {
+	c := o.DeepCopy()
+	ann := c.GetAnnotations()
+	delete(ann, v1alpha1.AnnotationDesiredHash)
+	c.SetAnnotations(ann)
+	js, err := c.MarshalJSON()
+	if err != nil {
+		return "", fmt.Errorf("hashing %s %q: %w", o.GetKind(), o.GetName(), err)
+	}
+	sum := sha256.Sum256(js)
+	return hex.EncodeToString(sum[:16]), nil
+}
