@@ -1,0 +1,148 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+// applier server-side-applies rendered objects, and only those that need it.
+//
+// An object needs an apply when it is missing, when its desired-hash
+// annotation differs from the new render, or when our field manager no longer
+// owns every field it owned right after our last apply of that render (its
+// baseline): another manager took a field. Baselines come from apply
+// responses, so values the API server normalises and list keys it fills in
+// are never mistaken for drift. A fresh process learns each baseline once,
+// with a server-side dry-run apply; after that a converged object costs no
+// request.
+type applier struct {
+	client    client.Client
+	reader    client.Reader
+	baselines sync.Map // objectKey → baseline
+}
+
+type objectKey struct {
+	gvk            string
+	namespace, uid string
+	name           string
+}
+
+type baseline struct {
+	hash  string
+	owned *fieldpath.Set
+}
+
+func keyOf(o *unstructured.Unstructured) objectKey {
+	return objectKey{
+		gvk:       o.GroupVersionKind().String(),
+		namespace: o.GetNamespace(),
+		name:      o.GetName(),
+		uid:       o.GetLabels()[v1alpha1.LabelOwnerUID],
+	}
+}
+
+// apply brings every desired object to its desired state. It returns the
+// objects it applied and the drift it found; it stops at the first error, and
+// the caller must then not prune.
+func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) ([]*unstructured.Unstructured, []v1alpha1.ObjectDrift, error) {
+	var applied []*unstructured.Unstructured
+	var drift []v1alpha1.ObjectDrift
+	for _, d := range desired {
+		stale, missing, err := a.check(ctx, d)
+		if err != nil {
+			return applied, drift, err
+		}
+		if !missing.Empty() {
+			report, err := a.report(ctx, d, missing)
+			if err != nil {
+				return applied, drift, err
+			}
+			report.Reverted = cr.StencilDriftPolicy() != v1alpha1.DriftReport
+			drift = append(drift, report)
+			stale = report.Reverted
+		}
+		if !stale {
+			continue
+		}
+		if err := a.applyOne(ctx, d, false); err != nil {
+			return applied, drift, err
+		}
+		applied = append(applied, d)
+	}
+	return applied, drift, nil
+}
+
+// check compares a desired object with the cached metadata of the live one.
+// stale is true when the object must be applied (missing, or a new render);
+// missing holds the fields our manager should own but no longer does.
+func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (stale bool, missing *fieldpath.Set, err error) {
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(d.GroupVersionKind())
+	err = a.client.Get(ctx, client.ObjectKeyFromObject(d), live)
+	if apierrors.IsNotFound(err) {
+		return true, &fieldpath.Set{}, nil
+	}
+	if err != nil {
+		return false, nil, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	}
+	hash := d.GetAnnotations()[v1alpha1.AnnotationDesiredHash]
+	if live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != hash {
+		return true, &fieldpath.Set{}, nil
+	}
+	base, err := a.baseline(ctx, d, hash)
+	if err != nil {
+		return false, nil, err
+	}
+	owned, err := ownedFields(live.GetManagedFields(), FieldManager)
+	if err != nil {
+		return false, nil, err
+	}
+	return false, base.Difference(owned), nil
+}
+
+// baseline is what our manager owns right after applying d: remembered from
+// our last apply, or learnt once with a dry run.
+func (a *applier) baseline(ctx context.Context, d *unstructured.Unstructured, hash string) (*fieldpath.Set, error) {
+	if b, ok := a.baselines.Load(keyOf(d)); ok && b.(baseline).hash == hash {
+		return b.(baseline).owned, nil
+	}
+	if err := a.applyOne(ctx, d, true); err != nil {
+		return nil, err
+	}
+	b, _ := a.baselines.Load(keyOf(d))
+	return b.(baseline).owned, nil
+}
+
+// applyOne server-side-applies d with force, or dry-runs it, and records the
+// fields our manager owns afterwards as d's baseline.
+func (a *applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dryRun bool) error {
+	obj := d.DeepCopy()
+	opts := []client.ApplyOption{client.FieldOwner(FieldManager), client.ForceOwnership}
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	if err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), opts...); err != nil {
+		return fmt.Errorf("applying %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	}
+	owned, err := ownedFields(obj.GetManagedFields(), FieldManager)
+	if err != nil {
+		return err
+	}
+	a.baselines.Store(keyOf(d), baseline{hash: d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: owned})
+	return nil
+}
+
+// forget drops the baseline of a pruned object.
+func (a *applier) forget(gvk, namespace, name string, uid types.UID) {
+	a.baselines.Delete(objectKey{gvk: gvk, namespace: namespace, name: name, uid: string(uid)})
+}

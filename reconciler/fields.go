@@ -1,0 +1,107 @@
+package reconciler
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/structured-merge-diff/v6/value"
+)
+
+// ownedFields returns the fields that manager owns through Apply on the
+// object itself (not a subresource), as recorded in managedFields.
+func ownedFields(entries []metav1.ManagedFieldsEntry, manager string) (*fieldpath.Set, error) {
+	set := &fieldpath.Set{}
+	for _, e := range entries {
+		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply || e.Subresource != "" || e.FieldsV1 == nil {
+			continue
+		}
+		s := &fieldpath.Set{}
+		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+			return nil, fmt.Errorf("parsing managedFields of %s: %w", manager, err)
+		}
+		set = set.Union(s)
+	}
+	return set, nil
+}
+
+// holder finds the manager, other than ours, that now holds path.
+func holder(entries []metav1.ManagedFieldsEntry, path fieldpath.Path, ours string) (string, *metav1.Time) {
+	for _, e := range entries {
+		if e.Manager == ours && e.Operation == metav1.ManagedFieldsOperationApply || e.FieldsV1 == nil {
+			continue
+		}
+		s := &fieldpath.Set{}
+		if s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)) == nil && s.Has(path) {
+			return e.Manager, e.Time
+		}
+	}
+	return "", nil
+}
+
+// valueAt returns the value at path in obj (an unstructured object) as
+// JSON, and whether it is there.
+func valueAt(obj map[string]any, path fieldpath.Path) (string, bool) {
+	var cur any = obj
+	for _, pe := range path {
+		next, ok := step(cur, pe)
+		if !ok {
+			return "", false
+		}
+		cur = next
+	}
+	out, err := json.Marshal(cur)
+	if err != nil {
+		return "", false
+	}
+	return string(out), true
+}
+
+// step descends one path element: a field, a list item by key, by value or
+// by index.
+func step(cur any, pe fieldpath.PathElement) (any, bool) {
+	switch {
+	case pe.FieldName != nil:
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		v, ok := m[*pe.FieldName]
+		return v, ok
+	case pe.Index != nil:
+		l, ok := cur.([]any)
+		if !ok || *pe.Index >= len(l) {
+			return nil, false
+		}
+		return l[*pe.Index], true
+	}
+	l, ok := cur.([]any)
+	if !ok {
+		return nil, false
+	}
+	for _, item := range l {
+		if matches(item, pe) {
+			return item, true
+		}
+	}
+	return nil, false
+}
+
+func matches(item any, pe fieldpath.PathElement) bool {
+	if pe.Value != nil {
+		return value.Equals(value.NewValueInterface(item), *pe.Value)
+	}
+	m, ok := item.(map[string]any)
+	if !ok || pe.Key == nil {
+		return false
+	}
+	for _, f := range *pe.Key {
+		v, ok := m[f.Name]
+		if !ok || !value.Equals(value.NewValueInterface(v), f.Value) {
+			return false
+		}
+	}
+	return true
+}

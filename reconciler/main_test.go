@@ -1,0 +1,236 @@
+package reconciler_test
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/localcluster"
+	"github.com/stencil-operator/stencil/internal/testkind"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/reconciler"
+	"github.com/stencil-operator/stencil/render"
+)
+
+var (
+	cluster *localcluster.Cluster
+	// k8s is the tests' own client (cluster admin), separate from the operator's.
+	k8s client.Client
+	// requests counts the operator's API requests other than watches.
+	requests = &counter{}
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(localcluster.RunTests(testingM{m}, localcluster.Options{}, &cluster))
+}
+
+// testingM starts the operator once the cluster is up, for all tests.
+type testingM struct{ m *testing.M }
+
+func (t testingM) Run() int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := startOperator(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "starting the operator:", err)
+		return 1
+	}
+	return t.m.Run()
+}
+
+func startOperator(ctx context.Context) error {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, testv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	var err error
+	if k8s, err = client.New(cluster.Config, client.Options{Scheme: scheme}); err != nil {
+		return err
+	}
+	if err := installCRDs(ctx, testkind.CRDs()); err != nil {
+		return err
+	}
+	kind, err := render.Load(testkind.Widget())
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(logr.Discard())
+	if os.Getenv("STENCIL_TEST_DEBUG") != "" {
+		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
+	}
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.QPS, cfg.Burst = 500, 1000
+	cfg.WrapTransport = requests.wrap
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:  scheme,
+		Cache:   reconciler.CacheOptions([]*render.Kind{kind}),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+	})
+	if err != nil {
+		return err
+	}
+	if err := reconciler.Setup(mgr, []*render.Kind{kind}, reconciler.Options{MaxConcurrentReconciles: 4}); err != nil {
+		return err
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	return nil
+}
+
+func installCRDs(ctx context.Context, crds fs.FS) error {
+	files, err := fs.Glob(crds, "*.yaml")
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		data, err := fs.ReadFile(crds, f)
+		if err != nil {
+			return err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(data, crd); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if err := k8s.Create(ctx, crd); err != nil {
+			return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
+		}
+		if err := waitCRD(ctx, crd.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func waitCRD(ctx context.Context, name string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: name}, crd); err == nil {
+			for _, c := range crd.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					return nil
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("CRD %s not established", name)
+}
+
+// counter counts requests by "VERB resource-path", leaving out watches.
+type counter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Query().Get("watch") != "true" {
+			c.mu.Lock()
+			if c.counts == nil {
+				c.counts = map[string]int{}
+			}
+			c.counts[req.Method+" "+req.URL.Path]++
+			c.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+// reset returns the counts so far and starts again from zero.
+func (c *counter) reset() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.counts
+	c.counts = nil
+	return out
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{}
+	ns.GenerateName = strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	if len(ns.GenerateName) > 40 {
+		ns.GenerateName = ns.GenerateName[:40]
+	}
+	ns.GenerateName += "-"
+	if err := k8s.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// eventually polls check until it returns nil, failing the test after within.
+func eventually(t *testing.T, within time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true within %s: %v", what, within, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// getWidget reads a Widget.
+func getWidget(t *testing.T, ns, name string) *testv1alpha1.Widget {
+	t.Helper()
+	w := &testv1alpha1.Widget{}
+	if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, w); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// waitReady waits until the Widget is Ready for its current generation.
+func waitReady(t *testing.T, ns, name string) *testv1alpha1.Widget {
+	t.Helper()
+	var w *testv1alpha1.Widget
+	eventually(t, 30*time.Second, "Widget "+name+" Ready", func() error {
+		w = getWidget(t, ns, name)
+		return readyErr(w)
+	})
+	return w
+}
+
+func readyErr(w *testv1alpha1.Widget) error {
+	c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
+	if c == nil || c.Status != metav1.ConditionTrue || w.Status.ObservedGeneration != w.Generation {
+		return fmt.Errorf("Ready=%v observedGeneration=%d generation=%d", c, w.Status.ObservedGeneration, w.Generation)
+	}
+	return nil
+}

@@ -1,0 +1,99 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/render"
+)
+
+// prune deletes the objects that carry this custom resource's owner label,
+// in the kind's declared types and the types of its inventory, that desired
+// does not hold. Ownership is confirmed a second way (controller
+// ownerReference, or owner annotation for cluster-scoped objects) and the
+// delete carries a UID precondition, so an object that merely copied our
+// label, or was replaced meanwhile, survives.
+func (r *Reconciler) prune(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) ([]v1alpha1.InventoryEntry, error) {
+	keep := map[string]bool{}
+	for _, d := range desired {
+		keep[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())] = true
+	}
+	var pruned []v1alpha1.InventoryEntry
+	for _, gvk := range r.pruneTypes(cr) {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := r.client.List(ctx, list, client.MatchingLabels{v1alpha1.LabelOwnerUID: string(cr.GetUID())}); err != nil {
+			return pruned, fmt.Errorf("listing %s to prune: %w", gvk.Kind, err)
+		}
+		for i := range list.Items {
+			item := &list.Items[i]
+			item.SetGroupVersionKind(gvk)
+			if keep[idOf(gvk, item.GetNamespace(), item.GetName())] {
+				continue
+			}
+			if !r.ownedBy(item, cr) {
+				ctrl.LoggerFrom(ctx).Info("Not pruning an object that carries our owner label but no proof of ownership", "kind", gvk.Kind, "object", klog.KObj(item))
+				continue
+			}
+			if err := r.deleteOwned(ctx, item); err != nil {
+				return pruned, err
+			}
+			r.applier.forget(gvk.String(), item.GetNamespace(), item.GetName(), cr.GetUID())
+			pruned = append(pruned, v1alpha1.InventoryEntry{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: item.GetNamespace(), Name: item.GetName()})
+		}
+	}
+	return pruned, nil
+}
+
+func (r *Reconciler) deleteOwned(ctx context.Context, item *metav1.PartialObjectMetadata) error {
+	uid := item.GetUID()
+	err := r.client.Delete(ctx, item, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("pruning %s %s: %w", item.Kind, klog.KObj(item), err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Pruned", "kind", item.Kind, "object", klog.KObj(item))
+	return nil
+}
+
+// pruneTypes are the kind's declared types plus any type in the inventory
+// (a type the kind no longer declares may still have objects to remove).
+func (r *Reconciler) pruneTypes(cr v1alpha1.Object) []schema.GroupVersionKind {
+	seen := map[schema.GroupVersionKind]bool{}
+	var types []schema.GroupVersionKind
+	add := func(gvk schema.GroupVersionKind) {
+		if !seen[gvk] {
+			seen[gvk] = true
+			types = append(types, gvk)
+		}
+	}
+	for _, t := range r.kind.Declaration().Owns {
+		add(t.GroupVersionKind())
+	}
+	for _, e := range cr.StencilStatus().Inventory {
+		add(schema.FromAPIVersionAndKind(e.APIVersion, e.Kind))
+	}
+	return types
+}
+
+// ownedBy is the second proof of ownership: a controller ownerReference to
+// cr, or, for cluster-scoped objects, the owner annotation naming it.
+func (r *Reconciler) ownedBy(item *metav1.PartialObjectMetadata, cr v1alpha1.Object) bool {
+	if ref := metav1.GetControllerOf(item); ref != nil {
+		return ref.UID == cr.GetUID()
+	}
+	want := render.OwnerAnnotation(r.kind.GroupVersionKind(), cr.GetNamespace(), cr.GetName())
+	return item.GetNamespace() == "" && item.GetAnnotations()[v1alpha1.AnnotationOwner] == want
+}
+
+func idOf(gvk schema.GroupVersionKind, namespace, name string) string {
+	return gvk.Group + "/" + gvk.Kind + "/" + namespace + "/" + name
+}

@@ -1,0 +1,81 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/render"
+)
+
+// Options tune the controllers.
+type Options struct {
+	// MaxConcurrentReconciles per kind; 0 means 1.
+	MaxConcurrentReconciles int
+}
+
+// CacheOptions makes the manager's cache hold only what stencil needs: every
+// custom resource of the kinds, and of all other types only the objects
+// labelled as stencil's.
+func CacheOptions(kinds []*render.Kind) cache.Options {
+	byObject := map[client.Object]cache.ByObject{}
+	for _, k := range kinds {
+		byObject[k.New()] = cache.ByObject{Label: labels.Everything()}
+	}
+	return cache.Options{
+		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil}),
+		ByObject:             byObject,
+	}
+}
+
+// Setup starts one controller per kind, named after the kind, all served by
+// the same generic Reconciler. Owned types are watched metadata-only.
+func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
+	for _, k := range kinds {
+		gvk := k.GroupVersionKind()
+		r := &Reconciler{
+			kind:     k,
+			client:   mgr.GetClient(),
+			reader:   mgr.GetAPIReader(),
+			recorder: mgr.GetEventRecorder("stencil"),
+			applier:  &applier{client: mgr.GetClient(), reader: mgr.GetAPIReader()},
+		}
+		b := ctrl.NewControllerManagedBy(mgr).
+			Named(strings.ToLower(gvk.Kind)).
+			For(k.New()).
+			WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1)})
+		for _, t := range k.Declaration().Owns {
+			owned := &metav1.PartialObjectMetadata{}
+			owned.SetGroupVersionKind(t.GroupVersionKind())
+			b = b.WatchesMetadata(owned, handler.EnqueueRequestsFromMapFunc(ownerOf(gvk.GroupKind())))
+		}
+		if err := b.Complete(r); err != nil {
+			return fmt.Errorf("setting up the %s controller: %w", gvk.Kind, err)
+		}
+	}
+	return nil
+}
+
+// ownerOf maps an owned object to its custom resource through the owner
+// annotation, which namespaced and cluster-scoped objects both carry.
+func ownerOf(kind schema.GroupKind) handler.MapFunc {
+	return func(_ context.Context, obj client.Object) []reconcile.Request {
+		gk, nn, ok := render.ParseOwnerAnnotation(obj.GetAnnotations()[v1alpha1.AnnotationOwner])
+		if !ok || gk != kind {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName(nn)}}
+	}
+}

@@ -1,0 +1,151 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+// writeStatus computes the status from what this reconcile saw and, when it
+// differs from the stored one, applies it to /status with its own field
+// manager and records an event per condition that changed.
+func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, before *v1alpha1.Status, res *result) error {
+	after := computeStatus(before, res, cr.StencilDriftPolicy())
+	if equality.Semantic.DeepEqual(before, after) {
+		return nil
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(r.kind.GroupVersionKind())
+	u.SetNamespace(cr.GetNamespace())
+	u.SetName(cr.GetName())
+	status, err := runtime.DefaultUnstructuredConverter.ToUnstructured(after)
+	if err != nil {
+		return fmt.Errorf("encoding status: %w", err)
+	}
+	u.Object["status"] = status
+	if err := r.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(StatusFieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("writing status: %w", client.IgnoreNotFound(err))
+	}
+	r.recordTransitions(cr, before.Conditions, after.Conditions)
+	return nil
+}
+
+// recordTransitions emits one event per condition whose status or reason
+// changed; the event reason is the condition reason.
+func (r *Reconciler) recordTransitions(cr v1alpha1.Object, before, after []metav1.Condition) {
+	for _, c := range after {
+		old := meta.FindStatusCondition(before, c.Type)
+		if old != nil && old.Status == c.Status && old.Reason == c.Reason {
+			continue
+		}
+		eventType := corev1.EventTypeNormal
+		if (c.Type == v1alpha1.ConditionReady) != (c.Status == metav1.ConditionTrue) {
+			eventType = corev1.EventTypeWarning
+		}
+		r.recorder.Eventf(cr, nil, eventType, c.Reason, "Reconcile", "%s", c.Message)
+	}
+}
+
+// computeStatus is the status after a reconcile with result res. It is pure:
+// everything it needs is in its arguments.
+func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPolicy) *v1alpha1.Status {
+	after := before.DeepCopy()
+	setReadyCondition(after, res)
+	ok := res.renderErr == nil && res.applyErr == nil && res.pruneErr == nil && !res.emptyRender
+	if ok {
+		after.ObservedGeneration = res.generation
+		after.Inventory = inventory(res.desired)
+		setDriftedCondition(after, res, policy)
+	} else {
+		after.Inventory = mergeInventory(before.Inventory, res.applied)
+	}
+	return after
+}
+
+func setReadyCondition(s *v1alpha1.Status, res *result) {
+	c := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: res.generation}
+	switch {
+	case res.renderErr != nil:
+		c.Reason = v1alpha1.ReasonRenderFailed
+		c.Message = "Render failed: " + res.renderErr.Error() + ". Nothing was applied or pruned; fix the spec or the template."
+	case res.emptyRender:
+		c.Reason = v1alpha1.ReasonEmptyRender
+		c.Message = "The templates rendered no objects, but " + strconv.Itoa(len(s.Inventory)) + " were applied before; stencil did not prune them. Check the spec, or delete the resource to remove them."
+	case res.applyErr != nil:
+		c.Reason = v1alpha1.ReasonApplyFailed
+		c.Message = "Apply failed: " + res.applyErr.Error() + ". Nothing was pruned; stencil retries with backoff."
+	case res.pruneErr != nil:
+		c.Reason = v1alpha1.ReasonPruneFailed
+		c.Message = "Prune failed: " + res.pruneErr.Error() + ". stencil retries with backoff."
+	default:
+		c.Status = metav1.ConditionTrue
+		c.Reason = v1alpha1.ReasonReconciled
+		c.Message = "All " + strconv.Itoa(len(res.desired)) + " rendered objects are applied."
+	}
+	meta.SetStatusCondition(&s.Conditions, c)
+}
+
+// setDriftedCondition: under Report, Drifted is True while any field is held
+// by another manager, and status.drift shows what differs now. Under Correct,
+// Drifted stays False; status.drift keeps what was last reverted.
+func setDriftedCondition(s *v1alpha1.Status, res *result, policy v1alpha1.DriftPolicy) {
+	c := metav1.Condition{Type: v1alpha1.ConditionDrifted, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonInSync,
+		Message: "Every field the templates set is held by stencil.", ObservedGeneration: res.generation}
+	switch {
+	case policy == v1alpha1.DriftReport && len(res.drift) > 0:
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonDriftFound
+		c.Message = strconv.Itoa(len(res.drift)) + " objects have fields that another manager changed (see status.drift). Policy Report leaves them; set spec.driftPolicy to Correct to revert them."
+		s.Drift = boundDrift(res.drift)
+	case policy == v1alpha1.DriftReport:
+		s.Drift = nil
+	case len(res.drift) > 0:
+		c.Reason = v1alpha1.ReasonDriftFixed
+		c.Message = "stencil reverted fields that another manager changed in " + strconv.Itoa(len(res.drift)) + " objects (see status.drift)."
+		s.Drift = boundDrift(res.drift)
+	default:
+		if old := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionDrifted); old != nil && old.Reason == v1alpha1.ReasonDriftFixed {
+			c.Reason, c.Message = old.Reason, old.Message // keep the record of the last correction
+		}
+	}
+	meta.SetStatusCondition(&s.Conditions, c)
+}
+
+func boundDrift(d []v1alpha1.ObjectDrift) []v1alpha1.ObjectDrift {
+	return d[:min(len(d), v1alpha1.MaxDriftObjects)]
+}
+
+func inventory(objs []*unstructured.Unstructured) []v1alpha1.InventoryEntry {
+	var inv []v1alpha1.InventoryEntry
+	for _, o := range objs[:min(len(objs), v1alpha1.MaxInventory)] {
+		inv = append(inv, entryOf(o))
+	}
+	return inv
+}
+
+func entryOf(o *unstructured.Unstructured) v1alpha1.InventoryEntry {
+	return v1alpha1.InventoryEntry{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName()}
+}
+
+// mergeInventory adds what a failed reconcile applied to the inventory, so a
+// later prune still finds it.
+func mergeInventory(inv []v1alpha1.InventoryEntry, applied []*unstructured.Unstructured) []v1alpha1.InventoryEntry {
+	out := append([]v1alpha1.InventoryEntry(nil), inv...)
+	for _, o := range applied {
+		e := entryOf(o)
+		if !slices.Contains(out, e) && len(out) < v1alpha1.MaxInventory {
+			out = append(out, e)
+		}
+	}
+	return out
+}
