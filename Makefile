@@ -30,13 +30,13 @@ tools: ## Build the pinned tools into bin/ (cached; a second run builds nothing)
 	hack/tools/install.sh $(BIN)
 
 .PHONY: manifests
-manifests: tools ## Generate CRDs and RBAC into config/ from the API types and markers.
-	$(CONTROLLER_GEN) rbac:roleName=stencil-manager crd paths=./api/... paths=./reconciler/... \
-		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+manifests: tools ## Generate the CRDs (config/crd/bases, and the test kind's) from the API types and markers.
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) crd paths=./internal/testkind/... output:crd:artifacts:config=internal/testkind/crd
 
 .PHONY: generate
 generate: tools ## Generate DeepCopy methods for the API types.
-	$(CONTROLLER_GEN) object paths=./api/...
+	$(CONTROLLER_GEN) object paths=./api/... paths=./internal/testkind/...
 
 .PHONY: fmt
 fmt: ## Format the Go code.
@@ -62,7 +62,7 @@ test-e2e: tools build ## Run only the e2e suite (the real binary driven by kubec
 
 .PHONY: verify
 verify: generate manifests fmt ## Regenerate everything and fail if the tree changed.
-	@git diff --exit-code -- . || { echo "generated files are out of date: run 'make generate manifests fmt' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- .)" || { git status --porcelain -- .; git diff;  echo "generated files are out of date: run 'make generate manifests fmt' and commit"; exit 1; }
 
 ##@ Build
 

@@ -155,7 +155,7 @@ func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
 			if c.counts == nil {
 				c.counts = map[string]int{}
 			}
-			c.counts[req.Method+" "+req.URL.Path]++
+			c.counts[req.Method+" "+resourceOf(req.URL.Path)]++
 			c.mu.Unlock()
 		}
 		return rt.RoundTrip(req)
@@ -233,4 +233,29 @@ func readyErr(w *testv1alpha1.Widget) error {
 		return fmt.Errorf("Ready=%v observedGeneration=%d generation=%d", c, w.Status.ObservedGeneration, w.Generation)
 	}
 	return nil
+}
+
+// resourceOf reduces a request path to its resource (and subresource), as in
+// "deployments" or "widgets/status".
+func resourceOf(path string) string {
+	seg := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(seg) >= 2 && seg[0] == "api":
+		seg = seg[2:]
+	case len(seg) >= 3 && seg[0] == "apis":
+		seg = seg[3:]
+	default:
+		return path
+	}
+	if len(seg) >= 3 && seg[0] == "namespaces" {
+		seg = seg[2:]
+	}
+	switch len(seg) {
+	case 0:
+		return path
+	case 3:
+		return seg[0] + "/" + seg[2]
+	default:
+		return seg[0]
+	}
 }

@@ -22,7 +22,7 @@ import (
 // manager and records an event per condition that changed.
 func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, before *v1alpha1.Status, res *result) error {
 	after := computeStatus(before, res, cr.StencilDriftPolicy())
-	if equality.Semantic.DeepEqual(before, after) {
+	if equalStatus(before, after) {
 		return nil
 	}
 	u := &unstructured.Unstructured{}
@@ -149,3 +149,5 @@ func mergeInventory(inv []v1alpha1.InventoryEntry, applied []*unstructured.Unstr
 	}
 	return out
 }
+
+func equalStatus(a, b *v1alpha1.Status) bool { return equality.Semantic.DeepEqual(a, b) }

@@ -2,12 +2,19 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/reconciler"
 )
 
 // managerOptions are the operator's flags.
@@ -16,6 +23,9 @@ type managerOptions struct {
 	probeAddr        string
 	leaderElect      bool
 	leaderElectionNS string
+	concurrency      int
+	qps              float32
+	burst            int
 }
 
 func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
@@ -23,6 +33,11 @@ func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader through a Lease so that only one replica reconciles at a time.")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
+	fs.IntVar(&o.concurrency, "concurrency", 8, "Custom resources reconciled at once, per kind.")
+	// API Priority and Fairness protects the API server; a low client-side
+	// limit would only slow convergence.
+	fs.Float32Var(&o.qps, "kube-api-qps", 500, "Client-side limit on requests per second to the API server.")
+	fs.IntVar(&o.burst, "kube-api-burst", 1000, "Client-side burst of requests to the API server.")
 }
 
 // leaderElectionID names the Lease that replicas compete for.
@@ -34,7 +49,18 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
+	cfg.QPS, cfg.Burst = o.qps, o.burst
+	loaded, err := kinds.Load()
+	if err != nil {
+		return fmt.Errorf("loading templates: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), kinds.AddToScheme(scheme)); err != nil {
+		return fmt.Errorf("building scheme: %w", err)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         reconciler.CacheOptions(loaded),
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
@@ -45,13 +71,16 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
+	if err := reconciler.Setup(mgr, loaded, reconciler.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
+		return err
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
-	log.Info("Starting manager", "host", cfg.Host, "leaderElection", o.leaderElect)
+	log.Info("Starting manager", "host", cfg.Host, "kinds", len(loaded), "leaderElection", o.leaderElect)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}

@@ -1,0 +1,85 @@
+package reconciler
+
+import (
+	"errors"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+func TestComputeStatus(t *testing.T) {
+	cm := &unstructured.Unstructured{}
+	cm.SetAPIVersion("v1")
+	cm.SetKind("ConfigMap")
+	cm.SetNamespace("ns")
+	cm.SetName("a")
+	drift := []v1alpha1.ObjectDrift{{APIVersion: "v1", Kind: "ConfigMap", Name: "a", Fields: []v1alpha1.FieldDrift{{Path: ".data.x"}}}}
+	oldInventory := []v1alpha1.InventoryEntry{{APIVersion: "v1", Kind: "Service", Namespace: "ns", Name: "old"}}
+	corrected := metav1.Condition{Type: v1alpha1.ConditionDrifted, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDriftFixed, Message: "earlier"}
+
+	tests := []struct {
+		name          string
+		before        v1alpha1.Status
+		res           result
+		policy        v1alpha1.DriftPolicy
+		wantReady     string
+		wantDrifted   string // reason; "" means no Drifted condition
+		wantObserved  int64
+		wantInventory int
+		wantDrift     int
+	}{
+		{"success", v1alpha1.Status{}, result{generation: 2, desired: objs(cm)}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonInSync, 2, 1, 0},
+		{"render failure keeps generation and inventory", v1alpha1.Status{ObservedGeneration: 1, Inventory: oldInventory}, result{generation: 2, renderErr: errors.New("x.yaml:1: boom")}, v1alpha1.DriftCorrect, v1alpha1.ReasonRenderFailed, "", 1, 1, 0},
+		{"apply failure adds what was applied", v1alpha1.Status{Inventory: oldInventory}, result{generation: 2, applied: objs(cm), applyErr: errors.New("conflict")}, v1alpha1.DriftCorrect, v1alpha1.ReasonApplyFailed, "", 0, 2, 0},
+		{"empty render", v1alpha1.Status{Inventory: oldInventory}, result{generation: 2, emptyRender: true}, v1alpha1.DriftCorrect, v1alpha1.ReasonEmptyRender, "", 0, 1, 0},
+		{"report drift", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift}, v1alpha1.DriftReport, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFound, 1, 1, 1},
+		{"report clears drift once gone", v1alpha1.Status{Drift: drift}, result{generation: 1, desired: objs(cm)}, v1alpha1.DriftReport, v1alpha1.ReasonReconciled, v1alpha1.ReasonInSync, 1, 1, 0},
+		{"correct records reverted drift", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFixed, 1, 1, 1},
+		{"correct keeps the last record", v1alpha1.Status{Drift: drift, Conditions: []metav1.Condition{corrected}}, result{generation: 1, desired: objs(cm)}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFixed, 1, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := computeStatus(&tt.before, &tt.res, tt.policy)
+			if c := meta.FindStatusCondition(got.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != tt.wantReady {
+				t.Errorf("Ready = %+v, want reason %s", c, tt.wantReady)
+			}
+			c := meta.FindStatusCondition(got.Conditions, v1alpha1.ConditionDrifted)
+			if tt.wantDrifted == "" && c != nil && tt.before.Conditions == nil {
+				t.Errorf("Drifted = %+v, want none", c)
+			}
+			if tt.wantDrifted != "" && (c == nil || c.Reason != tt.wantDrifted) {
+				t.Errorf("Drifted = %+v, want reason %s", c, tt.wantDrifted)
+			}
+			if got.ObservedGeneration != tt.wantObserved {
+				t.Errorf("observedGeneration = %d, want %d", got.ObservedGeneration, tt.wantObserved)
+			}
+			if len(got.Inventory) != tt.wantInventory {
+				t.Errorf("inventory = %v, want %d entries", got.Inventory, tt.wantInventory)
+			}
+			if len(got.Drift) != tt.wantDrift {
+				t.Errorf("drift = %v, want %d objects", got.Drift, tt.wantDrift)
+			}
+		})
+	}
+}
+
+// TestComputeStatusIsStable: the same result twice gives the same status, so
+// a converged resource costs no status write.
+func TestComputeStatusIsStable(t *testing.T) {
+	cm := &unstructured.Unstructured{}
+	cm.SetAPIVersion("v1")
+	cm.SetKind("ConfigMap")
+	cm.SetName("a")
+	res := &result{generation: 3, desired: objs(cm)}
+	first := computeStatus(&v1alpha1.Status{}, res, v1alpha1.DriftCorrect)
+	second := computeStatus(first, res, v1alpha1.DriftCorrect)
+	if !equalStatus(first, second) {
+		t.Fatalf("status changed on a second identical reconcile:\n%+v\n%+v", first, second)
+	}
+}
+
+func objs(o ...*unstructured.Unstructured) []*unstructured.Unstructured { return o }
