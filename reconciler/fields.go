@@ -1,7 +1,6 @@
 package reconciler
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -19,7 +18,7 @@ func ownedFields(entries []metav1.ManagedFieldsEntry, manager string) (*fieldpat
 			continue
 		}
 		s := &fieldpath.Set{}
-		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+		if err := s.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
 			return nil, fmt.Errorf("parsing managedFields of %s: %w", manager, err)
 		}
 		set = set.Union(s)
@@ -34,7 +33,7 @@ func holder(entries []metav1.ManagedFieldsEntry, path fieldpath.Path, ours strin
 			continue
 		}
 		s := &fieldpath.Set{}
-		if s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)) == nil && s.Has(path) {
+		if s.FromJSON(e.FieldsV1.GetRawReader()) == nil && s.Has(path) {
 			return e.Manager, e.Time
 		}
 	}

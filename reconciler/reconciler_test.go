@@ -47,8 +47,8 @@ func get[T client.Object](t *testing.T, obj T, ns, name string) (T, error) {
 // ownerReference; Ready=True with observedGeneration = generation.
 func TestCreateAppliesEveryObject(t *testing.T) {
 	ns := newNamespace(t)
-	w := createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "hi", Replicas: 2, Service: true})
-	w = waitReady(t, ns, "web")
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "hi", Replicas: 2, Service: true})
+	w := waitReady(t, ns, "web")
 	objs := []client.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}}
 	names := []string{"web-config", "web", "web"}
 	for i, obj := range objs {
@@ -252,7 +252,7 @@ func TestPrune(t *testing.T) {
 	waitReady(t, ns, "web")
 	eventually(t, 15*time.Second, "Service pruned", func() error {
 		if _, err := get(t, &corev1.Service{}, ns, "web"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("Service: %v", err)
+			return fmt.Errorf("Service: %w", err)
 		}
 		return nil
 	})

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/utils/ptr"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
@@ -92,8 +91,8 @@ func stamp(o *unstructured.Unstructured, own owner) error {
 			Kind:               own.gvk.Kind,
 			Name:               own.name,
 			UID:                own.uid,
-			Controller:         ptr.To(true),
-			BlockOwnerDeletion: ptr.To(true),
+			Controller:         new(true),
+			BlockOwnerDeletion: new(true),
 		}})
 	}
 	hash, err := Hash(o)

@@ -78,7 +78,9 @@ func run(ctx context.Context, forceLocal bool, samples string) error {
 		return fmt.Errorf("stencil exited: %w", err)
 	case <-ctx.Done():
 		_ = operator.Process.Signal(syscall.SIGTERM)
-		<-exited
+		if err := <-exited; err != nil {
+			fmt.Fprintln(os.Stderr, "stencil stopped:", err)
+		}
 		return nil
 	}
 }

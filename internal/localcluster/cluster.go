@@ -378,7 +378,7 @@ func freePorts(n int) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("finding a free port: %w", err)
 		}
-		defer l.Close() // held until all n are chosen, so they differ.
+		defer func() { _ = l.Close() }() // held until all n are chosen, so they differ.
 		ports = append(ports, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
 	}
 	return ports, nil

@@ -70,7 +70,7 @@ func startProcess(name, binary, logPath string, args ...string) (*process, error
 func (p *process) running() error {
 	select {
 	case <-p.exited:
-		return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", p.name, p.waitErr, p.logPath, tail(p.logPath, 15))
+		return fmt.Errorf("%s exited (%w); last lines of %s:\n%s", p.name, p.waitErr, p.logPath, tail(p.logPath, 15))
 	default:
 		return nil
 	}

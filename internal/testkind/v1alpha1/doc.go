@@ -5,15 +5,19 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
 	// GroupVersion is the API's group and version.
-	GroupVersion = schema.GroupVersion{Group: "test.stencil.dev", Version: "v1alpha1"}
-	// SchemeBuilder registers the API's types.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	GroupVersion  = schema.GroupVersion{Group: "test.stencil.dev", Version: "v1alpha1"}
+	schemeBuilder = runtime.NewSchemeBuilder(func(s *runtime.Scheme) error {
+		s.AddKnownTypes(GroupVersion, &Widget{}, &WidgetList{})
+		metav1.AddToGroupVersion(s, GroupVersion)
+		return nil
+	})
 	// AddToScheme adds the API's types to a scheme.
-	AddToScheme = SchemeBuilder.AddToScheme
+	AddToScheme = schemeBuilder.AddToScheme
 )

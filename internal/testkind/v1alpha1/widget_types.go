@@ -66,5 +66,3 @@ func (w *Widget) StencilDriftPolicy() v1alpha1.DriftPolicy {
 	}
 	return w.Spec.DriftPolicy
 }
-
-func init() { SchemeBuilder.Register(&Widget{}, &WidgetList{}) }
