@@ -3,12 +3,14 @@ package reconciler_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -286,5 +288,36 @@ func TestDeleteRemovesObjects(t *testing.T) {
 			}
 		}
 		return errors.Join(errs...)
+	})
+}
+
+// Cluster-scoped objects carry no ownerReference: a finalizer removes them
+// when the CR is deleted, and a prune finds them by label and annotation.
+func TestClusterScopedObjectsUseTheFinalizer(t *testing.T) {
+	ns := newNamespace(t)
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, ClusterRole: true})
+	w := waitReady(t, ns, "web")
+	if !slices.Contains(w.Finalizers, "stencil.dev/cleanup") {
+		t.Fatalf("finalizers = %v, want stencil.dev/cleanup", w.Finalizers)
+	}
+	name := "widget-" + ns + "-web"
+	role, err := get(t, &rbacv1.ClusterRole{}, "", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(role.OwnerReferences) != 0 || role.Annotations[v1alpha1.AnnotationOwner] != "Widget.test.stencil.dev/"+ns+"/web" {
+		t.Errorf("ClusterRole ownerReferences = %v, annotations = %v", role.OwnerReferences, role.Annotations)
+	}
+	if err := k8s.Delete(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "ClusterRole and Widget gone", func() error {
+		if _, err := get(t, &rbacv1.ClusterRole{}, "", name); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("ClusterRole: %w", err)
+		}
+		if _, err := get(t, &testv1alpha1.Widget{}, ns, "web"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Widget: %w", err)
+		}
+		return nil
 	})
 }

@@ -171,3 +171,30 @@ func ids(t *testing.T, kind *render.Kind, cr v1alpha1.Object) string {
 	}
 	return b.String()
 }
+
+// TestKustomization runs the rendered files through a kustomization.yaml in
+// the kind's folder, itself a template.
+func TestKustomization(t *testing.T) {
+	kind, err := render.Load(render.Definition{
+		GroupVersionKind: testv1alpha1.GroupVersion.WithKind("Widget"),
+		New:              func() v1alpha1.Object { return &testv1alpha1.Widget{} },
+		Templates: fstest.MapFS{
+			"_kind.yaml":         {Data: []byte("owns:\n- {apiVersion: v1, kind: ConfigMap}\n")},
+			"cm.yaml":            {Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {message: {{ .Spec.Message | quote }}}\n")},
+			"kustomization.yaml": {Data: []byte("resources: [cm.yaml]\nnamePrefix: {{ .Name }}-\nlabels:\n- pairs: {tier: web}\n")},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := kind.Render(widget(testv1alpha1.WidgetSpec{Message: "hi"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 1 || objs[0].GetName() != "demo-cm" || objs[0].GetLabels()["tier"] != "web" || objs[0].GetNamespace() != "team-a" {
+		t.Fatalf("got %d objects, first %s/%s labels %v", len(objs), objs[0].GetNamespace(), objs[0].GetName(), objs[0].GetLabels())
+	}
+	if got, _, _ := unstructured.NestedString(objs[0].Object, "data", "message"); got != "hi" {
+		t.Errorf("message = %q", got)
+	}
+}

@@ -22,6 +22,10 @@ type WidgetSpec struct {
 	// CPU request of the container, written as given (e.g. "0.5").
 	// +optional
 	CPU string `json:"cpu,omitempty"`
+	// ClusterRole turns on a cluster-scoped ClusterRole, which no
+	// ownerReference can clean up.
+	// +optional
+	ClusterRole bool `json:"clusterRole,omitempty"`
 	// Fail makes a template call fail.
 	// +optional
 	Fail bool `json:"fail,omitempty"`
