@@ -1,4 +1,19 @@
-// Package reconciler is the one generic reconciler that serves every kind:
-// render, server-side apply, prune by label, drift in status. It never
-// touches text/template; it gets rendered objects from package render.
+// Package reconciler is the one generic reconciler that serves every kind,
+// one controller per kind, named after it. Each reconcile runs, in order:
+//
+//	render → apply → prune → status
+//
+// Invariants:
+//   - It never touches text/template; package render turns a custom
+//     resource into objects.
+//   - Objects are server-side-applied with field manager "stencil"; status
+//     with "stencil-status", only when it changed.
+//   - An object is applied only when it is missing, its desired hash
+//     changed, or our manager lost a field it owned right after our last
+//     apply (drift). A converged resource costs no request.
+//   - Nothing is pruned after a failed render, a failed apply, or an empty
+//     render of a resource that had objects. A prune needs the owner label,
+//     a second proof of ownership and a UID precondition.
+//   - Owned types are watched metadata-only, and the cache holds only
+//     objects labelled app.kubernetes.io/managed-by=stencil.
 package reconciler
