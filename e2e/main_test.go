@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stencil-operator/stencil/internal/localcluster"
+	"github.com/stencil-operator/stencil/internal/testutil"
 )
 
 var (
@@ -56,18 +57,5 @@ func mustKubectl(t *testing.T, args ...string) string {
 	return out
 }
 
-// eventually polls check until it returns nil or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %s: %v", what, within, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
+// eventually polls check until it returns nil, failing the test after within.
+var eventually = testutil.Eventually

@@ -29,6 +29,7 @@ import (
 	"github.com/stencil-operator/stencil/internal/localcluster"
 	"github.com/stencil-operator/stencil/internal/testkind"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/testutil"
 	"github.com/stencil-operator/stencil/reconciler"
 	"github.com/stencil-operator/stencil/render"
 )
@@ -191,20 +192,7 @@ func newNamespace(t *testing.T) string {
 }
 
 // eventually polls check until it returns nil, failing the test after within.
-func eventually(t *testing.T, within time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %s: %v", what, within, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+var eventually = testutil.Eventually
 
 // getWidget reads a Widget.
 func getWidget(t *testing.T, ns, name string) *testv1alpha1.Widget {
