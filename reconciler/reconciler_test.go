@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -249,6 +250,18 @@ func TestPrune(t *testing.T) {
 	if _, err := get(t, &corev1.Service{}, ns, "web"); err != nil {
 		t.Fatalf("Service after a failed render: %v; want it kept", err)
 	}
+	eventually(t, 10*time.Second, "a RenderFailed event", func() error {
+		events := &eventsv1.EventList{}
+		if err := k8s.List(t.Context(), events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Name == "web" && e.Reason == v1alpha1.ReasonRenderFailed && e.Type == corev1.EventTypeWarning {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Warning event with reason RenderFailed among %d events", len(events.Items))
+	})
 
 	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.Fail = false })
 	waitReady(t, ns, "web")
