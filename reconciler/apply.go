@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,6 +41,8 @@ type objectKey struct {
 type baseline struct {
 	hash  string
 	owned *fieldpath.Set
+	// resourceVersion our apply produced; 0 after a dry run.
+	resourceVersion uint64
 }
 
 func keyOf(o *unstructured.Unstructured) objectKey {
@@ -89,15 +92,20 @@ func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (stal
 	live := &metav1.PartialObjectMetadata{}
 	live.SetGroupVersionKind(d.GroupVersionKind())
 	err = a.client.Get(ctx, client.ObjectKeyFromObject(d), live)
-	if apierrors.IsNotFound(err) {
-		return true, &fieldpath.Set{}, nil
-	}
-	if err != nil {
-		return false, nil, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
-	}
 	hash := d.GetAnnotations()[v1alpha1.AnnotationDesiredHash]
-	if live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != hash {
-		return true, &fieldpath.Set{}, nil
+	switch {
+	case apierrors.IsNotFound(err):
+		// Either gone, or our apply is not in the cache yet: a deletion
+		// would have dropped the baseline (see forgetDeleted).
+		return !a.appliedNewer(d, hash, 0), &fieldpath.Set{}, nil
+	case err != nil:
+		return false, nil, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	case live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != hash:
+		return !a.appliedNewer(d, hash, resourceVersion(live)), &fieldpath.Set{}, nil
+	case a.appliedNewer(d, hash, resourceVersion(live)):
+		// The cache has not caught up with our last apply; its update
+		// event will bring us back.
+		return false, &fieldpath.Set{}, nil
 	}
 	base, err := a.baseline(ctx, d, hash)
 	if err != nil {
@@ -138,8 +146,39 @@ func (a *applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dr
 	if err != nil {
 		return err
 	}
-	a.baselines.Store(keyOf(d), baseline{hash: d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: owned})
+	b := baseline{hash: d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: owned}
+	if !dryRun {
+		b.resourceVersion = resourceVersion(obj)
+	}
+	a.baselines.Store(keyOf(d), b)
 	return nil
+}
+
+// appliedNewer reports whether we applied this very render and the cache
+// only lags behind: our apply produced a resourceVersion newer than the
+// cached one (0: not in the cache). resourceVersions are comparable integers
+// on the API servers stencil supports; when one is not, apply again.
+func (a *applier) appliedNewer(d *unstructured.Unstructured, hash string, cached uint64) bool {
+	v, ok := a.baselines.Load(keyOf(d))
+	if !ok {
+		return false
+	}
+	b := v.(baseline)
+	return b.hash == hash && b.resourceVersion > 0 && cached < b.resourceVersion
+}
+
+func resourceVersion(o metav1.Object) uint64 {
+	rv, err := strconv.ParseUint(o.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return rv
+}
+
+// forgetDeleted drops the baseline of an object that was deleted, so that the
+// next reconcile applies it again instead of waiting for the cache.
+func (a *applier) forgetDeleted(gvk string, o metav1.Object) {
+	a.baselines.Delete(objectKey{gvk: gvk, namespace: o.GetNamespace(), name: o.GetName(), uid: o.GetLabels()[v1alpha1.LabelOwnerUID]})
 }
 
 // forget drops the baseline of a pruned object.

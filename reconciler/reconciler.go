@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -37,6 +38,7 @@ type Reconciler struct {
 	reader   client.Reader // uncached, for the full objects behind a drift report
 	recorder events.EventRecorder
 	applier  *applier
+	written  sync.Map // client.ObjectKey → writtenStatus
 }
 
 // Reconcile renders, applies, prunes and writes status, in that order.
@@ -49,7 +51,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if !cr.GetDeletionTimestamp().IsZero() {
 		return reconcile.Result{}, r.finalize(ctx, cr)
 	}
-	before := cr.StencilStatus().DeepCopy()
+	before := r.currentStatus(cr)
+	*cr.StencilStatus() = *before.DeepCopy()
 	res := &result{generation: cr.GetGeneration()}
 	defer func() {
 		err = errors.Join(err, r.writeStatus(ctx, cr, before, res))

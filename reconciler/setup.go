@@ -9,10 +9,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -59,7 +61,7 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 		for _, t := range k.Declaration().Owns {
 			owned := &metav1.PartialObjectMetadata{}
 			owned.SetGroupVersionKind(t.GroupVersionKind())
-			b = b.WatchesMetadata(owned, handler.EnqueueRequestsFromMapFunc(ownerOf(gvk.GroupKind())))
+			b = b.WatchesMetadata(owned, r.ownedObjectHandler(t.GroupVersionKind().String()))
 		}
 		if err := b.Complete(r); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", gvk.Kind, err)
@@ -77,5 +79,21 @@ func ownerOf(kind schema.GroupKind) handler.MapFunc {
 			return nil
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName(nn)}}
+	}
+}
+
+// ownedObjectHandler enqueues the owner of an owned object on every event,
+// and on a deletion also forgets the object's baseline, so that the next
+// reconcile re-creates it rather than waiting for the cache.
+func (r *Reconciler) ownedObjectHandler(gvk string) handler.EventHandler {
+	enqueue := handler.EnqueueRequestsFromMapFunc(ownerOf(r.kind.GroupVersionKind().GroupKind()))
+	return handler.Funcs{
+		CreateFunc:  enqueue.Create,
+		UpdateFunc:  enqueue.Update,
+		GenericFunc: enqueue.Generic,
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.applier.forgetDeleted(gvk, e.Object)
+			enqueue.Delete(ctx, e, q)
+		},
 	}
 }

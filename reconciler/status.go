@@ -37,8 +37,29 @@ func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, before
 	if err := r.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(StatusFieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("writing status: %w", client.IgnoreNotFound(err))
 	}
+	r.written.Store(client.ObjectKeyFromObject(cr), writtenStatus{resourceVersion: resourceVersion(u), status: after})
 	r.recordTransitions(cr, before.Conditions, after.Conditions)
 	return nil
+}
+
+// writtenStatus is the status this process last wrote for a custom resource.
+type writtenStatus struct {
+	resourceVersion uint64
+	status          *v1alpha1.Status
+}
+
+// currentStatus is cr's status as stored: from cr, or, when the cache has
+// not caught up with our last status write yet, what we wrote. Without it a
+// reconcile that reads a stale custom resource would write the same status
+// again.
+func (r *Reconciler) currentStatus(cr v1alpha1.Object) *v1alpha1.Status {
+	if v, ok := r.written.Load(client.ObjectKeyFromObject(cr)); ok {
+		w := v.(writtenStatus)
+		if resourceVersion(cr) < w.resourceVersion {
+			return w.status.DeepCopy()
+		}
+	}
+	return cr.StencilStatus().DeepCopy()
 }
 
 // recordTransitions emits one event per condition whose status or reason
@@ -48,6 +69,9 @@ func (r *Reconciler) recordTransitions(cr v1alpha1.Object, before, after []metav
 		old := meta.FindStatusCondition(before, c.Type)
 		if old != nil && old.Status == c.Status && old.Reason == c.Reason {
 			continue
+		}
+		if old == nil && c.Reason == v1alpha1.ReasonInSync {
+			continue // being in sync from the start is no news
 		}
 		eventType := corev1.EventTypeNormal
 		if (c.Type == v1alpha1.ConditionReady) != (c.Status == metav1.ConditionTrue) {

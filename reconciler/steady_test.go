@@ -17,6 +17,7 @@ func TestSteadyStateSendsNoRequests(t *testing.T) {
 		t.Skip("takes a minute; run without -short")
 	}
 	ns := newNamespace(t)
+	requests.reset() // count only this test's requests
 	const n = 50
 	for i := range n {
 		createWidget(t, ns, fmt.Sprintf("w%02d", i), testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, Service: true})
