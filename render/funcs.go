@@ -8,6 +8,8 @@ import (
 
 	"github.com/Masterminds/sprig/v3"
 	"sigs.k8s.io/yaml"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
 
 // impure lists the sprig functions that read the clock, randomness, the
@@ -32,6 +34,7 @@ func funcs(t *template.Template) template.FuncMap {
 	}
 	fm["toYaml"] = toYaml
 	fm["required"] = required
+	fm["ownerLabels"] = ownerLabels
 	fm["include"] = func(name string, data any) (string, error) {
 		var buf strings.Builder
 		err := t.ExecuteTemplate(&buf, name, data)
@@ -58,4 +61,18 @@ func toYaml(v any) (string, error) {
 		return "", fmt.Errorf("toYaml: %w", err)
 	}
 	return strings.TrimSuffix(string(out), "\n"), nil
+}
+
+// ownerLabels are the labels that tie an object that stencil does not apply
+// itself (a pod from a Deployment's pod template) to the custom resource cr,
+// so that a kind can observe it: stencil's cache holds only objects with
+// these labels. Use it in pod templates:
+//
+//	labels:
+//	  {{- ownerLabels . | toYaml | nindent 8 }}
+func ownerLabels(cr v1alpha1.Object) map[string]string {
+	return map[string]string{
+		v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil,
+		v1alpha1.LabelOwnerUID:  string(cr.GetUID()),
+	}
 }

@@ -5,12 +5,14 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	shipped "github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/testkind"
 	"github.com/stencil-operator/stencil/render"
 )
@@ -21,6 +23,9 @@ var update = flag.Bool("update", false, "rewrite the golden files (expected.yaml
 // the result with expected.yaml, or the error with error.txt.
 func TestGolden(t *testing.T) {
 	kinds := map[string]render.Definition{"widget": testkind.Widget()}
+	for _, def := range shipped.Definitions() {
+		kinds[strings.ToLower(def.GroupVersionKind.Kind)] = def
+	}
 	for dirName, def := range kinds {
 		kind, err := render.Load(def)
 		if err != nil {

@@ -45,6 +45,9 @@ type TypeRef struct {
 	// ClusterScoped types get no ownerReference and no namespace; stencil
 	// cleans them up through a finalizer.
 	ClusterScoped bool `json:"clusterScoped,omitempty"`
+	// Status: the status template reads the full objects of this owned type
+	// (stencil then caches them whole instead of metadata-only).
+	Status bool `json:"status,omitempty"`
 }
 
 // GroupVersionKind of the type.
@@ -63,6 +66,7 @@ func (t TypeRef) PluralResource() string {
 // Files with special meaning in a kind's folder.
 const (
 	declarationFile   = "_kind.yaml"
+	statusFile        = "_status.yaml"
 	kustomizationFile = "kustomization.yaml"
 )
 
@@ -75,6 +79,7 @@ type Kind struct {
 	tmpl        *template.Template
 	manifests   []string // template names rendered as manifests, sorted
 	kustomize   bool
+	status      bool // has a status template
 }
 
 // Load parses a kind's folder once: every template with missingkey=error and
@@ -133,6 +138,8 @@ func (k *Kind) parse(e fs.DirEntry) error {
 	switch {
 	case file == kustomizationFile:
 		k.kustomize = true
+	case file == statusFile:
+		k.status = true
 	case ext == ".yaml" && !strings.HasPrefix(file, "_"):
 		k.manifests = append(k.manifests, file)
 	}

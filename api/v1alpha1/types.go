@@ -156,3 +156,11 @@ const (
 	// render with another hash is applied.
 	AnnotationDesiredHash = "stencil.dev/desired-hash"
 )
+
+// OrDefault returns the policy, or DriftCorrect when it is unset.
+func (p DriftPolicy) OrDefault() DriftPolicy {
+	if p == "" {
+		return DriftCorrect
+	}
+	return p
+}

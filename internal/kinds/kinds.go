@@ -7,15 +7,34 @@ package kinds
 import (
 	"k8s.io/apimachinery/pkg/runtime"
 
+	cachev1alpha1 "github.com/stencil-operator/stencil/api/cache/v1alpha1"
+	flightsv1 "github.com/stencil-operator/stencil/api/flights/v1"
+	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
+	samplecontrollerv1alpha1 "github.com/stencil-operator/stencil/api/samplecontroller/v1alpha1"
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	webappv1 "github.com/stencil-operator/stencil/api/webapp/v1"
 	"github.com/stencil-operator/stencil/render"
+	"github.com/stencil-operator/stencil/templates"
 )
 
-// registry lists the shipped kinds. The seed kinds are added here, one line
-// each.
-var registry []render.Definition
+// registry lists the shipped kinds, one line each: API group and kind, Go
+// type, template folder.
+var registry = []render.Definition{
+	{GroupVersionKind: cachev1alpha1.GroupVersion.WithKind("Memcached"), New: func() v1alpha1.Object { return &cachev1alpha1.Memcached{} }, Templates: templates.Kind("memcached")},
+	{GroupVersionKind: operatorv1.GroupVersion.WithKind("MyWeb"), New: func() v1alpha1.Object { return &operatorv1.MyWeb{} }, Templates: templates.Kind("myweb")},
+	{GroupVersionKind: samplecontrollerv1alpha1.GroupVersion.WithKind("Foo"), New: func() v1alpha1.Object { return &samplecontrollerv1alpha1.Foo{} }, Templates: templates.Kind("foo")},
+	{GroupVersionKind: flightsv1.GroupVersion.WithKind("FlightTicket"), New: func() v1alpha1.Object { return &flightsv1.FlightTicket{} }, Templates: templates.Kind("flightticket")},
+	{GroupVersionKind: webappv1.GroupVersion.WithKind("Guestbook"), New: func() v1alpha1.Object { return &webappv1.Guestbook{} }, Templates: templates.Kind("guestbook")},
+}
 
 // schemes add the kinds' Go types to a scheme, one per API group.
-var schemes []func(*runtime.Scheme) error
+var schemes = []func(*runtime.Scheme) error{
+	cachev1alpha1.AddToScheme,
+	operatorv1.AddToScheme,
+	samplecontrollerv1alpha1.AddToScheme,
+	flightsv1.AddToScheme,
+	webappv1.AddToScheme,
+}
 
 // Definitions returns every registered kind.
 func Definitions() []render.Definition { return registry }
