@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -30,6 +31,9 @@ type applier struct {
 	client    client.Client
 	reader    client.Reader
 	baselines sync.Map // objectKey → baseline
+	// full lists the types whose whole objects the cache holds (the status
+	// template reads them); all other owned types are cached metadata-only.
+	full map[schema.GroupVersionKind]bool
 }
 
 type objectKey struct {
@@ -89,9 +93,7 @@ func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unst
 // stale is true when the object must be applied (missing, or a new render);
 // missing holds the fields our manager should own but no longer does.
 func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (stale bool, missing *fieldpath.Set, err error) {
-	live := &metav1.PartialObjectMetadata{}
-	live.SetGroupVersionKind(d.GroupVersionKind())
-	err = a.client.Get(ctx, client.ObjectKeyFromObject(d), live)
+	live, err := a.cached(ctx, d)
 	hash := d.GetAnnotations()[v1alpha1.AnnotationDesiredHash]
 	switch {
 	case apierrors.IsNotFound(err):
@@ -116,6 +118,22 @@ func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (stal
 		return false, nil, err
 	}
 	return false, base.Difference(owned), nil
+}
+
+// cached reads the live object from the cache that holds its type: whole
+// or metadata-only.
+func (a *applier) cached(ctx context.Context, d *unstructured.Unstructured) (client.Object, error) {
+	var live client.Object
+	if a.full[d.GroupVersionKind()] {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(d.GroupVersionKind())
+		live = u
+	} else {
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(d.GroupVersionKind())
+		live = m
+	}
+	return live, a.client.Get(ctx, client.ObjectKeyFromObject(d), live)
 }
 
 // baseline is what our manager owns right after applying d: remembered from

@@ -3,7 +3,6 @@ package reconciler_test
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"os"
 	"strings"
@@ -11,26 +10,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/yaml"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/localcluster"
 	"github.com/stencil-operator/stencil/internal/testkind"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/testutil"
-	"github.com/stencil-operator/stencil/reconciler"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -70,77 +62,14 @@ func startOperator(ctx context.Context) error {
 	if k8s, err = client.New(cluster.Config, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
-	if err := installCRDs(ctx, testkind.CRDs()); err != nil {
+	if err := testutil.InstallCRDs(ctx, k8s, testkind.CRDs()); err != nil {
 		return err
 	}
 	kind, err := render.Load(testkind.Widget())
 	if err != nil {
 		return err
 	}
-	ctrl.SetLogger(logr.Discard())
-	if os.Getenv("STENCIL_TEST_DEBUG") != "" {
-		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
-	}
-	cfg := rest.CopyConfig(cluster.Config)
-	cfg.QPS, cfg.Burst = 500, 1000
-	cfg.WrapTransport = requests.wrap
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:  scheme,
-		Cache:   reconciler.CacheOptions([]*render.Kind{kind}),
-		Metrics: metricsserver.Options{BindAddress: "0"},
-	})
-	if err != nil {
-		return err
-	}
-	if err := reconciler.Setup(mgr, []*render.Kind{kind}, reconciler.Options{MaxConcurrentReconciles: 4}); err != nil {
-		return err
-	}
-	go func() {
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
-	return nil
-}
-
-func installCRDs(ctx context.Context, crds fs.FS) error {
-	files, err := fs.Glob(crds, "*.yaml")
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		data, err := fs.ReadFile(crds, f)
-		if err != nil {
-			return err
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.Unmarshal(data, crd); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		if err := k8s.Create(ctx, crd); err != nil {
-			return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
-		}
-		if err := waitCRD(ctx, crd.Name); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func waitCRD(ctx context.Context, name string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := k8s.Get(ctx, client.ObjectKey{Name: name}, crd); err == nil {
-			for _, c := range crd.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return nil
-				}
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("CRD %s not established", name)
+	return testutil.StartOperator(ctx, cluster.Config, scheme, []*render.Kind{kind}, requests.wrap)
 }
 
 // counter counts requests by "VERB resource-path", leaving out watches.

@@ -39,6 +39,7 @@ type Reconciler struct {
 	recorder events.EventRecorder
 	applier  *applier
 	written  sync.Map // client.ObjectKey → writtenStatus
+	owners   sync.Map // owner UID → request, to map observed objects to their custom resource
 }
 
 // Reconcile renders, applies, prunes and writes status, in that order.
@@ -51,11 +52,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if !cr.GetDeletionTimestamp().IsZero() {
 		return reconcile.Result{}, r.finalize(ctx, cr)
 	}
-	before := r.currentStatus(cr)
-	*cr.StencilStatus() = *before.DeepCopy()
+	current, err := r.currentStatus(cr)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	before := cr.StencilStatus().DeepCopy()
 	res := &result{generation: cr.GetGeneration()}
+	r.owners.Store(cr.GetUID(), req.NamespacedName)
 	defer func() {
-		err = errors.Join(err, r.writeStatus(ctx, cr, before, res))
+		err = errors.Join(err, r.writeStatus(ctx, cr, current, res))
 	}()
 
 	if res.desired, res.renderErr = r.kind.Render(cr); res.renderErr != nil {
@@ -79,6 +84,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if res.pruneErr != nil {
 		return reconcile.Result{}, res.pruneErr
 	}
+	if res.kindStatus, res.statusErr = r.kindStatus(ctx, cr, res.desired); res.statusErr != nil {
+		return reconcile.Result{}, res.statusErr
+	}
 	if len(res.applied)+len(res.pruned) > 0 {
 		log.V(1).Info("Reconciled", "applied", len(res.applied), "pruned", len(res.pruned), "cr", klog.KObj(cr))
 	}
@@ -95,7 +103,15 @@ type result struct {
 	renderErr   error
 	applyErr    error
 	pruneErr    error
+	statusErr   error
 	emptyRender bool
+	// kindStatus holds the fields of the kind's status template.
+	kindStatus map[string]any
+}
+
+// ok is true when every phase succeeded.
+func (res *result) ok() bool {
+	return res.renderErr == nil && res.applyErr == nil && res.pruneErr == nil && res.statusErr == nil && !res.emptyRender
 }
 
 // ensureFinalizer adds the cleanup finalizer before any cluster-scoped object

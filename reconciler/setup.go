@@ -6,11 +6,13 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -52,22 +54,52 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 			client:   mgr.GetClient(),
 			reader:   mgr.GetAPIReader(),
 			recorder: mgr.GetEventRecorder("stencil"),
-			applier:  &applier{client: mgr.GetClient(), reader: mgr.GetAPIReader()},
+			applier:  &applier{client: mgr.GetClient(), reader: mgr.GetAPIReader(), full: map[schema.GroupVersionKind]bool{}},
 		}
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(strings.ToLower(gvk.Kind)).
 			For(k.New()).
 			WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1)})
 		for _, t := range k.Declaration().Owns {
-			owned := &metav1.PartialObjectMetadata{}
-			owned.SetGroupVersionKind(t.GroupVersionKind())
-			b = b.WatchesMetadata(owned, r.ownedObjectHandler(t.GroupVersionKind().String()))
+			b = r.watchOwned(b, t)
+		}
+		for _, t := range k.Declaration().Observes {
+			observed := &unstructured.Unstructured{}
+			observed.SetGroupVersionKind(t.GroupVersionKind())
+			b = b.Watches(observed, handler.EnqueueRequestsFromMapFunc(r.ownerByUID))
 		}
 		if err := b.Complete(r); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", gvk.Kind, err)
 		}
 	}
 	return nil
+}
+
+// watchOwned watches an owned type: whole objects when the status template
+// reads them, else metadata only.
+func (r *Reconciler) watchOwned(b *builder.Builder, t render.TypeRef) *builder.Builder {
+	gvk := t.GroupVersionKind()
+	if t.Status {
+		r.applier.full[gvk] = true
+		owned := &unstructured.Unstructured{}
+		owned.SetGroupVersionKind(gvk)
+		return b.Watches(owned, r.ownedObjectHandler(gvk.String()))
+	}
+	owned := &metav1.PartialObjectMetadata{}
+	owned.SetGroupVersionKind(gvk)
+	return b.WatchesMetadata(owned, r.ownedObjectHandler(gvk.String()))
+}
+
+// ownerByUID maps an observed object (a pod from a pod template with
+// ownerLabels) to its custom resource through the owner UID label. Before
+// the first reconcile of that resource the UID is unknown; that reconcile
+// reads the object anyway.
+func (r *Reconciler) ownerByUID(_ context.Context, obj client.Object) []reconcile.Request {
+	nn, ok := r.owners.Load(types.UID(obj.GetLabels()[v1alpha1.LabelOwnerUID]))
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: nn.(types.NamespacedName)}}
 }
 
 // ownerOf maps an owned object to its custom resource through the owner

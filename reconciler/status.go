@@ -19,47 +19,95 @@ import (
 
 // writeStatus computes the status from what this reconcile saw and, when it
 // differs from the stored one, applies it to /status with its own field
-// manager and records an event per condition that changed.
-func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, before *v1alpha1.Status, res *result) error {
+// manager and records an event per condition that changed. The kind's own
+// fields come from its status template; after a failure they stay as they
+// were.
+func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, current map[string]any, res *result) error {
+	before := cr.StencilStatus()
 	after := computeStatus(before, res, cr.StencilDriftPolicy())
-	if equalStatus(before, after) {
-		return nil
-	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(r.kind.GroupVersionKind())
-	u.SetNamespace(cr.GetNamespace())
-	u.SetName(cr.GetName())
-	status, err := runtime.DefaultUnstructuredConverter.ToUnstructured(after)
+	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(after)
 	if err != nil {
 		return fmt.Errorf("encoding status: %w", err)
 	}
-	u.Object["status"] = status
+	kindFields := res.kindStatus
+	if !res.ok() {
+		kindFields = current
+	}
+	for key, value := range kindFields {
+		if _, common := fields[key]; !common && !slices.Contains(commonStatusFields, key) {
+			fields[key] = value
+		}
+	}
+	status, err := r.normalize(fields)
+	if err != nil {
+		return err
+	}
+	if equality.Semantic.DeepEqual(current, status) {
+		return nil
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
+	u.SetGroupVersionKind(r.kind.GroupVersionKind())
+	u.SetNamespace(cr.GetNamespace())
+	u.SetName(cr.GetName())
 	if err := r.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(StatusFieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("writing status: %w", client.IgnoreNotFound(err))
 	}
-	r.written.Store(client.ObjectKeyFromObject(cr), writtenStatus{resourceVersion: resourceVersion(u), status: after})
+	r.written.Store(client.ObjectKeyFromObject(cr), writtenStatus{resourceVersion: resourceVersion(u), status: status})
 	r.recordTransitions(cr, before.Conditions, after.Conditions)
 	return nil
+}
+
+// commonStatusFields are the status fields of [v1alpha1.Status].
+var commonStatusFields = []string{"observedGeneration", "conditions", "inventory", "drift"}
+
+// normalize passes a status through the kind's Go type, so that it compares
+// equal to the stored one however the template wrote its numbers, zero
+// values or empty lists.
+func (r *Reconciler) normalize(status map[string]any) (map[string]any, error) {
+	obj := r.kind.New()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"status": status}, obj); err != nil {
+		return nil, fmt.Errorf("status does not fit %s's status type: %w", r.kind.GroupVersionKind().Kind, err)
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encoding status: %w", err)
+	}
+	out, _ := u["status"].(map[string]any)
+	if out == nil {
+		out = map[string]any{}
+	}
+	return out, nil
 }
 
 // writtenStatus is the status this process last wrote for a custom resource.
 type writtenStatus struct {
 	resourceVersion uint64
-	status          *v1alpha1.Status
+	status          map[string]any
 }
 
-// currentStatus is cr's status as stored: from cr, or, when the cache has
-// not caught up with our last status write yet, what we wrote. Without it a
-// reconcile that reads a stale custom resource would write the same status
-// again.
-func (r *Reconciler) currentStatus(cr v1alpha1.Object) *v1alpha1.Status {
+// currentStatus is cr's status as stored, normalised: from cr, or, when the
+// cache has not caught up with our last status write yet, what we wrote
+// (without it a reconcile that reads a stale custom resource would write the
+// same status again). It also sets cr's shared status to it.
+func (r *Reconciler) currentStatus(cr v1alpha1.Object) (map[string]any, error) {
 	if v, ok := r.written.Load(client.ObjectKeyFromObject(cr)); ok {
 		w := v.(writtenStatus)
 		if resourceVersion(cr) < w.resourceVersion {
-			return w.status.DeepCopy()
+			status := runtime.DeepCopyJSON(w.status)
+			shared := v1alpha1.Status{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(status, &shared); err != nil {
+				return nil, fmt.Errorf("decoding status: %w", err)
+			}
+			*cr.StencilStatus() = shared
+			return status, nil
 		}
 	}
-	return cr.StencilStatus().DeepCopy()
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cr)
+	if err != nil {
+		return nil, fmt.Errorf("encoding status: %w", err)
+	}
+	status, _ := u["status"].(map[string]any)
+	return r.normalize(status)
 }
 
 // recordTransitions emits one event per condition whose status or reason
@@ -86,8 +134,7 @@ func (r *Reconciler) recordTransitions(cr v1alpha1.Object, before, after []metav
 func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPolicy) *v1alpha1.Status {
 	after := before.DeepCopy()
 	setReadyCondition(after, res)
-	ok := res.renderErr == nil && res.applyErr == nil && res.pruneErr == nil && !res.emptyRender
-	if ok {
+	if res.ok() {
 		after.ObservedGeneration = res.generation
 		after.Inventory = inventory(res.desired)
 		setDriftedCondition(after, res, policy)
@@ -112,6 +159,9 @@ func setReadyCondition(s *v1alpha1.Status, res *result) {
 	case res.pruneErr != nil:
 		c.Reason = v1alpha1.ReasonPruneFailed
 		c.Message = "Prune failed: " + res.pruneErr.Error() + ". stencil retries with backoff."
+	case res.statusErr != nil:
+		c.Reason = v1alpha1.ReasonRenderFailed
+		c.Message = "Status failed: " + res.statusErr.Error() + ". The objects are applied; fix the status template."
 	default:
 		c.Status = metav1.ConditionTrue
 		c.Reason = v1alpha1.ReasonReconciled
@@ -174,4 +224,3 @@ func mergeInventory(inv []v1alpha1.InventoryEntry, applied []*unstructured.Unstr
 	return out
 }
 
-func equalStatus(a, b *v1alpha1.Status) bool { return equality.Semantic.DeepEqual(a, b) }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -77,7 +78,7 @@ func TestComputeStatusIsStable(t *testing.T) {
 	res := &result{generation: 3, desired: objs(cm)}
 	first := computeStatus(&v1alpha1.Status{}, res, v1alpha1.DriftCorrect)
 	second := computeStatus(first, res, v1alpha1.DriftCorrect)
-	if !equalStatus(first, second) {
+	if !equality.Semantic.DeepEqual(first, second) {
 		t.Fatalf("status changed on a second identical reconcile:\n%+v\n%+v", first, second)
 	}
 }

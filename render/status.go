@@ -13,7 +13,7 @@ import (
 type LiveState struct {
 	// Owned holds the full live objects of the owned types declared with
 	// status: true, by "<Kind>/<name>".
-	Owned map[string]map[string]any
+	Owned map[string]any
 	// Observed holds the live objects of each observed type, by kind,
 	// sorted by name.
 	Observed map[string][]map[string]any
@@ -23,7 +23,7 @@ type LiveState struct {
 // resource, {{ .Owned }} and {{ .Observed }} the live objects.
 type statusData struct {
 	Object   v1alpha1.Object
-	Owned    map[string]map[string]any
+	Owned    map[string]any
 	Observed map[string][]map[string]any
 }
 
@@ -42,7 +42,7 @@ func (k *Kind) RenderStatus(cr v1alpha1.Object, live LiveState) (map[string]any,
 	}
 	data := statusData{Object: cr, Owned: live.Owned, Observed: live.Observed}
 	if data.Owned == nil {
-		data.Owned = map[string]map[string]any{}
+		data.Owned = map[string]any{}
 	}
 	if data.Observed == nil {
 		data.Observed = map[string][]map[string]any{}

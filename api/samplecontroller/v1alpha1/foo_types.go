@@ -37,6 +37,7 @@ type FooStatus struct {
 // Foo is a stencil kind; its resources are rendered from templates/foo.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, experimental-only; the Foo kind of kubernetes/sample-controller"
 // +kubebuilder:resource:categories={stencil}
 // +kubebuilder:printcolumn:name="Deployment",type=string,JSONPath=`.spec.deploymentName`
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
