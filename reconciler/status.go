@@ -223,4 +223,3 @@ func mergeInventory(inv []v1alpha1.InventoryEntry, applied []*unstructured.Unstr
 	}
 	return out
 }
-
