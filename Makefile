@@ -30,8 +30,9 @@ tools: ## Build the pinned tools into bin/ (cached; a second run builds nothing)
 	hack/tools/install.sh $(BIN)
 
 .PHONY: manifests
-manifests: tools ## Generate the CRDs (config/crd/bases, and the test kind's) from the API types and markers.
+manifests: tools ## Generate the CRDs (config/crd/bases, and the test kind's) and the RBAC (config/rbac/role.yaml).
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	go run ./hack/rbacgen config/rbac/role.yaml
 	$(CONTROLLER_GEN) crd paths=./internal/testkind/... output:crd:artifacts:config=internal/testkind/crd
 
 .PHONY: generate

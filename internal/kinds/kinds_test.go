@@ -3,6 +3,7 @@ package kinds_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,12 +15,15 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/stencil-operator/stencil/api/cache/v1alpha1"
 	flightsv1 "github.com/stencil-operator/stencil/api/flights/v1"
@@ -75,7 +79,36 @@ func start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return testutil.StartOperator(ctx, cluster.Config, scheme, loaded, nil)
+	// The operator runs as a user bound only to the generated ClusterRole, so
+	// every test here also proves that the RBAC is enough.
+	operator, err := operatorConfig(ctx)
+	if err != nil {
+		return err
+	}
+	return testutil.StartOperator(ctx, operator, scheme, loaded, nil)
+}
+
+// operatorConfig binds a new user to config/rbac/role.yaml and returns its
+// client configuration.
+func operatorConfig(ctx context.Context) (*rest.Config, error) {
+	data, err := os.ReadFile("../../config/rbac/role.yaml")
+	if err != nil {
+		return nil, err
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(data, role); err != nil {
+		return nil, err
+	}
+	const user = "stencil-operator"
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "stencil-manager"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	if err := errors.Join(k8s.Create(ctx, role), k8s.Create(ctx, binding)); err != nil {
+		return nil, err
+	}
+	return cluster.UserConfig(user)
 }
 
 // kubectl runs bin/kubectl as cluster admin with stdin, returning its
