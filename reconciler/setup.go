@@ -28,6 +28,9 @@ import (
 type Options struct {
 	// MaxConcurrentReconciles per kind; 0 means 1.
 	MaxConcurrentReconciles int
+	// SkipNameValidation allows a second controller of the same name in one
+	// process (tests that restart an operator in-process).
+	SkipNameValidation bool
 }
 
 // CacheOptions makes the manager's cache hold only what stencil needs: every
@@ -59,7 +62,7 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(strings.ToLower(gvk.Kind)).
 			For(k.New()).
-			WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1)})
+			WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1), SkipNameValidation: &opts.SkipNameValidation})
 		for _, t := range k.Declaration().Owns {
 			b = r.watchOwned(b, t)
 		}

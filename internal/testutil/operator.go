@@ -26,9 +26,10 @@ import (
 // ends, with wrap (if not nil) around its HTTP transport. Set
 // STENCIL_TEST_DEBUG=1 to see its logs.
 func StartOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, wrap func(http.RoundTripper) http.RoundTripper) error {
-	ctrl.SetLogger(logr.Discard())
 	if os.Getenv("STENCIL_TEST_DEBUG") != "" {
 		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 500, 1000
@@ -41,7 +42,7 @@ func StartOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme
 	if err != nil {
 		return err
 	}
-	if err := reconciler.Setup(mgr, kinds, reconciler.Options{MaxConcurrentReconciles: 4}); err != nil {
+	if err := reconciler.Setup(mgr, kinds, reconciler.Options{MaxConcurrentReconciles: 4, SkipNameValidation: true}); err != nil {
 		return err
 	}
 	go func() {
