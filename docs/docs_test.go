@@ -150,4 +150,3 @@ func kubectl(t *testing.T, args ...string) {
 		t.Fatalf("kubectl %v: %v\n%s", args, err, out)
 	}
 }
-
