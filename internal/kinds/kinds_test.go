@@ -241,7 +241,7 @@ func TestSeedSamplesConverge(t *testing.T) {
 	}
 	t.Logf("kubectl get memcached,myweb,foo,flighttickets,guestbooks:\n%s", out)
 	headers := 0
-	for _, line := range strings.Split(out, "\n") {
+	for line := range strings.SplitSeq(out, "\n") {
 		if cols := strings.Fields(line); len(cols) > 0 && cols[0] == "NAME" {
 			headers++
 			if !slices.Contains(cols, "READY") || !slices.Contains(cols, "DRIFTED") || !slices.Contains(cols, "AGE") {
