@@ -56,6 +56,9 @@ func run(ctx context.Context, forceLocal bool, samples string) error {
 		if err := kubectl("apply", "--server-side", "-f", "config/crd/bases"); err != nil {
 			return fmt.Errorf("installing CRDs: %w", err)
 		}
+		if err := kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", "config/crd/bases"); err != nil {
+			return fmt.Errorf("waiting for CRDs: %w", err)
+		}
 	}
 	operator := exec.Command(filepath.Join(bin, "stencil"),
 		"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081")
