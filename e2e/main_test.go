@@ -29,7 +29,26 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	os.Exit(localcluster.RunTests(m, localcluster.Options{BinDir: binDir}, &cluster))
+	os.Exit(localcluster.RunTests(withCRDs{m}, localcluster.Options{BinDir: binDir}, &cluster))
+}
+
+// withCRDs installs stencil's CRDs with kubectl, as `make install` does,
+// before the tests run.
+type withCRDs struct{ m *testing.M }
+
+func (w withCRDs) Run() int {
+	for _, args := range [][]string{
+		{"apply", "--server-side", "-k", "../config/crd"},
+		{"wait", "--for=condition=Established", "--timeout=60s", "-f", "../config/crd/bases"},
+	} {
+		cmd := exec.Command(filepath.Join(binDir, "kubectl"), args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "installing the CRDs: %v\n%s", err, out)
+			return 1
+		}
+	}
+	return w.m.Run()
 }
 
 // kubectl runs bin/kubectl as cluster admin and returns its standard output.

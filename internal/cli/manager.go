@@ -69,10 +69,10 @@ func runManager(ctx context.Context, o managerOptions) error {
 		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
-		return fmt.Errorf("creating manager: %w", err)
+		return fmt.Errorf("creating manager: %w (are the CRDs installed? `make install` installs them)", err)
 	}
 	if err := reconciler.Setup(mgr, loaded, reconciler.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
-		return err
+		return fmt.Errorf("%w (are the CRDs installed? `make install` installs them)", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)
