@@ -68,8 +68,9 @@ verify: generate manifests fmt ## Regenerate everything and fail if the tree cha
 ##@ Build
 
 .PHONY: build
-build: ## Build the stencil binary into bin/.
+build: ## Build the stencil binary into bin/, also as the kubectl plugin bin/kubectl-stencil.
 	go build -o $(BIN)/stencil .
+	ln -f $(BIN)/stencil $(BIN)/kubectl-stencil
 
 .PHONY: run
 run: tools build ## Run stencil against $$KUBECONFIG, or against a local control plane it starts.

@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"flag"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -11,10 +15,16 @@ import (
 // Execute runs the command line and returns the process exit code.
 func Execute() int {
 	// The context is cancelled on SIGINT or SIGTERM; a second signal exits.
-	if err := newRootCommand().ExecuteContext(ctrl.SetupSignalHandler()); err != nil {
+	err := newRootCommand().ExecuteContext(ctrl.SetupSignalHandler())
+	var exit *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.code
+	default:
 		return 1
 	}
-	return 0
 }
 
 func newRootCommand() *cobra.Command {
@@ -36,6 +46,11 @@ current kubeconfig (or in-cluster configuration).`,
 			return runManager(cmd.Context(), opts)
 		},
 	}
+	if strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-") {
+		// Run as a kubectl plugin: help says "kubectl stencil".
+		cmd.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl stencil"}
+	}
+	cmd.AddCommand(newRenderCommand(), newDiffCommand(), newDriftCommand())
 	opts.bindFlags(cmd.Flags())
 	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zapOpts.BindFlags(goFlags)

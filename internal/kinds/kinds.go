@@ -62,3 +62,9 @@ func Load() ([]*render.Kind, error) {
 	}
 	return loaded, nil
 }
+
+// shortNames are the kinds' short names, as their CRDs declare them.
+var shortNames = map[string]string{"MyWeb": "web", "FlightTicket": "ft"}
+
+// ShortName returns a kind's short name, or "".
+func ShortName(kind string) string { return shortNames[kind] }
