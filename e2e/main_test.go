@@ -41,14 +41,30 @@ func (w withCRDs) Run() int {
 		{"apply", "--server-side", "-k", "../config/crd"},
 		{"wait", "--for=condition=Established", "--timeout=60s", "-f", "../config/crd/bases"},
 	} {
-		cmd := exec.Command(filepath.Join(binDir, "kubectl"), args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig)
-		if out, err := cmd.CombinedOutput(); err != nil {
+		if out, err := kubectlAdmin(args...); err != nil {
 			fmt.Fprintf(os.Stderr, "installing the CRDs: %v\n%s", err, out)
 			return 1
 		}
 	}
-	return w.m.Run()
+	stop, logPath, err := startOperator()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the operator:", err)
+		return 1
+	}
+	defer stop()
+	code := w.m.Run()
+	if code != 0 {
+		data, _ := os.ReadFile(logPath)
+		fmt.Fprintf(os.Stderr, "--- operator log (last 4000 bytes):\n%s\n", tailBytes(data, 4000))
+	}
+	return code
+}
+
+func tailBytes(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
 }
 
 // kubectl runs bin/kubectl as cluster admin and returns its standard output.

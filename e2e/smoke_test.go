@@ -3,12 +3,7 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -39,37 +34,6 @@ func TestDeploymentLifecycle(t *testing.T) {
 		left := mustKubectl(t, "-n", ns, "get", "replicasets,pods", "-l", "app=web", "-o", "name")
 		if strings.TrimSpace(left) != "" {
 			return fmt.Errorf("still present:\n%s", left)
-		}
-		return nil
-	})
-}
-
-// TestOperatorBinaryStarts runs the real stencil binary against the cluster
-// and waits for its readiness probe.
-func TestOperatorBinaryStarts(t *testing.T) {
-	probe := "127.0.0.1:18081"
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "stencil"),
-		"--metrics-bind-address=0", "--health-probe-bind-address="+probe)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig)
-	log, err := os.Create(filepath.Join(t.TempDir(), "stencil.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting stencil (did `make build` run?): %v", err)
-	}
-	defer func() { cancel(); _ = cmd.Wait() }()
-	eventually(t, 30*time.Second, "stencil /readyz answers 200", func() error {
-		resp, err := http.Get("http://" + probe + "/readyz")
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("readyz: %s", resp.Status)
 		}
 		return nil
 	})

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -51,11 +52,14 @@ func valueAt(obj map[string]any, path fieldpath.Path) (string, bool) {
 		}
 		cur = next
 	}
-	out, err := json.Marshal(cur)
-	if err != nil {
+	// JSON as a person reads it: no \u003c for "<".
+	var out strings.Builder
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(cur); err != nil {
 		return "", false
 	}
-	return string(out), true
+	return strings.TrimSuffix(out.String(), "\n"), true
 }
 
 // step descends one path element: a field, a list item by key, by value or
