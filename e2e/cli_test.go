@@ -120,7 +120,10 @@ func TestDiffExitCodes(t *testing.T) {
 func TestDriftIsReportedAndCorrected(t *testing.T) {
 	ns := "drift"
 	mustKubectl(t, "create", "namespace", ns)
+	// The seed MyWeb in its own namespace, with its own node port (30100 is
+	// the seed's, applied in another test).
 	web := strings.Replace(mustReadFile(t, "../config/samples/myweb.yaml"), "namespace: default", "namespace: "+ns, 1)
+	web = strings.Replace(web, "nodePortNumber: 30100", "nodePortNumber: 30150", 1)
 	mustKubectl(t, "apply", "-f", writeFile(t, web))
 	waitReady(t, ns, "myweb/myweb")
 

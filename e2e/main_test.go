@@ -46,19 +46,32 @@ func (w withCRDs) Run() int {
 			return 1
 		}
 	}
-	stop, logPath, err := startOperator()
+	if err := setUpServiceAccount(); err != nil {
+		fmt.Fprintln(os.Stderr, "setting up the operator's ServiceAccount:", err)
+		return 1
+	}
+	op, err := startOperator("first")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the operator:", err)
 		return 1
 	}
-	defer stop()
+	current = op
 	code := w.m.Run()
 	if code != 0 {
-		data, _ := os.ReadFile(logPath)
-		fmt.Fprintf(os.Stderr, "--- operator log (last 4000 bytes):\n%s\n", tailBytes(data, 4000))
+		fmt.Fprintf(os.Stderr, "--- operator %s log (last 4000 bytes):\n%s\n", current.name, current.logTail())
+	}
+	for _, o := range running {
+		o.stop()
 	}
 	return code
 }
+
+// current is the operator expected to lead; running lists every operator
+// started, to stop at the end.
+var (
+	current *operator
+	running []*operator
+)
 
 func tailBytes(b []byte, n int) []byte {
 	if len(b) > n {

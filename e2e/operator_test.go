@@ -4,10 +4,12 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -17,62 +19,100 @@ import (
 	"github.com/stencil-operator/stencil/internal/localcluster"
 )
 
-// operatorProbe is where the shared operator serves /readyz.
-const operatorProbe = "127.0.0.1:18081"
+// operator is one running bin/stencil process.
+type operator struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	exited  chan struct{}
+}
 
-// startOperator runs the real bin/stencil out of cluster as the
-// ServiceAccount stencil-system/stencil, bound only to config/rbac, so the
-// whole suite proves the RBAC. It returns a function that stops it.
-func startOperator() (stop func(), logPath string, err error) {
+// saKubeconfig is the kubeconfig of the ServiceAccount stencil-system/stencil.
+var saKubeconfig string
+
+// setUpServiceAccount creates the operator's namespace, ServiceAccount and
+// RBAC from config/rbac, and a kubeconfig with a token for it, so that the
+// suite proves the generated RBAC is enough.
+func setUpServiceAccount() error {
 	if out, err := kubectlAdmin("create", "namespace", "stencil-system"); err != nil {
-		return nil, "", fmt.Errorf("%w: %s", err, out)
+		return fmt.Errorf("%w: %s", err, out)
 	}
 	if out, err := kubectlAdmin("apply", "--server-side", "-k", "../config/rbac"); err != nil {
-		return nil, "", fmt.Errorf("%w: %s", err, out)
+		return fmt.Errorf("%w: %s", err, out)
 	}
 	token, err := kubectlAdmin("create", "token", "stencil", "-n", "stencil-system", "--duration=2h")
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: %s", err, token)
+		return fmt.Errorf("%w: %s", err, token)
 	}
-	kubeconfig := filepath.Join(cluster.Dir, "stencil-sa.kubeconfig")
+	saKubeconfig = filepath.Join(cluster.Dir, "stencil-sa.kubeconfig")
 	cfg := &rest.Config{Host: cluster.Config.Host, BearerToken: strings.TrimSpace(token)}
 	cfg.CAData = cluster.Config.CAData
-	if err := localcluster.WriteKubeconfig(cfg, kubeconfig); err != nil {
-		return nil, "", err
-	}
-	logPath = filepath.Join(cluster.Dir, "logs", "stencil.log")
-	log, err := os.Create(logPath)
+	return localcluster.WriteKubeconfig(cfg, saKubeconfig)
+}
+
+// startOperator runs the real bin/stencil out of cluster as the
+// ServiceAccount, with leader election, and waits for its readiness probe.
+// Only the leader reconciles, so several may run at once.
+func startOperator(name string) (*operator, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	cmd := exec.Command(filepath.Join(binDir, "stencil"), "--metrics-bind-address=0", "--health-probe-bind-address="+operatorProbe)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, "", fmt.Errorf("starting bin/stencil (did `make build` run?): %w", err)
+	probe := "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	_ = l.Close()
+	op := &operator{name: name, logPath: filepath.Join(cluster.Dir, "logs", "stencil-"+name+".log"), exited: make(chan struct{})}
+	log, err := os.Create(op.logPath)
+	if err != nil {
+		return nil, err
 	}
-	stop = func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		_ = log.Close()
+	op.cmd = exec.Command(filepath.Join(binDir, "stencil"), "--metrics-bind-address=0", "--health-probe-bind-address="+probe,
+		"--leader-elect", "--leader-election-namespace=stencil-system")
+	op.cmd.Env = append(os.Environ(), "KUBECONFIG="+saKubeconfig)
+	op.cmd.Stdout, op.cmd.Stderr = log, log
+	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := op.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting bin/stencil (did `make build` run?): %w", err)
 	}
+	go func() { _ = op.cmd.Wait(); _ = log.Close(); close(op.exited) }()
+	running = append(running, op)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get("http://" + operatorProbe + "/readyz")
+		resp, err := http.Get("http://" + probe + "/readyz")
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return stop, logPath, nil
+				return op, nil
 			}
 		}
 		if time.Now().After(deadline) {
-			stop()
-			data, _ := os.ReadFile(logPath)
-			return nil, "", fmt.Errorf("stencil not ready within 30s: %v\n%s", err, data)
+			op.kill()
+			return nil, fmt.Errorf("stencil %s not ready within 30s: %w\n%s", name, err, op.logTail())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// stop terminates the operator gracefully.
+func (o *operator) stop() {
+	_ = o.cmd.Process.Signal(syscall.SIGTERM)
+	<-o.exited
+}
+
+// kill ends the operator at once, as a crash would.
+func (o *operator) kill() {
+	_ = o.cmd.Process.Kill()
+	<-o.exited
+}
+
+func (o *operator) logTail() string {
+	data, _ := os.ReadFile(o.logPath)
+	return string(tailBytes(data, 4000))
+}
+
+// leader is the holder of the operator's Lease.
+func leader() string {
+	out, _ := kubectlAdmin("-n", "stencil-system", "get", "lease", "stencil.stencil.dev", "-o", "jsonpath={.spec.holderIdentity}")
+	return out
 }
 
 // kubectlAdmin runs bin/kubectl as cluster admin, outside any test.
