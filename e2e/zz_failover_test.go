@@ -63,8 +63,7 @@ func TestKilledWhileConvergingRecovers(t *testing.T) {
 	if len(owners) != 50 || len(seen) != 50 {
 		t.Errorf("%d ConfigMaps for %d owners, want 50 for 50: %v", len(owners), len(seen), seen)
 	}
-	tickets := strings.Fields(mustKubectl(t, "-n", ns, "get", "flighttickets", "-o", "jsonpath={.items[*].metadata.name}"))
-	for _, name := range tickets {
+	for name := range strings.FieldsSeq(mustKubectl(t, "-n", ns, "get", "flighttickets", "-o", "jsonpath={.items[*].metadata.name}")) {
 		if seen[name] != 1 {
 			t.Errorf("FlightTicket %s has %d ConfigMaps, want 1", name, seen[name])
 		}
