@@ -121,7 +121,7 @@ func readFile(file string, stdin io.Reader) ([]byte, error) {
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("reading %w", err)
+		return nil, err
 	}
 	return data, nil
 }

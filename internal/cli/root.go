@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,15 +17,18 @@ import (
 func Execute() int {
 	// The context is cancelled on SIGINT or SIGTERM; a second signal exits.
 	err := newRootCommand().ExecuteContext(ctrl.SetupSignalHandler())
-	var exit *exitError
-	switch {
-	case err == nil:
+	if err == nil {
 		return 0
-	case errors.As(err, &exit):
-		return exit.code
-	default:
-		return 1
 	}
+	var exit *exitError
+	if errors.Is(err, errDifferent) {
+		return 1 // the diff said it all, as kubectl diff does
+	}
+	fmt.Fprintln(os.Stderr, "Error:", err)
+	if errors.As(err, &exit) {
+		return exit.code
+	}
+	return 1
 }
 
 func newRootCommand() *cobra.Command {
@@ -39,8 +43,9 @@ the resource's status.
 
 Run without a subcommand, it runs the operator against the cluster of the
 current kubeconfig (or in-cluster configuration).`,
-		SilenceUsage: true,
-		Args:         cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 			return runManager(cmd.Context(), opts)
