@@ -20,12 +20,11 @@ func Execute() int {
 	if err == nil {
 		return 0
 	}
-	var exit *exitError
 	if errors.Is(err, errDifferent) {
 		return 1 // the diff said it all, as kubectl diff does
 	}
 	fmt.Fprintln(os.Stderr, "Error:", err)
-	if errors.As(err, &exit) {
+	if exit, ok := errors.AsType[*exitError](err); ok {
 		return exit.code
 	}
 	return 1
