@@ -34,7 +34,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, curren
 		kindFields = current
 	}
 	for key, value := range kindFields {
-		if _, common := fields[key]; !common && !slices.Contains(commonStatusFields, key) {
+		if _, common := fields[key]; !common && !v1alpha1.IsSharedStatusField(key) {
 			fields[key] = value
 		}
 	}
@@ -56,9 +56,6 @@ func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, curren
 	r.recordTransitions(cr, before.Conditions, after.Conditions)
 	return nil
 }
-
-// commonStatusFields are the status fields of [v1alpha1.Status].
-var commonStatusFields = []string{"observedGeneration", "conditions", "inventory", "drift"}
 
 // normalize passes a status through the kind's Go type, so that it compares
 // equal to the stored one however the template wrote its numbers, zero

@@ -2,7 +2,6 @@ package render
 
 import (
 	"fmt"
-	"slices"
 
 	"sigs.k8s.io/yaml"
 
@@ -26,9 +25,6 @@ type statusData struct {
 	Owned    map[string]any
 	Observed map[string][]map[string]any
 }
-
-// reservedStatus are the status fields that stencil itself owns.
-var reservedStatus = []string{"observedGeneration", "conditions", "inventory", "drift"}
 
 // HasStatus reports whether the kind has a status template (_status.yaml).
 func (k *Kind) HasStatus() bool { return k.status }
@@ -61,7 +57,7 @@ func (k *Kind) RenderStatus(cr v1alpha1.Object, live LiveState) (map[string]any,
 		return nil, &Error{File: statusFile, Err: fmt.Errorf("output is not a YAML map: %w", err)}
 	}
 	for key := range fields {
-		if slices.Contains(reservedStatus, key) {
+		if v1alpha1.IsSharedStatusField(key) {
 			return nil, &Error{File: statusFile, Err: fmt.Errorf("status.%s belongs to stencil; a status template may not set it", key)}
 		}
 	}

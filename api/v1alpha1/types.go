@@ -58,6 +58,16 @@ type Status struct {
 	Drift []ObjectDrift `json:"drift,omitempty"`
 }
 
+// IsSharedStatusField reports whether a status field belongs to [Status],
+// which stencil itself writes; a kind's status template may not set it.
+func IsSharedStatusField(name string) bool {
+	switch name {
+	case "observedGeneration", "conditions", "inventory", "drift":
+		return true
+	}
+	return false
+}
+
 // InventoryEntry names one applied object.
 type InventoryEntry struct {
 	APIVersion string `json:"apiVersion"`
