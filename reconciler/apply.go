@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -31,9 +30,8 @@ type applier struct {
 	client    client.Client
 	reader    client.Reader
 	baselines sync.Map // objectKey → baseline
-	// full lists the types whose whole objects the cache holds (the status
-	// template reads them); all other owned types are cached metadata-only.
-	full map[schema.GroupVersionKind]bool
+	// types says how the cache holds each owned type.
+	types cachedTypes
 }
 
 type objectKey struct {
@@ -50,16 +48,16 @@ type baseline struct {
 }
 
 func keyOf(o *unstructured.Unstructured) objectKey {
-	return objectKey{
-		gvk:       o.GroupVersionKind().String(),
-		namespace: o.GetNamespace(),
-		name:      o.GetName(),
-		uid:       o.GetLabels()[v1alpha1.LabelOwnerUID],
-	}
+	return objectKeyOf(o.GroupVersionKind().String(), o)
+}
+
+func objectKeyOf(gvk string, o metav1.Object) objectKey {
+	return objectKey{gvk: gvk, namespace: o.GetNamespace(), name: o.GetName(), uid: o.GetLabels()[v1alpha1.LabelOwnerUID]}
 }
 
 // apply brings every desired object to its desired state. It returns the
-// objects it applied and the drift it found; it stops at the first error, and
+// objects it applied, as the API server returned them, and the drift it
+// found; it stops at the first error, and
 // the caller must then not prune.
 func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) ([]*unstructured.Unstructured, []v1alpha1.ObjectDrift, error) {
 	var applied []*unstructured.Unstructured
@@ -81,10 +79,11 @@ func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unst
 		if !stale {
 			continue
 		}
-		if err := a.applyOne(ctx, d, false); err != nil {
+		live, err := a.applyOne(ctx, d, false)
+		if err != nil {
 			return applied, drift, err
 		}
-		applied = append(applied, d)
+		applied = append(applied, live)
 	}
 	return applied, drift, nil
 }
@@ -123,16 +122,7 @@ func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (stal
 // cached reads the live object from the cache that holds its type: whole
 // or metadata-only.
 func (a *applier) cached(ctx context.Context, d *unstructured.Unstructured) (client.Object, error) {
-	var live client.Object
-	if a.full[d.GroupVersionKind()] {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(d.GroupVersionKind())
-		live = u
-	} else {
-		m := &metav1.PartialObjectMetadata{}
-		m.SetGroupVersionKind(d.GroupVersionKind())
-		live = m
-	}
+	live := a.types.newObject(d.GroupVersionKind())
 	return live, a.client.Get(ctx, client.ObjectKeyFromObject(d), live)
 }
 
@@ -142,34 +132,42 @@ func (a *applier) baseline(ctx context.Context, d *unstructured.Unstructured, ha
 	if b, ok := a.baselines.Load(keyOf(d)); ok && b.(baseline).hash == hash {
 		return b.(baseline).owned, nil
 	}
-	if err := a.applyOne(ctx, d, true); err != nil {
+	if _, err := a.applyOne(ctx, d, true); err != nil {
 		return nil, err
 	}
 	b, _ := a.baselines.Load(keyOf(d))
 	return b.(baseline).owned, nil
 }
 
-// applyOne server-side-applies d with force, or dry-runs it, and records the
-// fields our manager owns afterwards as d's baseline.
-func (a *applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dryRun bool) error {
+// applyOne server-side-applies d with force, or dry-runs it, records the
+// fields our manager owns afterwards as d's baseline, and returns the object
+// the API server answered with.
+func (a *applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dryRun bool) (*unstructured.Unstructured, error) {
 	obj := d.DeepCopy()
 	opts := []client.ApplyOption{client.FieldOwner(FieldManager), client.ForceOwnership}
 	if dryRun {
 		opts = append(opts, client.DryRunAll)
 	}
 	if err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), opts...); err != nil {
-		return fmt.Errorf("applying %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+		return nil, fmt.Errorf("applying %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
 	owned, err := ownedFields(obj.GetManagedFields(), FieldManager)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	b := baseline{hash: d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: owned}
 	if !dryRun {
 		b.resourceVersion = resourceVersion(obj)
 	}
 	a.baselines.Store(keyOf(d), b)
-	return nil
+	return obj, nil
+}
+
+// ownWrite reports whether o, as a watch delivered it, is the very version
+// our last apply produced.
+func (a *applier) ownWrite(gvk string, o metav1.Object) bool {
+	v, ok := a.baselines.Load(objectKeyOf(gvk, o))
+	return ok && v.(baseline).resourceVersion != 0 && v.(baseline).resourceVersion == resourceVersion(o)
 }
 
 // appliedNewer reports whether we applied this very render and the cache
@@ -196,7 +194,7 @@ func resourceVersion(o metav1.Object) uint64 {
 // forgetDeleted drops the baseline of an object that was deleted, so that the
 // next reconcile applies it again instead of waiting for the cache.
 func (a *applier) forgetDeleted(gvk string, o metav1.Object) {
-	a.baselines.Delete(objectKey{gvk: gvk, namespace: o.GetNamespace(), name: o.GetName(), uid: o.GetLabels()[v1alpha1.LabelOwnerUID]})
+	a.baselines.Delete(objectKeyOf(gvk, o))
 }
 
 // forget drops the baseline of a pruned object.

@@ -14,46 +14,52 @@ import (
 	"github.com/stencil-operator/stencil/render"
 )
 
-// kindStatus runs the kind's status template over the live objects it reads,
-// all from the cache: the owned objects of types declared status: true, and
-// the observed objects that carry the custom resource's owner label.
-func (r *Reconciler) kindStatus(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) (map[string]any, error) {
+// kindStatus runs the kind's status template over the live objects it reads:
+// the owned objects of types cached whole (as this reconcile's apply returned
+// them, else from the cache), and the observed objects that carry the custom
+// resource's owner label, from the cache.
+func (r *Reconciler) kindStatus(ctx context.Context, cr v1alpha1.Object, res *result) (map[string]any, error) {
 	if !r.kind.HasStatus() {
 		return nil, nil
 	}
 	live := render.LiveState{Owned: map[string]any{}, Observed: map[string][]map[string]any{}}
-	for _, d := range desired {
-		if !r.applier.full[d.GroupVersionKind()] {
+	applied := map[string]*unstructured.Unstructured{}
+	for _, a := range res.applied {
+		applied[idOf(a.GroupVersionKind(), a.GetNamespace(), a.GetName())] = a
+	}
+	for _, d := range res.desired {
+		if !r.applier.types[d.GroupVersionKind()] {
 			continue
 		}
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(d.GroupVersionKind())
-		err := r.client.Get(ctx, client.ObjectKeyFromObject(d), u)
-		if apierrors.IsNotFound(err) {
-			continue // just applied; the cache will catch up and bring us back
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading %s %s for status: %w", d.GetKind(), d.GetName(), err)
+		u, ok := applied[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())]
+		if !ok {
+			u = &unstructured.Unstructured{}
+			u.SetGroupVersionKind(d.GroupVersionKind())
+			err := r.client.Get(ctx, client.ObjectKeyFromObject(d), u)
+			if apierrors.IsNotFound(err) {
+				continue // applied by an earlier reconcile; the cache will catch up and bring us back
+			}
+			if err != nil {
+				return nil, fmt.Errorf("reading %s %s for status: %w", d.GetKind(), d.GetName(), err)
+			}
 		}
 		live.Owned[d.GetKind()+"/"+d.GetName()] = u.Object
 	}
 	for _, t := range r.kind.Declaration().Observes {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(t.GroupVersionKind().GroupVersion().WithKind(t.Kind + "List"))
-		err := r.client.List(ctx, list, client.InNamespace(cr.GetNamespace()), client.MatchingLabels{v1alpha1.LabelOwnerUID: string(cr.GetUID())})
+		items, err := r.listOwned(ctx, t.GroupVersionKind(), cr.GetUID(), client.InNamespace(cr.GetNamespace()))
 		if err != nil {
 			return nil, fmt.Errorf("listing %s for status: %w", t.Kind, err)
 		}
-		items := make([]map[string]any, 0, len(list.Items))
-		for _, item := range list.Items {
+		objs := make([]map[string]any, 0, len(items))
+		for _, item := range items {
 			if item.GetDeletionTimestamp() == nil {
-				items = append(items, item.Object)
+				objs = append(objs, item.(*unstructured.Unstructured).Object)
 			}
 		}
-		slices.SortFunc(items, func(a, b map[string]any) int {
+		slices.SortFunc(objs, func(a, b map[string]any) int {
 			return strings.Compare(nameOf(a), nameOf(b))
 		})
-		live.Observed[t.Kind] = items
+		live.Observed[t.Kind] = objs
 	}
 	return r.kind.RenderStatus(cr, live)
 }

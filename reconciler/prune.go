@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,14 +30,11 @@ func (r *Reconciler) prune(ctx context.Context, cr v1alpha1.Object, desired []*u
 	}
 	var pruned []v1alpha1.InventoryEntry
 	for _, gvk := range r.pruneTypes(cr) {
-		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := r.client.List(ctx, list, client.MatchingLabels{v1alpha1.LabelOwnerUID: string(cr.GetUID())}); err != nil {
+		items, err := r.listOwned(ctx, gvk, cr.GetUID())
+		if err != nil {
 			return pruned, fmt.Errorf("listing %s to prune: %w", gvk.Kind, err)
 		}
-		for i := range list.Items {
-			item := &list.Items[i]
-			item.SetGroupVersionKind(gvk)
+		for _, item := range items {
 			if keep[idOf(gvk, item.GetNamespace(), item.GetName())] {
 				continue
 			}
@@ -44,7 +42,7 @@ func (r *Reconciler) prune(ctx context.Context, cr v1alpha1.Object, desired []*u
 				ctrl.LoggerFrom(ctx).Info("Not pruning an object that carries our owner label but no proof of ownership", "kind", gvk.Kind, "object", klog.KObj(item))
 				continue
 			}
-			if err := r.deleteOwned(ctx, item); err != nil {
+			if err := r.deleteOwned(ctx, gvk, item); err != nil {
 				return pruned, err
 			}
 			r.applier.forget(gvk.String(), item.GetNamespace(), item.GetName(), cr.GetUID())
@@ -54,13 +52,47 @@ func (r *Reconciler) prune(ctx context.Context, cr v1alpha1.Object, desired []*u
 	return pruned, nil
 }
 
-func (r *Reconciler) deleteOwned(ctx context.Context, item *metav1.PartialObjectMetadata) error {
+// listOwned lists the cached objects of type gvk that carry the owner label
+// uid: through the owner index for declared types, by label otherwise.
+func (r *Reconciler) listOwned(ctx context.Context, gvk schema.GroupVersionKind, uid types.UID, opts ...client.ListOption) ([]client.Object, error) {
+	if _, indexed := r.applier.types[gvk]; indexed {
+		opts = append(opts, client.MatchingFields{ownerUIDIndex: string(uid)})
+	} else {
+		opts = append(opts, client.MatchingLabels{v1alpha1.LabelOwnerUID: string(uid)})
+	}
+	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+	if r.applier.types[gvk] {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(listGVK)
+		if err := r.client.List(ctx, list, opts...); err != nil {
+			return nil, err
+		}
+		items := make([]client.Object, len(list.Items))
+		for i := range list.Items {
+			items[i] = &list.Items[i]
+		}
+		return items, nil
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(listGVK)
+	if err := r.client.List(ctx, list, opts...); err != nil {
+		return nil, err
+	}
+	items := make([]client.Object, len(list.Items))
+	for i := range list.Items {
+		list.Items[i].SetGroupVersionKind(gvk)
+		items[i] = &list.Items[i]
+	}
+	return items, nil
+}
+
+func (r *Reconciler) deleteOwned(ctx context.Context, gvk schema.GroupVersionKind, item client.Object) error {
 	uid := item.GetUID()
 	err := r.client.Delete(ctx, item, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("pruning %s %s: %w", item.Kind, klog.KObj(item), err)
+		return fmt.Errorf("pruning %s %s: %w", gvk.Kind, klog.KObj(item), err)
 	}
-	ctrl.LoggerFrom(ctx).Info("Pruned", "kind", item.Kind, "object", klog.KObj(item))
+	ctrl.LoggerFrom(ctx).Info("Pruned", "kind", gvk.Kind, "object", klog.KObj(item))
 	return nil
 }
 
@@ -86,7 +118,7 @@ func (r *Reconciler) pruneTypes(cr v1alpha1.Object) []schema.GroupVersionKind {
 
 // ownedBy is the second proof of ownership: a controller ownerReference to
 // cr, or, for cluster-scoped objects, the owner annotation naming it.
-func (r *Reconciler) ownedBy(item *metav1.PartialObjectMetadata, cr v1alpha1.Object) bool {
+func (r *Reconciler) ownedBy(item metav1.Object, cr v1alpha1.Object) bool {
 	if ref := metav1.GetControllerOf(item); ref != nil {
 		return ref.UID == cr.GetUID()
 	}

@@ -84,7 +84,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if res.pruneErr != nil {
 		return reconcile.Result{}, res.pruneErr
 	}
-	if res.kindStatus, res.statusErr = r.kindStatus(ctx, cr, res.desired); res.statusErr != nil {
+	if res.kindStatus, res.statusErr = r.kindStatus(ctx, cr, res); res.statusErr != nil {
 		return reconcile.Result{}, res.statusErr
 	}
 	if len(res.applied)+len(res.pruned) > 0 {

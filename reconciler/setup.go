@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
@@ -47,9 +48,22 @@ func CacheOptions(kinds []*render.Kind) cache.Options {
 	}
 }
 
+// ClientOptions makes the manager's client read unstructured objects (the
+// owned types whose status templates read them whole) from the cache too;
+// controller-runtime's default sends those reads to the API server.
+func ClientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{Unstructured: true}}
+}
+
 // Setup starts one controller per kind, named after the kind, all served by
-// the same generic Reconciler. Owned types are watched metadata-only.
+// the same generic Reconciler. Each owned or observed type has one informer,
+// shared by the kinds: whole objects when a status template reads them,
+// metadata only otherwise, indexed by owner UID.
 func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
+	types := cachedTypesOf(kinds)
+	if err := indexOwnerUID(mgr, types); err != nil {
+		return err
+	}
 	for _, k := range kinds {
 		gvk := k.GroupVersionKind()
 		r := &Reconciler{
@@ -57,19 +71,17 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 			client:   mgr.GetClient(),
 			reader:   mgr.GetAPIReader(),
 			recorder: mgr.GetEventRecorder("stencil"),
-			applier:  &applier{client: mgr.GetClient(), reader: mgr.GetAPIReader(), full: map[schema.GroupVersionKind]bool{}},
+			applier:  &applier{client: mgr.GetClient(), reader: mgr.GetAPIReader(), types: types},
 		}
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(strings.ToLower(gvk.Kind)).
-			For(k.New()).
+			For(k.New(), builder.WithPredicates(predicate.Funcs{UpdateFunc: r.notOwnStatusWrite})).
 			WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1), SkipNameValidation: &opts.SkipNameValidation})
 		for _, t := range k.Declaration().Owns {
-			b = r.watchOwned(b, t)
+			b = r.watchOwned(b, t.GroupVersionKind())
 		}
 		for _, t := range k.Declaration().Observes {
-			observed := &unstructured.Unstructured{}
-			observed.SetGroupVersionKind(t.GroupVersionKind())
-			b = b.Watches(observed, handler.EnqueueRequestsFromMapFunc(r.ownerByUID))
+			b = b.Watches(types.newObject(t.GroupVersionKind()), handler.EnqueueRequestsFromMapFunc(r.ownerByUID))
 		}
 		if err := b.Complete(r); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", gvk.Kind, err)
@@ -78,19 +90,73 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 	return nil
 }
 
-// watchOwned watches an owned type: whole objects when the status template
-// reads them, else metadata only.
-func (r *Reconciler) watchOwned(b *builder.Builder, t render.TypeRef) *builder.Builder {
-	gvk := t.GroupVersionKind()
-	if t.Status {
-		r.applier.full[gvk] = true
-		owned := &unstructured.Unstructured{}
-		owned.SetGroupVersionKind(gvk)
-		return b.Watches(owned, r.ownedObjectHandler(gvk.String()))
+// cachedTypes says, for every type that some kind owns or observes, whether
+// the cache holds whole objects (true) or metadata only (false). A type is
+// cached whole when any kind's status template reads it, so that each type
+// has one informer.
+type cachedTypes map[schema.GroupVersionKind]bool
+
+func cachedTypesOf(kinds []*render.Kind) cachedTypes {
+	types := cachedTypes{}
+	for _, k := range kinds {
+		for _, t := range k.Declaration().Owns {
+			types[t.GroupVersionKind()] = types[t.GroupVersionKind()] || t.Status
+		}
+		for _, t := range k.Declaration().Observes {
+			types[t.GroupVersionKind()] = true
+		}
 	}
-	owned := &metav1.PartialObjectMetadata{}
-	owned.SetGroupVersionKind(gvk)
-	return b.WatchesMetadata(owned, r.ownedObjectHandler(gvk.String()))
+	return types
+}
+
+// newObject is an empty object of type gvk, of the Go type its informer
+// holds: unstructured for whole objects, else PartialObjectMetadata. Types
+// that no kind declares (left in an inventory) are read metadata-only.
+func (t cachedTypes) newObject(gvk schema.GroupVersionKind) client.Object {
+	if t[gvk] {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		return u
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	return m
+}
+
+// ownerUIDIndex indexes the cached objects of every declared type by their
+// owner UID label, so that prune and status find a resource's objects
+// without scanning the cache.
+const ownerUIDIndex = "stencil.dev/owner-uid"
+
+func indexOwnerUID(mgr ctrl.Manager, types cachedTypes) error {
+	for gvk := range types {
+		err := mgr.GetFieldIndexer().IndexField(context.Background(), types.newObject(gvk), ownerUIDIndex, func(o client.Object) []string {
+			if uid := o.GetLabels()[v1alpha1.LabelOwnerUID]; uid != "" {
+				return []string{uid}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("indexing %s by owner: %w", gvk.Kind, err)
+		}
+	}
+	return nil
+}
+
+// watchOwned watches an owned type through its one informer.
+func (r *Reconciler) watchOwned(b *builder.Builder, gvk schema.GroupVersionKind) *builder.Builder {
+	owned := r.applier.types.newObject(gvk)
+	if _, metadataOnly := owned.(*metav1.PartialObjectMetadata); metadataOnly {
+		return b.WatchesMetadata(owned, r.ownedObjectHandler(gvk.String()))
+	}
+	return b.Watches(owned, r.ownedObjectHandler(gvk.String()))
+}
+
+// notOwnStatusWrite drops the update event of our own status write: this
+// process knows what it wrote (see currentStatus).
+func (r *Reconciler) notOwnStatusWrite(e event.UpdateEvent) bool {
+	v, ok := r.written.Load(client.ObjectKeyFromObject(e.ObjectNew))
+	return !ok || v.(writtenStatus).resourceVersion != resourceVersion(e.ObjectNew)
 }
 
 // ownerByUID maps an observed object (a pod from a pod template with
@@ -117,14 +183,23 @@ func ownerOf(kind schema.GroupKind) handler.MapFunc {
 	}
 }
 
-// ownedObjectHandler enqueues the owner of an owned object on every event,
-// and on a deletion also forgets the object's baseline, so that the next
+// ownedObjectHandler enqueues the owner of an owned object on every event
+// but those of our own applies (the reconcile that applied knows the
+// result), and on a deletion also forgets the object's baseline, so that the next
 // reconcile re-creates it rather than waiting for the cache.
 func (r *Reconciler) ownedObjectHandler(gvk string) handler.EventHandler {
 	enqueue := handler.EnqueueRequestsFromMapFunc(ownerOf(r.kind.GroupVersionKind().GroupKind()))
 	return handler.Funcs{
-		CreateFunc:  enqueue.Create,
-		UpdateFunc:  enqueue.Update,
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if !r.applier.ownWrite(gvk, e.Object) {
+				enqueue.Create(ctx, e, q)
+			}
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if !r.applier.ownWrite(gvk, e.ObjectNew) {
+				enqueue.Update(ctx, e, q)
+			}
+		},
 		GenericFunc: enqueue.Generic,
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			r.applier.forgetDeleted(gvk, e.Object)

@@ -108,22 +108,30 @@ func (r *Reconciler) currentStatus(cr v1alpha1.Object) (map[string]any, error) {
 }
 
 // recordTransitions emits one event per condition whose status or reason
-// changed; the event reason is the condition reason.
+// changed; the event reason is the condition reason. A condition that starts
+// out healthy (Ready on the first reconcile, no drift found) is no news: the
+// conditions say so, and an event per new resource would cost the API server
+// a write each.
 func (r *Reconciler) recordTransitions(cr v1alpha1.Object, before, after []metav1.Condition) {
 	for _, c := range after {
 		old := meta.FindStatusCondition(before, c.Type)
 		if old != nil && old.Status == c.Status && old.Reason == c.Reason {
 			continue
 		}
-		if old == nil && c.Reason == v1alpha1.ReasonInSync {
-			continue // being in sync from the start is no news
+		if old == nil && healthy(c) && c.Reason != v1alpha1.ReasonDriftFixed {
+			continue
 		}
 		eventType := corev1.EventTypeNormal
-		if (c.Type == v1alpha1.ConditionReady) != (c.Status == metav1.ConditionTrue) {
+		if !healthy(c) {
 			eventType = corev1.EventTypeWarning
 		}
 		r.recorder.Eventf(cr, nil, eventType, c.Reason, "Reconcile", "%s", c.Message)
 	}
+}
+
+// healthy: Ready is True, or Drifted is False.
+func healthy(c metav1.Condition) bool {
+	return (c.Type == v1alpha1.ConditionReady) == (c.Status == metav1.ConditionTrue)
 }
 
 // computeStatus is the status after a reconcile with result res. It is pure:

@@ -2,14 +2,17 @@ package reconciler
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
 )
 
 func TestComputeStatus(t *testing.T) {
@@ -84,3 +87,41 @@ func TestComputeStatusIsStable(t *testing.T) {
 }
 
 func objs(o ...*unstructured.Unstructured) []*unstructured.Unstructured { return o }
+
+func TestRecordTransitions(t *testing.T) {
+	cond := func(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: "m"}
+	}
+	ready := cond(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled)
+	failed := cond(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed)
+	inSync := cond(v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonInSync)
+	fixed := cond(v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftFixed)
+	found := cond(v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftFound)
+	tests := []struct {
+		name          string
+		before, after []metav1.Condition
+		want          []string
+	}{
+		{"healthy from the start is no news", nil, []metav1.Condition{ready, inSync}, nil},
+		{"failing from the start", nil, []metav1.Condition{failed}, []string{"Warning ApplyFailed m"}},
+		{"drift corrected on the first reconcile", nil, []metav1.Condition{ready, fixed}, []string{"Normal DriftCorrected m"}},
+		{"recovered", []metav1.Condition{failed}, []metav1.Condition{ready}, []string{"Normal Reconciled m"}},
+		{"drift found", []metav1.Condition{ready, inSync}, []metav1.Condition{ready, found}, []string{"Warning DriftDetected m"}},
+		{"unchanged", []metav1.Condition{ready, found}, []metav1.Condition{ready, found}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := events.NewFakeRecorder(10)
+			r := &Reconciler{recorder: rec}
+			r.recordTransitions(&testv1alpha1.Widget{}, tt.before, tt.after)
+			close(rec.Events)
+			var got []string
+			for e := range rec.Events {
+				got = append(got, e)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("events %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -21,6 +21,7 @@ import (
 type managerOptions struct {
 	metricsAddr      string
 	probeAddr        string
+	pprofAddr        string
 	leaderElect      bool
 	leaderElectionNS string
 	concurrency      int
@@ -31,6 +32,7 @@ type managerOptions struct {
 func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `Address the Prometheus metrics endpoint binds to ("0" disables it).`)
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", `Address Go's /debug/pprof profiles bind to ("0" disables them).`)
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader through a Lease so that only one replica reconciles at a time.")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	fs.IntVar(&o.concurrency, "concurrency", 8, "Custom resources reconciled at once, per kind.")
@@ -61,8 +63,10 @@ func runManager(ctx context.Context, o managerOptions) error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         reconciler.CacheOptions(loaded),
+		Client:                        reconciler.ClientOptions(),
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.probeAddr,
+		PprofBindAddress:              o.pprofAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              leaderElectionID,
 		LeaderElectionNamespace:       o.leaderElectionNS,

@@ -31,6 +31,10 @@ type Options struct {
 	Nodes int
 	// APIServerFlags are extra kube-apiserver flags, such as audit logging.
 	APIServerFlags []string
+	// APIServerOnly starts only etcd and kube-apiserver: no controllers, no
+	// scheduler, no nodes. Benchmarks use it to measure an operator's own
+	// API cost without the Deployment controller's traffic.
+	APIServerOnly bool
 }
 
 // Cluster is a running local control plane.
@@ -53,8 +57,8 @@ type Cluster struct {
 const startTimeout = 2 * time.Minute
 
 // Start brings up etcd, kube-apiserver, kube-controller-manager,
-// kube-scheduler and kwok with opts.Nodes ready fake nodes. On error nothing
-// is left running.
+// kube-scheduler and kwok with opts.Nodes ready fake nodes (or only etcd and
+// kube-apiserver with opts.APIServerOnly). On error nothing is left running.
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	c, err := newCluster(opts)
 	if err != nil {
@@ -77,6 +81,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	if err := c.startAPIServer(ctx, bin, etcdURL, opts.APIServerFlags); err != nil {
 		return nil, err
+	}
+	if opts.APIServerOnly {
+		return c, nil
 	}
 	if err := c.startControllers(ctx, bin); err != nil {
 		return nil, err

@@ -37,6 +37,7 @@ func StartOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  scheme,
 		Cache:   reconciler.CacheOptions(kinds),
+		Client:  reconciler.ClientOptions(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 	})
 	if err != nil {

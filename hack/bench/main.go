@@ -1,0 +1,130 @@
+// Command bench is what `make bench` runs. For each N it measures stencil
+// against the floor, a raw server-side-apply loop (hack/bench/rawapply), on
+// a fresh local control plane (etcd and kube-apiserver only) each:
+//
+//   - time to converge N MyWebs (a ConfigMap, a Deployment and a Service
+//     each) in 10 namespaces,
+//   - the API requests of each, by verb and resource, from the API server's
+//     audit log (each contender connects as its own user),
+//   - stencil's requests in a quiet minute, and its drift-correction latency
+//     over 100 changes by another field manager,
+//   - peak RSS and CPU seconds of each process,
+//
+// then prints the figures, and writes them with a plot of converge time
+// against N into -out (docs/benchmarks by default).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/stencil-operator/stencil/internal/localcluster"
+)
+
+// config is what the flags set.
+type config struct {
+	sizes        []int
+	namespaces   int
+	workers      int
+	quiet        time.Duration
+	driftChanges int
+	profileAt    int
+	cpuProfileAt int
+	out          string
+	bin          string
+	stencilArgs  []string
+	keep         bool
+}
+
+func main() {
+	var cfg config
+	sizes := flag.String("n", "100,500,1000", "Numbers of MyWebs, comma-separated.")
+	flag.IntVar(&cfg.namespaces, "namespaces", 10, "Namespaces the MyWebs are spread over.")
+	flag.IntVar(&cfg.workers, "raw-workers", 8, "Workers of the raw server-side-apply loop.")
+	flag.DurationVar(&cfg.quiet, "quiet", time.Minute, "Steady-state window in which stencil's requests are counted.")
+	flag.IntVar(&cfg.driftChanges, "drift-changes", 100, "Changes by another field manager that stencil must revert.")
+	flag.IntVar(&cfg.profileAt, "heap-profile-n", 1000, "N at which to take stencil's heap profile (0: none).")
+	flag.IntVar(&cfg.cpuProfileAt, "cpu-profile-n", 0, "N at which to take a CPU profile of stencil's first 10 s (0: none).")
+	flag.StringVar(&cfg.out, "out", "docs/benchmarks", "Folder for results.md, results.json, converge.svg and the heap profile.")
+	flag.BoolVar(&cfg.keep, "keep", false, "Keep each run's folder (audit log, stencil's log) and print where it is.")
+	stencilArgs := flag.String("stencil-args", "", "Extra flags for stencil, space-separated (to try settings).")
+	flag.Parse()
+	cfg.stencilArgs = strings.Fields(*stencilArgs)
+	var err error
+	if cfg.sizes, err = parseSizes(*sizes); err != nil {
+		fail(err)
+	}
+	if cfg.bin, err = localcluster.BinDir(); err != nil {
+		fail(err)
+	}
+	ctrllog.SetLogger(logr.Discard()) // the bench's watch needs no log
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+func parseSizes(s string) ([]int, error) {
+	var sizes []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > maxMyWebs {
+			return nil, fmt.Errorf("-n: %q is not a number from 1 to %d", f, maxMyWebs)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
+}
+
+func run(ctx context.Context, cfg config) error {
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+		return err
+	}
+	rawapply := filepath.Join(cfg.bin, "rawapply")
+	if err := goBuild(ctx, rawapply, "./hack/bench/rawapply"); err != nil {
+		return err
+	}
+	fmt.Printf("stencil bench: N = %v MyWebs in %d namespaces; a fresh etcd + kube-apiserver for each run.\n\n", cfg.sizes, cfg.namespaces)
+	var results []pair
+	for _, n := range cfg.sizes {
+		raw, err := measureRaw(ctx, cfg, n, rawapply)
+		if err != nil {
+			return fmt.Errorf("raw loop, N=%d: %w", n, err)
+		}
+		printRun(raw)
+		st, err := measureStencil(ctx, cfg, n)
+		if err != nil {
+			return fmt.Errorf("stencil, N=%d: %w", n, err)
+		}
+		printRun(st)
+		results = append(results, pair{N: n, Raw: raw, Stencil: st})
+	}
+	fmt.Print(summary(results))
+	return writeResults(cfg.out, results)
+}
+
+func goBuild(ctx context.Context, out, pkg string) error {
+	cmd := command(ctx, "go", "build", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as `make build` builds stencil
+	return cmd.Run()
+}
+
+// elapsed is a duration printed in seconds with two decimals.
+func elapsed(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + " s" }

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// result is what one contender did for one N.
+type result struct {
+	Contender string        `json:"contender"`
+	N         int           `json:"n"`
+	Converge  time.Duration `json:"convergeNanoseconds"`
+	// Requests are those the API server received from the contender while
+	// it converged.
+	Requests requests `json:"requests"`
+	// ClientRequests is stencil's own rest_client_requests_total at
+	// convergence, to check the audit log.
+	ClientRequests int `json:"clientRequests,omitempty"`
+	// Reconciles of MyWebs until convergence.
+	Reconciles int `json:"reconciles,omitempty"`
+	// Settle are stencil's requests between convergence and the quiet window.
+	Settle      requests      `json:"settle,omitempty"`
+	Quiet       requests      `json:"quiet,omitempty"`
+	QuietWindow time.Duration `json:"quietWindowNanoseconds,omitempty"`
+	Drift       driftFigures  `json:"drift,omitzero"`
+	PeakRSSKiB  int64         `json:"peakRSSKiB"`
+	// ConvergeCPUSeconds is stencil's CPU time at convergence; CPUSeconds
+	// at the end (the raw loop exits when it has converged).
+	ConvergeCPUSeconds float64 `json:"convergeCPUSeconds,omitempty"`
+	CPUSeconds         float64 `json:"cpuSeconds"`
+	// ControlPlaneCPUSeconds is what kube-apiserver and etcd spent while
+	// the contender converged.
+	ControlPlaneCPUSeconds float64 `json:"controlPlaneCPUSeconds"`
+	HeapTop                string  `json:"heapTop,omitempty"`
+}
+
+// pair is both contenders' results for one N.
+type pair struct {
+	N       int     `json:"n"`
+	Raw     *result `json:"raw"`
+	Stencil *result `json:"stencil"`
+}
+
+func (p pair) convergeRatio() float64 { return p.Stencil.Converge.Seconds() / p.Raw.Converge.Seconds() }
+func (p pair) rssRatio() float64 {
+	return float64(p.Stencil.PeakRSSKiB) / float64(p.Raw.PeakRSSKiB)
+}
+
+func mib(kib int64) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
+
+func printRun(r *result) {
+	fmt.Printf("%s, N = %d: converged in %s with %d requests (%s)\n", r.Contender, r.N, elapsed(r.Converge), r.Requests.total(), r.Requests)
+	if r.Contender == "stencil" {
+		fmt.Printf("  its rest_client_requests_total at convergence: %d; MyWeb reconciles: %d\n", r.ClientRequests, r.Reconciles)
+		fmt.Printf("  settling %s: %d requests (%s)\n", settle, r.Settle.total(), r.Settle)
+		fmt.Printf("  at rest for %s: %d requests other than watches (%s)\n", r.QuietWindow.Round(time.Second), r.Quiet.total(), r.Quiet)
+		fmt.Printf("  drift correction over %d changes: p50 %s, p99 %s, max %s\n", r.Drift.Changes, ms(r.Drift.P50), ms(r.Drift.P99), ms(r.Drift.Max))
+		fmt.Printf("  CPU %.2f s at convergence\n", r.ConvergeCPUSeconds)
+	}
+	fmt.Printf("  peak RSS %s, CPU %.2f s in all; kube-apiserver and etcd used %.2f s of CPU while it converged\n", mib(r.PeakRSSKiB), r.CPUSeconds, r.ControlPlaneCPUSeconds)
+	if r.HeapTop != "" {
+		fmt.Printf("  heap profile (in use, after a GC):\n%s", indent(r.HeapTop))
+	}
+	fmt.Println()
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
+
+func indent(s string) string {
+	var b strings.Builder
+	for line := range strings.Lines(s) {
+		b.WriteString("    " + line)
+	}
+	return b.String()
+}
+
+// summary is the table that docs/benchmarks.md shows.
+func summary(results []pair) string {
+	var w strings.Builder
+	w.WriteString("| N | converge: raw loop | converge: stencil | stencil / raw | requests: raw loop | requests: stencil | stencil at rest, 60 s | drift p50 / p99 | peak RSS: raw loop | peak RSS: stencil | stencil / raw | CPU: raw loop | CPU: stencil (converge) |\n")
+	w.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, p := range results {
+		fmt.Fprintf(&w, "| %d | %s | %s | %.2f× | %d | %d | %d | %s / %s | %s | %s | %.2f× | %.2f s | %.2f s |\n",
+			p.N, elapsed(p.Raw.Converge), elapsed(p.Stencil.Converge), p.convergeRatio(),
+			p.Raw.Requests.total(), p.Stencil.Requests.total(), p.Stencil.Quiet.total(),
+			ms(p.Stencil.Drift.P50), ms(p.Stencil.Drift.P99),
+			mib(p.Raw.PeakRSSKiB), mib(p.Stencil.PeakRSSKiB), p.rssRatio(),
+			p.Raw.CPUSeconds, p.Stencil.ConvergeCPUSeconds)
+	}
+	return w.String()
+}
+
+// writeResults writes results.json, results.md (the summary and each run's
+// requests) and converge.svg into dir.
+func writeResults(dir string, results []pair) error {
+	js, err := json.MarshalIndent(results, "", "  ")
+	if err != nil {
+		return err
+	}
+	var md bytes.Buffer
+	fmt.Fprintf(&md, "Measured %s with Go %s on %d CPUs (`make bench`).\n\n", time.Now().UTC().Format("2006-01-02"), runtime.Version(), runtime.NumCPU())
+	md.WriteString(summary(results))
+	fmt.Fprintln(&md, "\nRequests while converging, by verb and resource (from the API server's audit log):")
+	fmt.Fprintln(&md)
+	for _, p := range results {
+		for _, r := range []*result{p.Raw, p.Stencil} {
+			fmt.Fprintf(&md, "- %s, N = %d: %s\n", r.Contender, r.N, r.Requests)
+		}
+	}
+	svg, err := plotConverge(results)
+	if err != nil {
+		return err
+	}
+	return writeFiles(dir, map[string][]byte{"results.json": append(js, '\n'), "results.md": md.Bytes(), "converge.svg": svg})
+}
+
+func writeFiles(dir string, files map[string][]byte) error {
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("Wrote results.md, results.json and converge.svg to %s.\n", dir)
+	return nil
+}
+
+// plotConverge draws converge time against N for both contenders.
+func plotConverge(results []pair) ([]byte, error) {
+	p := plot.New()
+	p.Title.Text = "Time to converge N MyWebs (3 objects each)"
+	p.X.Label.Text = "N"
+	p.Y.Label.Text = "seconds"
+	p.Y.Min = 0
+	raw, st := make(plotter.XYs, len(results)), make(plotter.XYs, len(results))
+	for i, r := range results {
+		raw[i] = plotter.XY{X: float64(r.N), Y: r.Raw.Converge.Seconds()}
+		st[i] = plotter.XY{X: float64(r.N), Y: r.Stencil.Converge.Seconds()}
+	}
+	if err := plotutil.AddLinePoints(p, "raw server-side-apply loop", raw, "stencil", st); err != nil {
+		return nil, err
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	w, err := p.WriterTo(6*vg.Inch, 4*vg.Inch, "svg")
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if _, err := w.WriteTo(&b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

@@ -1,0 +1,334 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// settle is the pause between convergence and the quiet window: the event
+// recorder sends events asynchronously, and those still count, as settle
+// requests.
+const settle = 5 * time.Second
+
+// measureStencil: the MyWebs exist before stencil starts; the clock runs
+// from starting the process until every MyWeb is Ready for its generation.
+func measureStencil(ctx context.Context, cfg config, n int) (_ *result, err error) {
+	e, err := startEnv(ctx, cfg, "stencil")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, e.stop()) }()
+	webs := myWebs(n, cfg.namespaces)
+	if err := createAll(ctx, e.admin, webs); err != nil {
+		return nil, fmt.Errorf("creating MyWebs: %w", err)
+	}
+	w, err := startWatcher(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	defer w.stop()
+	controlPlane := e.controlPlaneCPU()
+	op, err := startStencil(ctx, cfg, e)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, op.stop()) }()
+	r := &result{Contender: "stencil", N: n}
+	var cpuProfile chan error
+	if n == cfg.cpuProfileAt {
+		cpuProfile = make(chan error, 2)
+		go func() { cpuProfile <- op.cpuProfile(ctx, cfg.out, n) }()
+		go func() { cpuProfile <- e.profileAPIServer(ctx, cfg.out, fmt.Sprintf("apiserver-stencil-%d", n)) }()
+	}
+	converged, err := w.waitReady(ctx, n, op)
+	if err != nil {
+		return nil, err
+	}
+	r.ControlPlaneCPUSeconds = e.controlPlaneCPU() - controlPlane
+	r.Converge = converged.Sub(op.started)
+	r.ConvergeCPUSeconds, _ = op.cpuSeconds()
+	if r.Requests, err = countRequests(e.auditLog, "stencil", op.started, converged); err != nil {
+		return nil, err
+	}
+	// stencil's own count of its requests, to check the audit log's.
+	if r.ClientRequests, err = op.metricSum(ctx, "rest_client_requests_total"); err != nil {
+		return nil, err
+	}
+	if r.Reconciles, err = op.metricSum(ctx, "controller_runtime_reconcile_total", `controller="myweb"`); err != nil {
+		return nil, err
+	}
+	if err := countOwned(ctx, e.admin, n); err != nil {
+		return nil, err
+	}
+	if err := sleep(ctx, settle); err != nil {
+		return nil, err
+	}
+	quietFrom := time.Now()
+	if err := sleep(ctx, cfg.quiet); err != nil {
+		return nil, err
+	}
+	quietTo := time.Now()
+	if r.Settle, err = countRequests(e.auditLog, "stencil", converged, quietFrom); err != nil {
+		return nil, err
+	}
+	if r.Quiet, err = countRequests(e.auditLog, "stencil", quietFrom, quietTo); err != nil {
+		return nil, err
+	}
+	r.QuietWindow = quietTo.Sub(quietFrom)
+	if cpuProfile != nil {
+		if err := errors.Join(<-cpuProfile, <-cpuProfile); err != nil {
+			return nil, err
+		}
+	}
+	if n == cfg.profileAt {
+		if r.HeapTop, err = op.heapProfile(ctx, cfg.out, n); err != nil {
+			return nil, err
+		}
+	}
+	if r.Drift, err = measureDrift(ctx, e.admin, w, webs, cfg.driftChanges); err != nil {
+		return nil, err
+	}
+	r.PeakRSSKiB, err = op.peakRSS()
+	if err != nil {
+		return nil, err
+	}
+	r.CPUSeconds, err = op.cpuSeconds()
+	return r, err
+}
+
+// operator is a running bin/stencil.
+type operator struct {
+	cmd     *exec.Cmd
+	started time.Time
+	exited  chan struct{} // closed when the process has exited
+	exitErr error
+	metrics string
+	pprof   string
+	binary  string
+	logPath string
+	logFile *os.File
+}
+
+func startStencil(ctx context.Context, cfg config, e *env) (*operator, error) {
+	metricsPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	pprofPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	op := &operator{
+		binary:  filepath.Join(cfg.bin, "stencil"),
+		metrics: "http://127.0.0.1:" + metricsPort,
+		pprof:   "http://127.0.0.1:" + pprofPort,
+		logPath: filepath.Join(e.dir, "stencil.log"),
+		exited:  make(chan struct{}),
+	}
+	if op.logFile, err = os.Create(op.logPath); err != nil {
+		return nil, err
+	}
+	op.cmd = exec.CommandContext(ctx, op.binary, append([]string{
+		"--metrics-bind-address=127.0.0.1:" + metricsPort,
+		"--pprof-bind-address=127.0.0.1:" + pprofPort,
+		"--health-probe-bind-address=0",
+	}, cfg.stencilArgs...)...)
+	op.cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
+	op.cmd.Stdout, op.cmd.Stderr = op.logFile, op.logFile
+	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	op.started = time.Now()
+	if err := op.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting stencil: %w", err)
+	}
+	go func() {
+		op.exitErr = op.cmd.Wait()
+		close(op.exited)
+	}()
+	return op, nil
+}
+
+func (op *operator) stop() error {
+	_ = op.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-op.exited:
+	case <-time.After(30 * time.Second):
+		_ = op.cmd.Process.Kill()
+		<-op.exited
+	}
+	return op.logFile.Close()
+}
+
+// failed says why stencil is no longer running, with its last log lines.
+func (op *operator) failed() error {
+	select {
+	case <-op.exited:
+		return fmt.Errorf("stencil exited (%w); log %s:\n%s", op.exitErr, op.logPath, tail(op.logPath, 20))
+	default:
+		return nil
+	}
+}
+
+// peakRSS is the most memory the process has held, in KiB (VmHWM).
+func (op *operator) peakRSS() (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", op.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseVmHWM(string(data))
+}
+
+// parseVmHWM reads the peak RSS, in KiB, from the text of /proc/<pid>/status.
+// (The rusage of a child is no use: its ru_maxrss counts the parent's memory
+// at fork.)
+func parseVmHWM(status string) (int64, error) {
+	for line := range strings.Lines(status) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, errors.New("no VmHWM line")
+}
+
+// cpuSeconds is stencil's user plus system CPU time so far.
+func (op *operator) cpuSeconds() (float64, error) { return cpuSeconds(op.cmd.Process.Pid) }
+
+// cpuSeconds is a process's user plus system CPU time so far, from
+// /proc/<pid>/stat.
+func cpuSeconds(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// utime and stime are fields 14 and 15 of the line; count from after
+	// the command name, which is in parentheses.
+	_, rest, _ := strings.Cut(string(data), ") ")
+	fields := strings.Fields(rest)
+	if len(fields) < 13 {
+		return 0, errors.New("short /proc stat")
+	}
+	utime, err1 := strconv.ParseFloat(fields[11], 64)
+	stime, err2 := strconv.ParseFloat(fields[12], 64)
+	const ticks = 100 // USER_HZ on Linux
+	return (utime + stime) / ticks, errors.Join(err1, err2)
+}
+
+// metricSum sums the samples of one metric in stencil's /metrics whose
+// labels contain every one of the given label pairs.
+func (op *operator) metricSum(ctx context.Context, name string, labels ...string) (int, error) {
+	body, err := get(ctx, op.metrics+"/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = body.Close() }()
+	total := 0.0
+	scanner := bufio.NewScanner(body)
+	for scanner.Scan() {
+		line := scanner.Text()
+		if !strings.HasPrefix(line, name+"{") || !containsAll(line, labels) {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return 0, fmt.Errorf("metrics line %q: %w", line, err)
+		}
+		total += v
+	}
+	return int(total), scanner.Err()
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// heapProfile saves stencil's heap profile and returns the top of it by
+// in-use bytes.
+func (op *operator) heapProfile(ctx context.Context, out string, n int) (string, error) {
+	body, err := get(ctx, op.pprof+"/debug/pprof/heap?gc=1")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = body.Close() }()
+	path := filepath.Join(out, fmt.Sprintf("heap-%d.pb.gz", n))
+	if err := saveTo(path, body); err != nil {
+		return "", err
+	}
+	top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=15", "-sample_index=inuse_space", op.binary, path).Output()
+	if err != nil {
+		return "", fmt.Errorf("go tool pprof: %w", err)
+	}
+	return string(top), nil
+}
+
+// cpuProfile saves a profile of stencil's first 10 s, while it converges.
+func (op *operator) cpuProfile(ctx context.Context, out string, n int) error {
+	var body io.ReadCloser
+	err := errors.New("no answer")
+	for deadline := time.Now().Add(5 * time.Second); err != nil && time.Now().Before(deadline); {
+		if body, err = get(ctx, op.pprof+"/debug/pprof/profile?seconds=10"); err != nil {
+			time.Sleep(10 * time.Millisecond) // the endpoint is not up yet
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("CPU profile: %w", err)
+	}
+	defer func() { _ = body.Close() }()
+	return saveTo(filepath.Join(out, fmt.Sprintf("cpu-%d.pb.gz", n)), body)
+}
+
+func saveTo(path string, r io.Reader) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		return errors.Join(err, f.Close())
+	}
+	return f.Close()
+}
+
+func get(ctx context.Context, url string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return resp.Body, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+func tail(path string, n int) string {
+	data, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+// convergeTimeout bounds how long stencil may take to converge.
+const convergeTimeout = 15 * time.Minute
+
+// watcher sees, as the admin user, the MyWebs and (from the drift phase on)
+// the Deployments stencil applies, to tell when stencil has converged and when it has reverted a
+// change.
+type watcher struct {
+	cache  cache.Cache
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	waiting map[types.NamespacedName]chan observed
+}
+
+// observed is one version of a Deployment, as the watch delivered it.
+type observed struct {
+	replicas        int32
+	resourceVersion int64
+	at              time.Time
+}
+
+func startWatcher(ctx context.Context, e *env) (*watcher, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	c, err := cache.New(e.cluster.Config, cache.Options{
+		Scheme: e.scheme,
+		ByObject: map[client.Object]cache.ByObject{
+			&appsv1.Deployment{}: {Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil})},
+		},
+	})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	w := &watcher{cache: c, cancel: cancel, waiting: map[types.NamespacedName]chan observed{}}
+	if _, err = c.GetInformer(ctx, &operatorv1.MyWeb{}); err != nil {
+		cancel()
+		return nil, err
+	}
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		cancel()
+		return nil, fmt.Errorf("watching MyWebs: %w", context.Cause(ctx))
+	}
+	return w, nil
+}
+
+// watchDeployments starts watching the Deployments, after convergence, so
+// that the watch costs the API server nothing while stencil converges.
+func (w *watcher) watchDeployments(ctx context.Context) error {
+	deployments, err := w.cache.GetInformer(ctx, &appsv1.Deployment{})
+	if err != nil {
+		return err
+	}
+	_, err = deployments.AddEventHandler(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) { w.seen(obj) }})
+	return err
+}
+
+func (w *watcher) stop() { w.cancel() }
+
+// waitReady returns when every one of the n MyWebs is Ready for its current
+// generation.
+func (w *watcher) waitReady(ctx context.Context, n int, op *operator) (time.Time, error) {
+	deadline := time.Now().Add(convergeTimeout)
+	for time.Now().Before(deadline) {
+		var list operatorv1.MyWebList
+		if err := w.cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+			return time.Time{}, err
+		}
+		ready := 0
+		for i := range list.Items {
+			if isReady(&list.Items[i]) {
+				ready++
+			}
+		}
+		if ready == n {
+			return time.Now(), nil
+		}
+		if err := op.failed(); err != nil {
+			return time.Time{}, err
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return time.Time{}, err
+		}
+	}
+	return time.Time{}, fmt.Errorf("not every MyWeb is Ready within %s; stencil's log: %s", convergeTimeout, op.logPath)
+}
+
+func isReady(web *operatorv1.MyWeb) bool {
+	c := meta.FindStatusCondition(web.Status.Conditions, v1alpha1.ConditionReady)
+	return c != nil && c.Status == "True" && c.ObservedGeneration == web.Generation &&
+		web.Status.ObservedGeneration == web.Generation
+}
+
+// expect returns the versions of one Deployment that the watch delivers
+// from now until done.
+func (w *watcher) expect(key types.NamespacedName) <-chan observed {
+	ch := make(chan observed, 16)
+	w.mu.Lock()
+	w.waiting[key] = ch
+	w.mu.Unlock()
+	return ch
+}
+
+func (w *watcher) done(key types.NamespacedName) {
+	w.mu.Lock()
+	delete(w.waiting, key)
+	w.mu.Unlock()
+}
+
+func (w *watcher) seen(obj any) {
+	d, ok := obj.(*appsv1.Deployment)
+	if !ok || d.Spec.Replicas == nil {
+		return
+	}
+	w.mu.Lock()
+	ch := w.waiting[types.NamespacedName{Namespace: d.Namespace, Name: d.Name}]
+	w.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	rv, _ := strconv.ParseInt(d.ResourceVersion, 10, 64)
+	select {
+	case ch <- observed{replicas: *d.Spec.Replicas, resourceVersion: rv, at: time.Now()}:
+	default:
+	}
+}
+
+// driftFigures are the latencies from another manager's change of an owned
+// field to the watch showing stencil's revert.
+type driftFigures struct {
+	Changes int           `json:"changes"`
+	P50     time.Duration `json:"p50"`
+	P99     time.Duration `json:"p99"`
+	Max     time.Duration `json:"max"`
+}
+
+// measureDrift scales the Deployments of `changes` MyWebs, spread over all
+// of webs, one at a time, to 3 replicas as field manager bench-drift, and times
+// until the watch shows stencil's revert to the 1 replica the template sets.
+func measureDrift(ctx context.Context, admin client.Client, w *watcher, webs []*operatorv1.MyWeb, changes int) (driftFigures, error) {
+	if err := w.watchDeployments(ctx); err != nil {
+		return driftFigures{}, err
+	}
+	latencies := make([]time.Duration, 0, changes)
+	for i := range changes {
+		web := webs[i*len(webs)/changes]
+		key := types.NamespacedName{Namespace: web.Namespace, Name: web.Name}
+		d, err := revertTime(ctx, admin, w, key)
+		if err != nil {
+			return driftFigures{}, fmt.Errorf("change %d (%s): %w", i+1, key, err)
+		}
+		latencies = append(latencies, d)
+	}
+	slices.Sort(latencies)
+	return driftFigures{
+		Changes: changes,
+		P50:     percentile(latencies, 50),
+		P99:     percentile(latencies, 99),
+		Max:     latencies[len(latencies)-1],
+	}, nil
+}
+
+func revertTime(ctx context.Context, admin client.Client, w *watcher, key types.NamespacedName) (time.Duration, error) {
+	versions := w.expect(key)
+	defer w.done(key)
+	d := &appsv1.Deployment{}
+	d.Namespace, d.Name = key.Namespace, key.Name
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":3}}`))
+	changed := time.Now()
+	if err := admin.Patch(ctx, d, patch, client.FieldOwner("bench-drift")); err != nil {
+		return 0, err
+	}
+	changedRV, _ := strconv.ParseInt(d.ResourceVersion, 10, 64)
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case v := <-versions:
+			if v.resourceVersion > changedRV && v.replicas == 1 {
+				return v.at.Sub(changed), nil
+			}
+		case <-timeout:
+			return 0, fmt.Errorf("stencil did not revert spec.replicas within 10 s")
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// percentile p of sorted latencies, nearest rank.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	rank := (p*len(sorted) + 99) / 100
+	return sorted[max(rank, 1)-1]
+}
