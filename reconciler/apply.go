@@ -55,25 +55,33 @@ func objectKeyOf(gvk string, o metav1.Object) objectKey {
 	return objectKey{gvk: gvk, namespace: o.GetNamespace(), name: o.GetName(), uid: o.GetLabels()[v1alpha1.LabelOwnerUID]}
 }
 
-// apply brings every desired object to its desired state. It returns the
-// objects it applied, as the API server returned them, and the drift it
-// found; it stops at the first error, and
-// the caller must then not prune.
-func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) ([]*unstructured.Unstructured, []v1alpha1.ObjectDrift, error) {
-	var applied []*unstructured.Unstructured
-	var drift []v1alpha1.ObjectDrift
+// applyOutcome is what apply did.
+type applyOutcome struct {
+	// applied are the desired objects it applied.
+	applied []*unstructured.Unstructured
+	// live are the API server's answers for the applied objects of types
+	// cached whole, by idOf: fresher than the cache, for the status template.
+	live  map[string]*unstructured.Unstructured
+	drift []v1alpha1.ObjectDrift
+}
+
+// apply brings every desired object to its desired state and reports what
+// it applied and the drift it found; it stops at the first error, and the
+// caller must then not prune.
+func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) (applyOutcome, error) {
+	out := applyOutcome{live: map[string]*unstructured.Unstructured{}}
 	for _, d := range desired {
 		stale, missing, err := a.check(ctx, d)
 		if err != nil {
-			return applied, drift, err
+			return out, err
 		}
 		if !missing.Empty() {
 			report, err := a.report(ctx, d, missing)
 			if err != nil {
-				return applied, drift, err
+				return out, err
 			}
 			report.Reverted = cr.StencilDriftPolicy() != v1alpha1.DriftReport
-			drift = append(drift, report)
+			out.drift = append(out.drift, report)
 			stale = report.Reverted
 		}
 		if !stale {
@@ -81,11 +89,14 @@ func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unst
 		}
 		live, err := a.applyOne(ctx, d, false)
 		if err != nil {
-			return applied, drift, err
+			return out, err
 		}
-		applied = append(applied, live)
+		out.applied = append(out.applied, d)
+		if u, whole := live.(*unstructured.Unstructured); whole {
+			out.live[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())] = u
+		}
 	}
-	return applied, drift, nil
+	return out, nil
 }
 
 // check compares a desired object with the cached metadata of the live one.
@@ -140,27 +151,34 @@ func (a *applier) baseline(ctx context.Context, d *unstructured.Unstructured, ha
 }
 
 // applyOne server-side-applies d with force, or dry-runs it, records the
-// fields our manager owns afterwards as d's baseline, and returns the object
-// the API server answered with.
-func (a *applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dryRun bool) (*unstructured.Unstructured, error) {
-	obj := d.DeepCopy()
-	opts := []client.ApplyOption{client.FieldOwner(FieldManager), client.ForceOwnership}
+// fields our manager owns afterwards as d's baseline, and returns the API
+// server's answer: the whole object for types cached whole, else only its
+// metadata (the API server sends no more, and there is less to decode).
+func (a *applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dryRun bool) (client.Object, error) {
+	body, err := d.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	}
+	live := a.types.newObject(d.GroupVersionKind())
+	live.SetNamespace(d.GetNamespace())
+	live.SetName(d.GetName())
+	opts := []client.PatchOption{client.FieldOwner(FieldManager), client.ForceOwnership}
 	if dryRun {
 		opts = append(opts, client.DryRunAll)
 	}
-	if err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), opts...); err != nil {
+	if err := a.client.Patch(ctx, live, client.RawPatch(types.ApplyPatchType, body), opts...); err != nil {
 		return nil, fmt.Errorf("applying %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
-	owned, err := ownedFields(obj.GetManagedFields(), FieldManager)
+	owned, err := ownedFields(live.GetManagedFields(), FieldManager)
 	if err != nil {
 		return nil, err
 	}
 	b := baseline{hash: d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: owned}
 	if !dryRun {
-		b.resourceVersion = resourceVersion(obj)
+		b.resourceVersion = resourceVersion(live)
 	}
 	a.baselines.Store(keyOf(d), b)
-	return obj, nil
+	return live, nil
 }
 
 // ownWrite reports whether o, as a watch delivered it, is the very version

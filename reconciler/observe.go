@@ -23,15 +23,11 @@ func (r *Reconciler) kindStatus(ctx context.Context, cr v1alpha1.Object, res *re
 		return nil, nil
 	}
 	live := render.LiveState{Owned: map[string]any{}, Observed: map[string][]map[string]any{}}
-	applied := map[string]*unstructured.Unstructured{}
-	for _, a := range res.applied {
-		applied[idOf(a.GroupVersionKind(), a.GetNamespace(), a.GetName())] = a
-	}
 	for _, d := range res.desired {
 		if !r.applier.types[d.GroupVersionKind()] {
 			continue
 		}
-		u, ok := applied[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())]
+		u, ok := res.live[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())]
 		if !ok {
 			u = &unstructured.Unstructured{}
 			u.SetGroupVersionKind(d.GroupVersionKind())

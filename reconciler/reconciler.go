@@ -75,7 +75,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err := r.ensureFinalizer(ctx, cr, res.desired); err != nil {
 		return reconcile.Result{}, err
 	}
-	res.applied, res.drift, res.applyErr = r.applier.apply(ctx, cr, res.desired)
+	var out applyOutcome
+	out, res.applyErr = r.applier.apply(ctx, cr, res.desired)
+	res.applied, res.live, res.drift = out.applied, out.live, out.drift
 	if res.applyErr != nil {
 		log.Error(res.applyErr, "Apply failed; nothing pruned")
 		return reconcile.Result{}, res.applyErr
@@ -98,6 +100,7 @@ type result struct {
 	generation  int64
 	desired     []*unstructured.Unstructured
 	applied     []*unstructured.Unstructured
+	live        map[string]*unstructured.Unstructured
 	pruned      []v1alpha1.InventoryEntry
 	drift       []v1alpha1.ObjectDrift
 	renderErr   error

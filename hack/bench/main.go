@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -35,6 +36,7 @@ import (
 // config is what the flags set.
 type config struct {
 	sizes        []int
+	runs         int
 	namespaces   int
 	workers      int
 	quiet        time.Duration
@@ -50,6 +52,7 @@ type config struct {
 func main() {
 	var cfg config
 	sizes := flag.String("n", "100,500,1000", "Numbers of MyWebs, comma-separated.")
+	flag.IntVar(&cfg.runs, "runs", 3, "Runs of each contender per N; the figures are the median run's.")
 	flag.IntVar(&cfg.namespaces, "namespaces", 10, "Namespaces the MyWebs are spread over.")
 	flag.IntVar(&cfg.workers, "raw-workers", 8, "Workers of the raw server-side-apply loop.")
 	flag.DurationVar(&cfg.quiet, "quiet", time.Minute, "Steady-state window in which stencil's requests are counted.")
@@ -64,6 +67,9 @@ func main() {
 	var err error
 	if cfg.sizes, err = parseSizes(*sizes); err != nil {
 		fail(err)
+	}
+	if cfg.runs < 1 {
+		fail(errors.New("-runs must be at least 1"))
 	}
 	if cfg.bin, err = localcluster.BinDir(); err != nil {
 		fail(err)
@@ -104,20 +110,35 @@ func run(ctx context.Context, cfg config) error {
 	fmt.Printf("stencil bench: N = %v MyWebs in %d namespaces; a fresh etcd + kube-apiserver for each run.\n\n", cfg.sizes, cfg.namespaces)
 	var results []pair
 	for _, n := range cfg.sizes {
-		raw, err := measureRaw(ctx, cfg, n, rawapply)
+		p, err := measure(ctx, cfg, n, rawapply)
 		if err != nil {
-			return fmt.Errorf("raw loop, N=%d: %w", n, err)
+			return err
 		}
-		printRun(raw)
-		st, err := measureStencil(ctx, cfg, n)
-		if err != nil {
-			return fmt.Errorf("stencil, N=%d: %w", n, err)
-		}
-		printRun(st)
-		results = append(results, pair{N: n, Raw: raw, Stencil: st})
+		results = append(results, p)
 	}
 	fmt.Print(summary(results))
 	return writeResults(cfg.out, results)
+}
+
+// measure runs both contenders cfg.runs times, alternating, each on a fresh
+// control plane; only stencil's last run goes on to the quiet minute, the
+// drift changes and the heap profile. Converge times are the median run's.
+func measure(ctx context.Context, cfg config, n int, rawapply string) (pair, error) {
+	var raws, stencils []*result
+	for i := range cfg.runs {
+		raw, err := measureRaw(ctx, cfg, n, rawapply)
+		if err != nil {
+			return pair{}, fmt.Errorf("raw loop, N=%d: %w", n, err)
+		}
+		printRun(raw)
+		st, err := measureStencil(ctx, cfg, n, i == cfg.runs-1)
+		if err != nil {
+			return pair{}, fmt.Errorf("stencil, N=%d: %w", n, err)
+		}
+		printRun(st)
+		raws, stencils = append(raws, raw), append(stencils, st)
+	}
+	return pair{N: n, Raw: combine(raws), Stencil: combine(stencils)}, nil
 }
 
 func goBuild(ctx context.Context, out, pkg string) error {

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +23,8 @@ type result struct {
 	Contender string        `json:"contender"`
 	N         int           `json:"n"`
 	Converge  time.Duration `json:"convergeNanoseconds"`
+	// Runs are the converge times of every run, when there were several.
+	Runs []time.Duration `json:"runsNanoseconds,omitempty"`
 	// Requests are those the API server received from the contender while
 	// it converged.
 	Requests requests `json:"requests"`
@@ -43,6 +47,25 @@ type result struct {
 	// the contender converged.
 	ControlPlaneCPUSeconds float64 `json:"controlPlaneCPUSeconds"`
 	HeapTop                string  `json:"heapTop,omitempty"`
+}
+
+// combine folds runs of one contender into one result: the last run's,
+// with the median converge time and CPU, every run's converge time, and the
+// highest peak RSS.
+func combine(runs []*result) *result {
+	r := *runs[len(runs)-1]
+	sorted := slices.SortedFunc(slices.Values(runs), func(a, b *result) int { return cmp.Compare(a.Converge, b.Converge) })
+	median := sorted[len(sorted)/2]
+	r.Converge, r.ConvergeCPUSeconds, r.ControlPlaneCPUSeconds = median.Converge, median.ConvergeCPUSeconds, median.ControlPlaneCPUSeconds
+	if r.Contender != "stencil" {
+		r.CPUSeconds = median.CPUSeconds
+	}
+	r.Runs = nil
+	for _, run := range runs {
+		r.Runs = append(r.Runs, run.Converge)
+		r.PeakRSSKiB = max(r.PeakRSSKiB, run.PeakRSSKiB)
+	}
+	return &r
 }
 
 // pair is both contenders' results for one N.
@@ -75,6 +98,15 @@ func printRun(r *result) {
 	fmt.Println()
 }
 
+// convergeRange is the median converge time and, with several runs, the
+// range.
+func convergeRange(r *result) string {
+	if len(r.Runs) < 2 {
+		return elapsed(r.Converge)
+	}
+	return fmt.Sprintf("%s (%.1f–%.1f)", elapsed(r.Converge), slices.Min(r.Runs).Seconds(), slices.Max(r.Runs).Seconds())
+}
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
 
 func indent(s string) string {
@@ -92,7 +124,7 @@ func summary(results []pair) string {
 	w.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range results {
 		fmt.Fprintf(&w, "| %d | %s | %s | %.2f× | %d | %d | %d | %s / %s | %s | %s | %.2f× | %.2f s | %.2f s |\n",
-			p.N, elapsed(p.Raw.Converge), elapsed(p.Stencil.Converge), p.convergeRatio(),
+			p.N, convergeRange(p.Raw), convergeRange(p.Stencil), p.convergeRatio(),
 			p.Raw.Requests.total(), p.Stencil.Requests.total(), p.Stencil.Quiet.total(),
 			ms(p.Stencil.Drift.P50), ms(p.Stencil.Drift.P99),
 			mib(p.Raw.PeakRSSKiB), mib(p.Stencil.PeakRSSKiB), p.rssRatio(),

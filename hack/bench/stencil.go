@@ -23,7 +23,9 @@ const settle = 5 * time.Second
 
 // measureStencil: the MyWebs exist before stencil starts; the clock runs
 // from starting the process until every MyWeb is Ready for its generation.
-func measureStencil(ctx context.Context, cfg config, n int) (_ *result, err error) {
+// A full run goes on to the quiet window, the heap profile and the drift
+// changes.
+func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *result, err error) {
 	e, err := startEnv(ctx, cfg, "stencil")
 	if err != nil {
 		return nil, err
@@ -46,7 +48,7 @@ func measureStencil(ctx context.Context, cfg config, n int) (_ *result, err erro
 	defer func() { err = errors.Join(err, op.stop()) }()
 	r := &result{Contender: "stencil", N: n}
 	var cpuProfile chan error
-	if n == cfg.cpuProfileAt {
+	if full && n == cfg.cpuProfileAt {
 		cpuProfile = make(chan error, 2)
 		go func() { cpuProfile <- op.cpuProfile(ctx, cfg.out, n) }()
 		go func() { cpuProfile <- e.profileAPIServer(ctx, cfg.out, fmt.Sprintf("apiserver-stencil-%d", n)) }()
@@ -70,6 +72,10 @@ func measureStencil(ctx context.Context, cfg config, n int) (_ *result, err erro
 	}
 	if err := countOwned(ctx, e.admin, n); err != nil {
 		return nil, err
+	}
+	if !full {
+		r.PeakRSSKiB, err = op.peakRSS()
+		return r, err
 	}
 	if err := sleep(ctx, settle); err != nil {
 		return nil, err
