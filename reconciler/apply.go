@@ -32,6 +32,8 @@ type applier struct {
 	baselines sync.Map // objectKey → baseline
 	// types says how the cache holds each owned type.
 	types cachedTypes
+	// writes tells the watch events of our own applies from others'.
+	writes ownWrites[objectKey]
 }
 
 type objectKey struct {
@@ -63,6 +65,9 @@ type applyOutcome struct {
 	// cached whole, by idOf: fresher than the cache, for the status template.
 	live  map[string]*unstructured.Unstructured
 	drift []v1alpha1.ObjectDrift
+	// othersWrote: another write to an applied object was seen while our
+	// apply was in flight; reconcile again.
+	othersWrote bool
 }
 
 // apply brings every desired object to its desired state and reports what
@@ -87,7 +92,12 @@ func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unst
 		if !stale {
 			continue
 		}
+		key := keyOf(d)
+		a.writes.begin(key)
 		live, err := a.applyOne(ctx, d, false)
+		if a.writes.end(key, live) {
+			out.othersWrote = true
+		}
 		if err != nil {
 			return out, err
 		}
@@ -181,11 +191,15 @@ func (a *applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dr
 	return live, nil
 }
 
-// ownWrite reports whether o, as a watch delivered it, is the very version
-// our last apply produced.
+// ownWrite reports whether o, as a watch delivered it, is our own apply's
+// result: the very version our last apply produced, or, while an apply is in
+// flight, any version (noted, and judged when the apply returns).
 func (a *applier) ownWrite(gvk string, o metav1.Object) bool {
-	v, ok := a.baselines.Load(objectKeyOf(gvk, o))
-	return ok && v.(baseline).resourceVersion != 0 && v.(baseline).resourceVersion == resourceVersion(o)
+	key := objectKeyOf(gvk, o)
+	return a.writes.note(key, resourceVersion(o), func() bool {
+		v, ok := a.baselines.Load(key)
+		return ok && v.(baseline).resourceVersion != 0 && v.(baseline).resourceVersion == resourceVersion(o)
+	})
 }
 
 // appliedNewer reports whether we applied this very render and the cache

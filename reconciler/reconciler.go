@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -39,11 +40,13 @@ type Reconciler struct {
 	recorder events.EventRecorder
 	applier  *applier
 	written  sync.Map // client.ObjectKey → writtenStatus
-	owners   sync.Map // owner UID → request, to map observed objects to their custom resource
+	// statusWrites tells the watch events of our status writes from others'.
+	statusWrites ownWrites[client.ObjectKey]
+	owners       sync.Map // owner UID → request, to map observed objects to their custom resource
 }
 
 // Reconcile renders, applies, prunes and writes status, in that order.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret reconcile.Result, err error) {
 	log := ctrl.LoggerFrom(ctx)
 	cr := r.kind.New()
 	if err := r.client.Get(ctx, req.NamespacedName, cr); err != nil {
@@ -61,6 +64,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	r.owners.Store(cr.GetUID(), req.NamespacedName)
 	defer func() {
 		err = errors.Join(err, r.writeStatus(ctx, cr, current, res))
+		if res.othersWrote && err == nil {
+			// Another writer changed an object while we wrote it.
+			ret.RequeueAfter = time.Millisecond
+		}
 	}()
 
 	if res.desired, res.renderErr = r.kind.Render(cr); res.renderErr != nil {
@@ -77,7 +84,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}
 	var out applyOutcome
 	out, res.applyErr = r.applier.apply(ctx, cr, res.desired)
-	res.applied, res.live, res.drift = out.applied, out.live, out.drift
+	res.applied, res.live, res.drift, res.othersWrote = out.applied, out.live, out.drift, out.othersWrote
 	if res.applyErr != nil {
 		log.Error(res.applyErr, "Apply failed; nothing pruned")
 		return reconcile.Result{}, res.applyErr
@@ -97,10 +104,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 
 // result is what one reconcile saw and did; status is computed from it.
 type result struct {
-	generation  int64
-	desired     []*unstructured.Unstructured
-	applied     []*unstructured.Unstructured
-	live        map[string]*unstructured.Unstructured
+	generation int64
+	desired    []*unstructured.Unstructured
+	applied    []*unstructured.Unstructured
+	live       map[string]*unstructured.Unstructured
+	// othersWrote: another writer changed an object (or the custom
+	// resource) while we wrote it.
+	othersWrote bool
 	pruned      []v1alpha1.InventoryEntry
 	drift       []v1alpha1.ObjectDrift
 	renderErr   error

@@ -155,8 +155,11 @@ func (r *Reconciler) watchOwned(b *builder.Builder, gvk schema.GroupVersionKind)
 // notOwnStatusWrite drops the update event of our own status write: this
 // process knows what it wrote (see currentStatus).
 func (r *Reconciler) notOwnStatusWrite(e event.UpdateEvent) bool {
-	v, ok := r.written.Load(client.ObjectKeyFromObject(e.ObjectNew))
-	return !ok || v.(writtenStatus).resourceVersion != resourceVersion(e.ObjectNew)
+	key, rv := client.ObjectKeyFromObject(e.ObjectNew), resourceVersion(e.ObjectNew)
+	return !r.statusWrites.note(key, rv, func() bool {
+		v, ok := r.written.Load(key)
+		return ok && v.(writtenStatus).resourceVersion == rv
+	})
 }
 
 // ownerByUID maps an observed object (a pod from a pod template with

@@ -49,10 +49,17 @@ func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, curren
 	u.SetGroupVersionKind(r.kind.GroupVersionKind())
 	u.SetNamespace(cr.GetNamespace())
 	u.SetName(cr.GetName())
-	if err := r.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(StatusFieldManager), client.ForceOwnership); err != nil {
+	key := client.ObjectKeyFromObject(cr)
+	r.statusWrites.begin(key)
+	err = r.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(StatusFieldManager), client.ForceOwnership)
+	if err != nil {
+		r.statusWrites.end(key, nil)
 		return fmt.Errorf("writing status: %w", client.IgnoreNotFound(err))
 	}
-	r.written.Store(client.ObjectKeyFromObject(cr), writtenStatus{resourceVersion: resourceVersion(u), status: status})
+	r.written.Store(key, writtenStatus{resourceVersion: resourceVersion(u), status: status})
+	if r.statusWrites.end(key, u) {
+		res.othersWrote = true
+	}
 	r.recordTransitions(cr, before.Conditions, after.Conditions)
 	return nil
 }
