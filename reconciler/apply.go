@@ -63,7 +63,7 @@ type applyOutcome struct {
 	applied []*unstructured.Unstructured
 	// live are the API server's answers for the applied objects of types
 	// cached whole, by idOf: fresher than the cache, for the status template.
-	live  map[string]*unstructured.Unstructured
+	live  map[string]client.Object
 	drift []v1alpha1.ObjectDrift
 	// othersWrote: another write to an applied object was seen while our
 	// apply was in flight; reconcile again.
@@ -74,7 +74,7 @@ type applyOutcome struct {
 // it applied and the drift it found; it stops at the first error, and the
 // caller must then not prune.
 func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) (applyOutcome, error) {
-	out := applyOutcome{live: map[string]*unstructured.Unstructured{}}
+	out := applyOutcome{live: map[string]client.Object{}}
 	for _, d := range desired {
 		stale, missing, err := a.check(ctx, d)
 		if err != nil {
@@ -102,8 +102,8 @@ func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unst
 			return out, err
 		}
 		out.applied = append(out.applied, d)
-		if u, whole := live.(*unstructured.Unstructured); whole {
-			out.live[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())] = u
+		if a.types.whole[d.GroupVersionKind()] {
+			out.live[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())] = live
 		}
 	}
 	return out, nil

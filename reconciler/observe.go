@@ -24,14 +24,13 @@ func (r *Reconciler) kindStatus(ctx context.Context, cr v1alpha1.Object, res *re
 	}
 	live := render.LiveState{Owned: map[string]any{}, Observed: map[string][]map[string]any{}}
 	for _, d := range res.desired {
-		if !r.applier.types[d.GroupVersionKind()] {
+		if !r.applier.types.whole[d.GroupVersionKind()] {
 			continue
 		}
-		u, ok := res.live[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())]
+		obj, ok := res.live[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())]
 		if !ok {
-			u = &unstructured.Unstructured{}
-			u.SetGroupVersionKind(d.GroupVersionKind())
-			err := r.client.Get(ctx, client.ObjectKeyFromObject(d), u)
+			obj = r.applier.types.newObject(d.GroupVersionKind())
+			err := r.client.Get(ctx, client.ObjectKeyFromObject(d), obj)
 			if apierrors.IsNotFound(err) {
 				continue // applied by an earlier reconcile; the cache will catch up and bring us back
 			}
@@ -39,7 +38,11 @@ func (r *Reconciler) kindStatus(ctx context.Context, cr v1alpha1.Object, res *re
 				return nil, fmt.Errorf("reading %s %s for status: %w", d.GetKind(), d.GetName(), err)
 			}
 		}
-		live.Owned[d.GetKind()+"/"+d.GetName()] = u.Object
+		m, err := objectMap(obj)
+		if err != nil {
+			return nil, err
+		}
+		live.Owned[d.GetKind()+"/"+d.GetName()] = m
 	}
 	for _, t := range r.kind.Declaration().Observes {
 		items, err := r.listOwned(ctx, t.GroupVersionKind(), cr.GetUID(), client.InNamespace(cr.GetNamespace()))
@@ -48,9 +51,14 @@ func (r *Reconciler) kindStatus(ctx context.Context, cr v1alpha1.Object, res *re
 		}
 		objs := make([]map[string]any, 0, len(items))
 		for _, item := range items {
-			if item.GetDeletionTimestamp() == nil {
-				objs = append(objs, item.(*unstructured.Unstructured).Object)
+			if item.GetDeletionTimestamp() != nil {
+				continue
 			}
+			m, err := objectMap(item)
+			if err != nil {
+				return nil, err
+			}
+			objs = append(objs, m)
 		}
 		slices.SortFunc(objs, func(a, b map[string]any) int {
 			return strings.Compare(nameOf(a), nameOf(b))

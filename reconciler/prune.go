@@ -55,35 +55,16 @@ func (r *Reconciler) prune(ctx context.Context, cr v1alpha1.Object, desired []*u
 // listOwned lists the cached objects of type gvk that carry the owner label
 // uid: through the owner index for declared types, by label otherwise.
 func (r *Reconciler) listOwned(ctx context.Context, gvk schema.GroupVersionKind, uid types.UID, opts ...client.ListOption) ([]client.Object, error) {
-	if _, indexed := r.applier.types[gvk]; indexed {
+	if r.applier.types.declared(gvk) {
 		opts = append(opts, client.MatchingFields{ownerUIDIndex: string(uid)})
 	} else {
 		opts = append(opts, client.MatchingLabels{v1alpha1.LabelOwnerUID: string(uid)})
 	}
-	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
-	if r.applier.types[gvk] {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(listGVK)
-		if err := r.client.List(ctx, list, opts...); err != nil {
-			return nil, err
-		}
-		items := make([]client.Object, len(list.Items))
-		for i := range list.Items {
-			items[i] = &list.Items[i]
-		}
-		return items, nil
-	}
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(listGVK)
+	list := r.applier.types.newList(gvk)
 	if err := r.client.List(ctx, list, opts...); err != nil {
 		return nil, err
 	}
-	items := make([]client.Object, len(list.Items))
-	for i := range list.Items {
-		list.Items[i].SetGroupVersionKind(gvk)
-		items[i] = &list.Items[i]
-	}
-	return items, nil
+	return items(list, gvk)
 }
 
 func (r *Reconciler) deleteOwned(ctx context.Context, gvk schema.GroupVersionKind, item client.Object) error {

@@ -107,7 +107,7 @@ type result struct {
 	generation int64
 	desired    []*unstructured.Unstructured
 	applied    []*unstructured.Unstructured
-	live       map[string]*unstructured.Unstructured
+	live       map[string]client.Object
 	// othersWrote: another writer changed an object (or the custom
 	// resource) while we wrote it.
 	othersWrote bool

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -60,7 +59,7 @@ func ClientOptions() client.Options {
 // shared by the kinds: whole objects when a status template reads them,
 // metadata only otherwise, indexed by owner UID.
 func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
-	types := cachedTypesOf(kinds)
+	types := cachedTypesOf(kinds, mgr.GetScheme())
 	if err := indexOwnerUID(mgr, types); err != nil {
 		return err
 	}
@@ -90,46 +89,13 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 	return nil
 }
 
-// cachedTypes says, for every type that some kind owns or observes, whether
-// the cache holds whole objects (true) or metadata only (false). A type is
-// cached whole when any kind's status template reads it, so that each type
-// has one informer.
-type cachedTypes map[schema.GroupVersionKind]bool
-
-func cachedTypesOf(kinds []*render.Kind) cachedTypes {
-	types := cachedTypes{}
-	for _, k := range kinds {
-		for _, t := range k.Declaration().Owns {
-			types[t.GroupVersionKind()] = types[t.GroupVersionKind()] || t.Status
-		}
-		for _, t := range k.Declaration().Observes {
-			types[t.GroupVersionKind()] = true
-		}
-	}
-	return types
-}
-
-// newObject is an empty object of type gvk, of the Go type its informer
-// holds: unstructured for whole objects, else PartialObjectMetadata. Types
-// that no kind declares (left in an inventory) are read metadata-only.
-func (t cachedTypes) newObject(gvk schema.GroupVersionKind) client.Object {
-	if t[gvk] {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(gvk)
-		return u
-	}
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(gvk)
-	return m
-}
-
 // ownerUIDIndex indexes the cached objects of every declared type by their
 // owner UID label, so that prune and status find a resource's objects
 // without scanning the cache.
 const ownerUIDIndex = "stencil.dev/owner-uid"
 
 func indexOwnerUID(mgr ctrl.Manager, types cachedTypes) error {
-	for gvk := range types {
+	for gvk := range types.whole {
 		err := mgr.GetFieldIndexer().IndexField(context.Background(), types.newObject(gvk), ownerUIDIndex, func(o client.Object) []string {
 			if uid := o.GetLabels()[v1alpha1.LabelOwnerUID]; uid != "" {
 				return []string{uid}

@@ -1,0 +1,112 @@
+package reconciler
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stencil-operator/stencil/render"
+)
+
+// cachedTypes says how the cache holds every type that some kind owns or
+// observes, so that each type has one informer: whole objects when any
+// kind's status template reads them, else metadata only. Whole objects are
+// typed when the scheme knows the type (smaller in memory, and sent as
+// protobuf), else unstructured.
+type cachedTypes struct {
+	whole  map[schema.GroupVersionKind]bool
+	scheme *runtime.Scheme
+}
+
+func cachedTypesOf(kinds []*render.Kind, scheme *runtime.Scheme) cachedTypes {
+	t := cachedTypes{whole: map[schema.GroupVersionKind]bool{}, scheme: scheme}
+	for _, k := range kinds {
+		for _, ref := range k.Declaration().Owns {
+			t.whole[ref.GroupVersionKind()] = t.whole[ref.GroupVersionKind()] || ref.Status
+		}
+		for _, ref := range k.Declaration().Observes {
+			t.whole[ref.GroupVersionKind()] = true
+		}
+	}
+	return t
+}
+
+// declared: some kind owns or observes gvk, so its informer is indexed by
+// owner UID.
+func (t cachedTypes) declared(gvk schema.GroupVersionKind) bool {
+	_, ok := t.whole[gvk]
+	return ok
+}
+
+// newObject is an empty object of type gvk, of the Go type its informer
+// holds. Types that no kind declares (left in an inventory) are read
+// metadata-only.
+func (t cachedTypes) newObject(gvk schema.GroupVersionKind) client.Object {
+	if t.whole[gvk] {
+		if obj, err := t.scheme.New(gvk); err == nil {
+			if typed, ok := obj.(client.Object); ok {
+				typed.GetObjectKind().SetGroupVersionKind(gvk)
+				return typed
+			}
+		}
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		return u
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	return m
+}
+
+// newList is an empty list of type gvk, matching newObject.
+func (t cachedTypes) newList(gvk schema.GroupVersionKind) client.ObjectList {
+	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+	if t.whole[gvk] {
+		if obj, err := t.scheme.New(listGVK); err == nil {
+			if typed, ok := obj.(client.ObjectList); ok {
+				return typed
+			}
+		}
+		u := &unstructured.UnstructuredList{}
+		u.SetGroupVersionKind(listGVK)
+		return u
+	}
+	m := &metav1.PartialObjectMetadataList{}
+	m.SetGroupVersionKind(listGVK)
+	return m
+}
+
+// items are the objects of a list from newList, with their type set.
+func items(list client.ObjectList, gvk schema.GroupVersionKind) ([]client.Object, error) {
+	objs, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]client.Object, 0, len(objs))
+	for _, o := range objs {
+		obj, ok := o.(client.Object)
+		if !ok {
+			return nil, fmt.Errorf("%T in a %s list is not an object", o, gvk.Kind)
+		}
+		obj.GetObjectKind().SetGroupVersionKind(gvk)
+		out = append(out, obj)
+	}
+	return out, nil
+}
+
+// objectMap is obj as the maps that templates read.
+func objectMap(obj client.Object) (map[string]any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u.Object, nil
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("converting %T: %w", obj, err)
+	}
+	return m, nil
+}
