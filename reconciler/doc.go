@@ -7,7 +7,7 @@
 //   - It never touches text/template; package render turns a custom
 //     resource into objects.
 //   - Objects are server-side-applied with field manager "stencil"; status
-//     with "stencil-status", only when it changed.
+//     is merge-patched with "stencil-status", only what changed.
 //   - An object is applied only when it is missing, its desired hash
 //     changed, or our manager lost a field it owned right after our last
 //     apply (drift). A converged resource costs no request.

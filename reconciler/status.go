@@ -2,24 +2,28 @@ package reconciler
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
 
 // writeStatus computes the status from what this reconcile saw and, when it
-// differs from the stored one, applies it to /status with its own field
-// manager and records an event per condition that changed. The kind's own
+// differs from the stored one, patches /status with what changed (a JSON
+// merge patch: for the API server much cheaper than an apply) under its own
+// field manager, and records an event per condition that changed. The kind's own
 // fields come from its status template; after a failure they stay as they
 // were.
 func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, current map[string]any, res *result) error {
@@ -45,23 +49,46 @@ func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, curren
 	if equality.Semantic.DeepEqual(current, status) {
 		return nil
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
-	u.SetGroupVersionKind(r.kind.GroupVersionKind())
-	u.SetNamespace(cr.GetNamespace())
-	u.SetName(cr.GetName())
+	patch, err := statusPatch(current, status)
+	if err != nil {
+		return err
+	}
+	// The answer we need is the new resourceVersion: metadata only.
+	written := &metav1.PartialObjectMetadata{}
+	written.SetGroupVersionKind(r.kind.GroupVersionKind())
+	written.SetNamespace(cr.GetNamespace())
+	written.SetName(cr.GetName())
 	key := client.ObjectKeyFromObject(cr)
 	r.statusWrites.begin(key)
-	err = r.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(StatusFieldManager), client.ForceOwnership)
+	err = r.client.Status().Patch(ctx, written, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(StatusFieldManager))
 	if err != nil {
 		r.statusWrites.end(key, nil)
 		return fmt.Errorf("writing status: %w", client.IgnoreNotFound(err))
 	}
-	r.written.Store(key, writtenStatus{resourceVersion: resourceVersion(u), status: status})
-	if r.statusWrites.end(key, u) {
+	r.written.Store(key, writtenStatus{resourceVersion: resourceVersion(written), status: status})
+	if r.statusWrites.end(key, written) {
 		res.othersWrote = true
 	}
 	r.recordTransitions(cr, before.Conditions, after.Conditions)
 	return nil
+}
+
+// statusPatch is the JSON merge patch from status before to status after:
+// changed fields, and null for removed ones.
+func statusPatch(before, after map[string]any) ([]byte, error) {
+	from, err := json.Marshal(map[string]any{"status": before})
+	if err != nil {
+		return nil, fmt.Errorf("encoding status: %w", err)
+	}
+	to, err := json.Marshal(map[string]any{"status": after})
+	if err != nil {
+		return nil, fmt.Errorf("encoding status: %w", err)
+	}
+	patch, err := jsonpatch.CreateMergePatch(from, to)
+	if err != nil {
+		return nil, fmt.Errorf("computing the status patch: %w", err)
+	}
+	return patch, nil
 }
 
 // normalize passes a status through the kind's Go type, so that it compares

@@ -74,6 +74,7 @@ func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *resul
 		return nil, err
 	}
 	if !full {
+		r.CPUSeconds = r.ConvergeCPUSeconds
 		r.PeakRSSKiB, err = op.peakRSS()
 		return r, err
 	}
