@@ -35,7 +35,7 @@ func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *resul
 	if err := createAll(ctx, e.admin, webs); err != nil {
 		return nil, fmt.Errorf("creating MyWebs: %w", err)
 	}
-	w, err := startWatcher(ctx, e)
+	w, err := startWatcher(ctx, e, n)
 	if err != nil {
 		return nil, err
 	}

@@ -18,12 +18,13 @@ import (
 
 	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/kinds"
 )
 
 // convergeTimeout bounds how long stencil may take to converge.
 const convergeTimeout = 15 * time.Minute
 
-// watcher sees, as the admin user, the MyWebs and (from the drift phase on)
+// watcher sees, as the admin user, the custom resources and (from the drift phase on)
 // the Deployments stencil applies, to tell when stencil has converged and when it has reverted a
 // change.
 type watcher struct {
@@ -32,6 +33,12 @@ type watcher struct {
 
 	mu      sync.Mutex
 	waiting map[types.NamespacedName]chan observed
+	// n MyWebs are expected; ready says which are Ready.
+	n          int
+	ready      map[types.NamespacedName]bool
+	readyCount int
+	reported   bool
+	allReady   chan time.Time
 }
 
 // observed is one version of a Deployment, as the watch delivered it.
@@ -41,7 +48,7 @@ type observed struct {
 	at              time.Time
 }
 
-func startWatcher(ctx context.Context, e *env) (*watcher, error) {
+func startWatcher(ctx context.Context, e *env, n int) (*watcher, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	c, err := cache.New(e.cluster.Config, cache.Options{
 		Scheme: e.scheme,
@@ -53,8 +60,25 @@ func startWatcher(ctx context.Context, e *env) (*watcher, error) {
 		cancel()
 		return nil, err
 	}
-	w := &watcher{cache: c, cancel: cancel, waiting: map[types.NamespacedName]chan observed{}}
-	if _, err = c.GetInformer(ctx, &operatorv1.MyWeb{}); err != nil {
+	w := &watcher{cache: c, cancel: cancel, waiting: map[types.NamespacedName]chan observed{},
+		n: n, ready: map[types.NamespacedName]bool{}, allReady: make(chan time.Time, 1)}
+	webs, err := c.GetInformer(ctx, &operatorv1.MyWeb{})
+	if err == nil {
+		_, err = webs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    w.readyChanged,
+			UpdateFunc: func(_, obj any) { w.readyChanged(obj) },
+		})
+	}
+	// Watching every kind has the API server set up their watch caches now,
+	// as in a cluster where the CRDs are not new; else stencil's first watch
+	// of a kind gets "429 storage is (re)initializing" and retries a second
+	// later.
+	for _, def := range kinds.Definitions() {
+		if err == nil {
+			_, err = c.GetInformer(ctx, def.New())
+		}
+	}
+	if err != nil {
 		cancel()
 		return nil, err
 	}
@@ -82,29 +106,47 @@ func (w *watcher) stop() { w.cancel() }
 // waitReady returns when every one of the n MyWebs is Ready for its current
 // generation.
 func (w *watcher) waitReady(ctx context.Context, n int, op *operator) (time.Time, error) {
-	deadline := time.Now().Add(convergeTimeout)
-	for time.Now().Before(deadline) {
-		var list operatorv1.MyWebList
-		if err := w.cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-			return time.Time{}, err
-		}
-		ready := 0
-		for i := range list.Items {
-			if isReady(&list.Items[i]) {
-				ready++
+	timeout := time.After(convergeTimeout)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case at := <-w.allReady:
+			return at, nil
+		case <-tick.C:
+			if err := op.failed(); err != nil {
+				return time.Time{}, err
 			}
-		}
-		if ready == n {
-			return time.Now(), nil
-		}
-		if err := op.failed(); err != nil {
-			return time.Time{}, err
-		}
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
-			return time.Time{}, err
+		case <-timeout:
+			return time.Time{}, fmt.Errorf("not every MyWeb is Ready within %s; stencil's log: %s", convergeTimeout, op.logPath)
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
 		}
 	}
-	return time.Time{}, fmt.Errorf("not every MyWeb is Ready within %s; stencil's log: %s", convergeTimeout, op.logPath)
+}
+
+// readyChanged keeps count of the Ready MyWebs as the watch delivers them,
+// and sends the time when all n are.
+func (w *watcher) readyChanged(obj any) {
+	web, ok := obj.(*operatorv1.MyWeb)
+	if !ok {
+		return
+	}
+	key := types.NamespacedName{Namespace: web.Namespace, Name: web.Name}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	was, is := w.ready[key], isReady(web)
+	w.ready[key] = is
+	switch {
+	case is && !was:
+		w.readyCount++
+	case was && !is:
+		w.readyCount--
+	}
+	if w.readyCount == w.n && !w.reported {
+		w.reported = true
+		w.allReady <- time.Now()
+	}
 }
 
 func isReady(web *operatorv1.MyWeb) bool {
