@@ -47,7 +47,7 @@ func measureRaw(ctx context.Context, cfg config, n int, rawapply string) (_ *res
 	}
 	end := time.Now()
 	r := &result{Contender: "raw loop", N: n, Converge: end.Sub(start), ControlPlaneCPUSeconds: e.controlPlaneCPU() - controlPlane}
-	if r.PeakRSSKiB, err = parseVmHWM(out.String()); err != nil {
+	if r.PeakRSSKiB, r.FileRSSKiB, err = parseMemory(out.String()); err != nil {
 		return nil, fmt.Errorf("rawapply's peak RSS: %w", err)
 	}
 	usage := cmd.ProcessState.SysUsage().(*syscall.Rusage)

@@ -39,6 +39,9 @@ type result struct {
 	QuietWindow time.Duration `json:"quietWindowNanoseconds,omitempty"`
 	Drift       driftFigures  `json:"drift,omitzero"`
 	PeakRSSKiB  int64         `json:"peakRSSKiB"`
+	// FileRSSKiB is the part of the RSS at the end that is file-backed: the
+	// binary's pages.
+	FileRSSKiB int64 `json:"fileRSSKiB"`
 	// ConvergeCPUSeconds is stencil's CPU time at convergence; CPUSeconds
 	// at the end (the raw loop exits when it has converged).
 	ConvergeCPUSeconds float64 `json:"convergeCPUSeconds,omitempty"`
@@ -91,7 +94,7 @@ func printRun(r *result) {
 		fmt.Printf("  drift correction over %d changes: p50 %s, p99 %s, max %s\n", r.Drift.Changes, ms(r.Drift.P50), ms(r.Drift.P99), ms(r.Drift.Max))
 		fmt.Printf("  CPU %.2f s at convergence\n", r.ConvergeCPUSeconds)
 	}
-	fmt.Printf("  peak RSS %s, CPU %.2f s in all; kube-apiserver and etcd used %.2f s of CPU while it converged\n", mib(r.PeakRSSKiB), r.CPUSeconds, r.ControlPlaneCPUSeconds)
+	fmt.Printf("  peak RSS %s (at the end %s of it the mapped binary), CPU %.2f s in all; kube-apiserver and etcd used %.2f s of CPU while it converged\n", mib(r.PeakRSSKiB), mib(r.FileRSSKiB), r.CPUSeconds, r.ControlPlaneCPUSeconds)
 	if r.HeapTop != "" {
 		fmt.Printf("  heap profile (in use, after a GC):\n%s", indent(r.HeapTop))
 	}

@@ -75,7 +75,7 @@ func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *resul
 	}
 	if !full {
 		r.CPUSeconds = r.ConvergeCPUSeconds
-		r.PeakRSSKiB, err = op.peakRSS()
+		r.PeakRSSKiB, r.FileRSSKiB, err = op.memory()
 		return r, err
 	}
 	if err := sleep(ctx, settle); err != nil {
@@ -106,8 +106,7 @@ func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *resul
 	if r.Drift, err = measureDrift(ctx, e.admin, w, webs, cfg.driftChanges); err != nil {
 		return nil, err
 	}
-	r.PeakRSSKiB, err = op.peakRSS()
-	if err != nil {
+	if r.PeakRSSKiB, r.FileRSSKiB, err = op.memory(); err != nil {
 		return nil, err
 	}
 	r.CPUSeconds, err = op.cpuSeconds()
@@ -186,25 +185,41 @@ func (op *operator) failed() error {
 	}
 }
 
-// peakRSS is the most memory the process has held, in KiB (VmHWM).
-func (op *operator) peakRSS() (int64, error) {
+// memory reads stencil's peak RSS and its file-backed RSS now (the mapped
+// binary), in KiB.
+func (op *operator) memory() (peak, file int64, err error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", op.cmd.Process.Pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return parseVmHWM(string(data))
+	return parseMemory(string(data))
 }
 
-// parseVmHWM reads the peak RSS, in KiB, from the text of /proc/<pid>/status.
-// (The rusage of a child is no use: its ru_maxrss counts the parent's memory
-// at fork.)
-func parseVmHWM(status string) (int64, error) {
+// parseMemory reads the peak RSS (VmHWM) and the file-backed RSS (RssFile),
+// in KiB, from the text of /proc/<pid>/status. (The rusage of a child is no
+// use: its ru_maxrss counts the parent's memory at fork.)
+func parseMemory(status string) (peak, file int64, err error) {
+	var found int
 	for line := range strings.Lines(status) {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		key, value, ok := strings.Cut(line, ":")
+		if !ok || (key != "VmHWM" && key != "RssFile") {
+			continue
 		}
+		kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: %w", key, err)
+		}
+		if key == "VmHWM" {
+			peak = kib
+		} else {
+			file = kib
+		}
+		found++
 	}
-	return 0, errors.New("no VmHWM line")
+	if found != 2 {
+		return 0, 0, errors.New("no VmHWM or RssFile line")
+	}
+	return peak, file, nil
 }
 
 // cpuSeconds is stencil's user plus system CPU time so far.

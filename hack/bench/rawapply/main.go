@@ -5,7 +5,8 @@
 //
 // The objects come as one JSON object per line (what the bench command
 // renders from the same custom resources stencil gets). On success it prints
-// its peak RSS as the line "VmHWM: <n> kB" of /proc/self/status.
+// its peak RSS and the part of its RSS that is the mapped binary, as the
+// lines "VmHWM: <n> kB" and "RssFile: <n> kB" of /proc/self/status.
 package main
 
 import (
@@ -40,7 +41,7 @@ func main() {
 	peak, err := os.ReadFile("/proc/self/status")
 	if err == nil {
 		for line := range strings.Lines(string(peak)) {
-			if strings.HasPrefix(line, "VmHWM:") {
+			if strings.HasPrefix(line, "VmHWM:") || strings.HasPrefix(line, "RssFile:") {
 				fmt.Print(line)
 			}
 		}
