@@ -89,9 +89,11 @@ func printRun(r *result) {
 	fmt.Printf("%s, N = %d: converged in %s with %d requests (%s)\n", r.Contender, r.N, elapsed(r.Converge), r.Requests.total(), r.Requests)
 	if r.Contender == "stencil" {
 		fmt.Printf("  its rest_client_requests_total at convergence: %d; MyWeb reconciles: %d\n", r.ClientRequests, r.Reconciles)
-		fmt.Printf("  settling %s: %d requests (%s)\n", settle, r.Settle.total(), r.Settle)
-		fmt.Printf("  at rest for %s: %d requests other than watches (%s)\n", r.QuietWindow.Round(time.Second), r.Quiet.total(), r.Quiet)
-		fmt.Printf("  drift correction over %d changes: p50 %s, p99 %s, max %s\n", r.Drift.Changes, ms(r.Drift.P50), ms(r.Drift.P99), ms(r.Drift.Max))
+		if r.Drift.Changes > 0 { // the run that went on past convergence
+			fmt.Printf("  settling %s: %d requests (%s)\n", settle, r.Settle.total(), r.Settle)
+			fmt.Printf("  at rest for %s: %d requests other than watches (%s)\n", r.QuietWindow.Round(time.Second), r.Quiet.total(), r.Quiet)
+			fmt.Printf("  drift correction over %d changes: p50 %s, p99 %s, max %s\n", r.Drift.Changes, ms(r.Drift.P50), ms(r.Drift.P99), ms(r.Drift.Max))
+		}
 		fmt.Printf("  CPU %.2f s at convergence\n", r.ConvergeCPUSeconds)
 	}
 	fmt.Printf("  peak RSS %s (at the end %s of it the mapped binary), CPU %.2f s in all; kube-apiserver and etcd used %.2f s of CPU while it converged\n", mib(r.PeakRSSKiB), mib(r.FileRSSKiB), r.CPUSeconds, r.ControlPlaneCPUSeconds)
