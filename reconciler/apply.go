@@ -43,8 +43,10 @@ type objectKey struct {
 }
 
 type baseline struct {
-	hash  string
-	owned *fieldpath.Set
+	hash string
+	// owned is our manager's managedFields record right after the apply:
+	// compact, and compared byte for byte before anything is parsed.
+	owned [][]byte
 	// resourceVersion our apply produced; 0 after a dry run.
 	resourceVersion uint64
 }
@@ -133,11 +135,8 @@ func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (stal
 	if err != nil {
 		return false, nil, err
 	}
-	owned, err := ownedFields(live.GetManagedFields(), FieldManager)
-	if err != nil {
-		return false, nil, err
-	}
-	return false, base.Difference(owned), nil
+	missing, err = missingFields(base, ownedRecord(live.GetManagedFields(), FieldManager))
+	return false, missing, err
 }
 
 // cached reads the live object from the cache that holds its type: whole
@@ -149,7 +148,7 @@ func (a *applier) cached(ctx context.Context, d *unstructured.Unstructured) (cli
 
 // baseline is what our manager owns right after applying d: remembered from
 // our last apply, or learnt once with a dry run.
-func (a *applier) baseline(ctx context.Context, d *unstructured.Unstructured, hash string) (*fieldpath.Set, error) {
+func (a *applier) baseline(ctx context.Context, d *unstructured.Unstructured, hash string) ([][]byte, error) {
 	if b, ok := a.baselines.Load(keyOf(d)); ok && b.(baseline).hash == hash {
 		return b.(baseline).owned, nil
 	}
@@ -179,11 +178,7 @@ func (a *applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dr
 	if err := a.client.Patch(ctx, live, client.RawPatch(types.ApplyPatchType, body), opts...); err != nil {
 		return nil, fmt.Errorf("applying %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
-	owned, err := ownedFields(live.GetManagedFields(), FieldManager)
-	if err != nil {
-		return nil, err
-	}
-	b := baseline{hash: d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: owned}
+	b := baseline{hash: d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: ownedRecord(live.GetManagedFields(), FieldManager)}
 	if !dryRun {
 		b.resourceVersion = resourceVersion(live)
 	}

@@ -1,8 +1,10 @@
 package reconciler
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,17 +12,43 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/value"
 )
 
-// ownedFields returns the fields that manager owns through Apply on the
-// object itself (not a subresource), as recorded in managedFields.
-func ownedFields(entries []metav1.ManagedFieldsEntry, manager string) (*fieldpath.Set, error) {
-	set := &fieldpath.Set{}
+// ownedRecord is what managedFields records of the fields that manager owns
+// through Apply on the object itself (not a subresource): the FieldsV1 JSON
+// of its entries, copied.
+func ownedRecord(entries []metav1.ManagedFieldsEntry, manager string) [][]byte {
+	var record [][]byte
 	for _, e := range entries {
-		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply || e.Subresource != "" || e.FieldsV1 == nil {
-			continue
+		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" && e.FieldsV1 != nil {
+			record = append(record, bytes.Clone(e.FieldsV1.Raw))
 		}
+	}
+	return record
+}
+
+// missingFields are the fields that the base record owns and the live one
+// does not. When the two are byte for byte the same (the API server encodes
+// field sets in one order), nothing is missing and nothing is parsed.
+func missingFields(base, live [][]byte) (*fieldpath.Set, error) {
+	if slices.EqualFunc(base, live, bytes.Equal) {
+		return &fieldpath.Set{}, nil
+	}
+	was, err := parseRecord(base)
+	if err != nil {
+		return nil, err
+	}
+	is, err := parseRecord(live)
+	if err != nil {
+		return nil, err
+	}
+	return was.Difference(is), nil
+}
+
+func parseRecord(record [][]byte) (*fieldpath.Set, error) {
+	set := &fieldpath.Set{}
+	for _, raw := range record {
 		s := &fieldpath.Set{}
-		if err := s.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
-			return nil, fmt.Errorf("parsing managedFields of %s: %w", manager, err)
+		if err := s.FromJSON(bytes.NewReader(raw)); err != nil {
+			return nil, fmt.Errorf("parsing managedFields: %w", err)
 		}
 		set = set.Union(s)
 	}

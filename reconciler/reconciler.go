@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -50,6 +51,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 	log := ctrl.LoggerFrom(ctx)
 	cr := r.kind.New()
 	if err := r.client.Get(ctx, req.NamespacedName, cr); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !cr.GetDeletionTimestamp().IsZero() {
@@ -100,6 +104,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 		log.V(1).Info("Reconciled", "applied", len(res.applied), "pruned", len(res.pruned), "cr", klog.KObj(cr))
 	}
 	return reconcile.Result{}, nil
+}
+
+// forget drops what this process remembers of a deleted custom resource.
+func (r *Reconciler) forget(nn types.NamespacedName) {
+	r.written.Delete(nn)
+	r.owners.Range(func(uid, owner any) bool {
+		if owner == nn {
+			r.owners.Delete(uid)
+		}
+		return true
+	})
 }
 
 // result is what one reconcile saw and did; status is computed from it.

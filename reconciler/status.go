@@ -110,7 +110,8 @@ func (r *Reconciler) normalize(status map[string]any) (map[string]any, error) {
 	return out, nil
 }
 
-// writtenStatus is the status this process last wrote for a custom resource.
+// writtenStatus is the status this process last wrote for a custom
+// resource, until the cache has caught up with it; then only its version.
 type writtenStatus struct {
 	resourceVersion uint64
 	status          map[string]any
@@ -121,9 +122,15 @@ type writtenStatus struct {
 // (without it a reconcile that reads a stale custom resource would write the
 // same status again). It also sets cr's shared status to it.
 func (r *Reconciler) currentStatus(cr v1alpha1.Object) (map[string]any, error) {
-	if v, ok := r.written.Load(client.ObjectKeyFromObject(cr)); ok {
+	key := client.ObjectKeyFromObject(cr)
+	if v, ok := r.written.Load(key); ok {
 		w := v.(writtenStatus)
-		if resourceVersion(cr) < w.resourceVersion {
+		if w.status != nil && resourceVersion(cr) >= w.resourceVersion {
+			// The cache has caught up: keep only the version. (A key is
+			// never reconciled twice at once, so nothing races this.)
+			r.written.Store(key, writtenStatus{resourceVersion: w.resourceVersion})
+		}
+		if resourceVersion(cr) < w.resourceVersion && w.status != nil {
 			status := runtime.DeepCopyJSON(w.status)
 			shared := v1alpha1.Status{}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(status, &shared); err != nil {
