@@ -46,7 +46,7 @@ type baseline struct {
 	hash string
 	// owned is our manager's managedFields record right after the apply:
 	// compact, and compared byte for byte before anything is parsed.
-	owned [][]byte
+	owned []string
 	// resourceVersion our apply produced; 0 after a dry run.
 	resourceVersion uint64
 }
@@ -148,7 +148,7 @@ func (a *applier) cached(ctx context.Context, d *unstructured.Unstructured) (cli
 
 // baseline is what our manager owns right after applying d: remembered from
 // our last apply, or learnt once with a dry run.
-func (a *applier) baseline(ctx context.Context, d *unstructured.Unstructured, hash string) ([][]byte, error) {
+func (a *applier) baseline(ctx context.Context, d *unstructured.Unstructured, hash string) ([]string, error) {
 	if b, ok := a.baselines.Load(keyOf(d)); ok && b.(baseline).hash == hash {
 		return b.(baseline).owned, nil
 	}

@@ -1,7 +1,6 @@
 package reconciler
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -14,12 +13,12 @@ import (
 
 // ownedRecord is what managedFields records of the fields that manager owns
 // through Apply on the object itself (not a subresource): the FieldsV1 JSON
-// of its entries, copied.
-func ownedRecord(entries []metav1.ManagedFieldsEntry, manager string) [][]byte {
-	var record [][]byte
+// of its entries.
+func ownedRecord(entries []metav1.ManagedFieldsEntry, manager string) []string {
+	var record []string
 	for _, e := range entries {
 		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" && e.FieldsV1 != nil {
-			record = append(record, bytes.Clone(e.FieldsV1.Raw))
+			record = append(record, e.FieldsV1.GetRawString())
 		}
 	}
 	return record
@@ -28,8 +27,8 @@ func ownedRecord(entries []metav1.ManagedFieldsEntry, manager string) [][]byte {
 // missingFields are the fields that the base record owns and the live one
 // does not. When the two are byte for byte the same (the API server encodes
 // field sets in one order), nothing is missing and nothing is parsed.
-func missingFields(base, live [][]byte) (*fieldpath.Set, error) {
-	if slices.EqualFunc(base, live, bytes.Equal) {
+func missingFields(base, live []string) (*fieldpath.Set, error) {
+	if slices.Equal(base, live) {
 		return &fieldpath.Set{}, nil
 	}
 	was, err := parseRecord(base)
@@ -43,11 +42,11 @@ func missingFields(base, live [][]byte) (*fieldpath.Set, error) {
 	return was.Difference(is), nil
 }
 
-func parseRecord(record [][]byte) (*fieldpath.Set, error) {
+func parseRecord(record []string) (*fieldpath.Set, error) {
 	set := &fieldpath.Set{}
 	for _, raw := range record {
 		s := &fieldpath.Set{}
-		if err := s.FromJSON(bytes.NewReader(raw)); err != nil {
+		if err := s.FromJSON(strings.NewReader(raw)); err != nil {
 			return nil, fmt.Errorf("parsing managedFields: %w", err)
 		}
 		set = set.Union(s)

@@ -7,7 +7,7 @@ import (
 )
 
 func TestMissingFields(t *testing.T) {
-	record := func(fields ...string) [][]byte {
+	record := func(fields ...string) []string {
 		var entries []metav1.ManagedFieldsEntry
 		for _, f := range fields {
 			entries = append(entries, metav1.ManagedFieldsEntry{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: metav1.NewFieldsV1(f)})
@@ -17,7 +17,7 @@ func TestMissingFields(t *testing.T) {
 	both := `{"f:data":{"f:a":{},"f:b":{}}}`
 	tests := []struct {
 		name       string
-		base, live [][]byte
+		base, live []string
 		want       []string
 	}{
 		{"the same record", record(both), record(both), nil},
@@ -56,7 +56,7 @@ func TestOwnedRecordSkipsOtherEntries(t *testing.T) {
 		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, FieldsV1: metav1.NewFieldsV1(`{"f:d":{}}`)},
 	}
 	got := ownedRecord(entries, FieldManager)
-	if len(got) != 1 || string(got[0]) != `{"f:a":{}}` {
+	if len(got) != 1 || got[0] != `{"f:a":{}}` {
 		t.Errorf("record %q, want only our Apply entry on the object", got)
 	}
 }
