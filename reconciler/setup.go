@@ -124,7 +124,12 @@ func (r *Reconciler) notOwnStatusWrite(e event.UpdateEvent) bool {
 	key, rv := client.ObjectKeyFromObject(e.ObjectNew), resourceVersion(e.ObjectNew)
 	return !r.statusWrites.note(key, rv, func() bool {
 		v, ok := r.written.Load(key)
-		return ok && v.(writtenStatus).resourceVersion == rv
+		if !ok || v.(writtenStatus).resourceVersion != rv {
+			return false
+		}
+		// The cache holds our write now: keep only its version.
+		r.written.Store(key, writtenStatus{resourceVersion: rv})
+		return true
 	})
 }
 
