@@ -97,7 +97,7 @@ func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unst
 		key := keyOf(d)
 		a.writes.begin(key)
 		live, err := a.applyOne(ctx, d, false)
-		if a.writes.end(key, live) {
+		if others, _ := a.writes.end(key, live); others {
 			out.othersWrote = true
 		}
 		if err != nil {

@@ -28,8 +28,10 @@ func (w *ownWrites[K]) begin(key K) {
 }
 
 // end closes the write to key, whose result is written (nil when the write
-// failed), and reports whether events of other versions came meanwhile.
-func (w *ownWrites[K]) end(key K, written metav1.Object) bool {
+// failed). It reports whether events of other versions came meanwhile
+// (others), and whether the event of our own write did (seen: the cache
+// holds it already).
+func (w *ownWrites[K]) end(key K, written metav1.Object) (others, seen bool) {
 	w.mu.Lock()
 	noted := w.inFlight[key]
 	delete(w.inFlight, key)
@@ -39,11 +41,13 @@ func (w *ownWrites[K]) end(key K, written metav1.Object) bool {
 		ours = resourceVersion(written)
 	}
 	for _, rv := range noted {
-		if rv != ours {
-			return true
+		if rv == ours {
+			seen = true
+		} else {
+			others = true
 		}
 	}
-	return false
+	return others, seen
 }
 
 // note handles a watch event of version rv of key: during a write it is

@@ -66,8 +66,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, curren
 		return fmt.Errorf("writing status: %w", client.IgnoreNotFound(err))
 	}
 	r.written.Store(key, writtenStatus{resourceVersion: resourceVersion(written), status: status})
-	if r.statusWrites.end(key, written) {
+	others, seen := r.statusWrites.end(key, written)
+	if others {
 		res.othersWrote = true
+	}
+	if seen { // the cache holds our write already: keep only its version
+		r.written.Store(key, writtenStatus{resourceVersion: resourceVersion(written)})
 	}
 	r.recordTransitions(cr, before.Conditions, after.Conditions)
 	return nil
