@@ -125,12 +125,12 @@ func indent(s string) string {
 // summary is the table that docs/benchmarks.md shows.
 func summary(results []pair) string {
 	var w strings.Builder
-	w.WriteString("| N | converge: raw loop | converge: stencil | stencil / raw | requests: raw loop | requests: stencil | stencil at rest, 60 s | drift p50 / p99 | peak RSS: raw loop | peak RSS: stencil | stencil / raw | CPU: raw loop | CPU: stencil (converge) |\n")
+	w.WriteString("| N | converge: raw loop | converge: stencil | stencil / raw | requests: raw loop | requests: stencil | stencil at rest | drift p50 / p99 | peak RSS: raw loop | peak RSS: stencil | stencil / raw | CPU: raw loop | CPU: stencil (converge) |\n")
 	w.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range results {
-		fmt.Fprintf(&w, "| %d | %s | %s | %.2f× | %d | %d | %d | %s / %s | %s | %s | %.2f× | %.2f s | %.2f s |\n",
+		fmt.Fprintf(&w, "| %d | %s | %s | %.2f× | %d | %d | %d in %s | %s / %s | %s | %s | %.2f× | %.2f s | %.2f s |\n",
 			p.N, convergeRange(p.Raw), convergeRange(p.Stencil), p.convergeRatio(),
-			p.Raw.Requests.total(), p.Stencil.Requests.total(), p.Stencil.Quiet.total(),
+			p.Raw.Requests.total(), p.Stencil.Requests.total(), p.Stencil.Quiet.total(), elapsed(p.Stencil.QuietWindow.Round(time.Second)),
 			ms(p.Stencil.Drift.P50), ms(p.Stencil.Drift.P99),
 			mib(p.Raw.PeakRSSKiB), mib(p.Stencil.PeakRSSKiB), p.rssRatio(),
 			p.Raw.CPUSeconds, p.Stencil.ConvergeCPUSeconds)

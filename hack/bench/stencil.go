@@ -46,55 +46,21 @@ func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *resul
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, op.stop()) }()
-	r := &result{Contender: "stencil", N: n}
-	var cpuProfile chan error
+	var profiled chan error
 	if full && n == cfg.cpuProfileAt {
-		cpuProfile = make(chan error, 2)
-		go func() { cpuProfile <- op.cpuProfile(ctx, cfg.out, n) }()
-		go func() { cpuProfile <- e.profileAPIServer(ctx, cfg.out, fmt.Sprintf("apiserver-stencil-%d", n)) }()
+		profiled = make(chan error, 2)
+		go func() { profiled <- op.cpuProfile(ctx, cfg.out, n) }()
+		go func() { profiled <- e.profileAPIServer(ctx, cfg.out, fmt.Sprintf("apiserver-stencil-%d", n)) }()
 	}
-	converged, err := w.waitReady(ctx, n, op)
-	if err != nil {
-		return nil, err
-	}
-	r.ControlPlaneCPUSeconds = e.controlPlaneCPU() - controlPlane
-	r.Converge = converged.Sub(op.started)
-	r.ConvergeCPUSeconds, _ = op.cpuSeconds()
-	if r.Requests, err = countRequests(e.auditLog, "stencil", op.started, converged); err != nil {
-		return nil, err
-	}
-	// stencil's own count of its requests, to check the audit log's.
-	if r.ClientRequests, err = op.metricSum(ctx, "rest_client_requests_total"); err != nil {
-		return nil, err
-	}
-	if r.Reconciles, err = op.metricSum(ctx, "controller_runtime_reconcile_total", `controller="myweb"`); err != nil {
-		return nil, err
-	}
-	if err := countOwned(ctx, e.admin, n); err != nil {
-		return nil, err
-	}
-	if !full {
-		r.CPUSeconds = r.ConvergeCPUSeconds
-		r.PeakRSSKiB, r.FileRSSKiB, err = op.memory()
+	r, converged, err := observeConvergence(ctx, e, w, op, n, controlPlane)
+	if err != nil || !full {
 		return r, err
 	}
-	if err := sleep(ctx, settle); err != nil {
+	if err := observeRest(ctx, cfg, e, op, r, converged); err != nil {
 		return nil, err
 	}
-	quietFrom := time.Now()
-	if err := sleep(ctx, cfg.quiet); err != nil {
-		return nil, err
-	}
-	quietTo := time.Now()
-	if r.Settle, err = countRequests(e.auditLog, "stencil", converged, quietFrom); err != nil {
-		return nil, err
-	}
-	if r.Quiet, err = countRequests(e.auditLog, "stencil", quietFrom, quietTo); err != nil {
-		return nil, err
-	}
-	r.QuietWindow = quietTo.Sub(quietFrom)
-	if cpuProfile != nil {
-		if err := errors.Join(<-cpuProfile, <-cpuProfile); err != nil {
+	if profiled != nil {
+		if err := errors.Join(<-profiled, <-profiled); err != nil {
 			return nil, err
 		}
 	}
@@ -111,6 +77,56 @@ func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *resul
 	}
 	r.CPUSeconds, err = op.cpuSeconds()
 	return r, err
+}
+
+// observeConvergence waits until every MyWeb is Ready and takes the figures
+// of convergence: time, requests, reconciles, CPU and memory so far.
+func observeConvergence(ctx context.Context, e *env, w *watcher, op *operator, n int, controlPlane float64) (*result, time.Time, error) {
+	converged, err := w.waitReady(ctx, n, op)
+	if err != nil {
+		return nil, converged, err
+	}
+	r := &result{Contender: "stencil", N: n, Converge: converged.Sub(op.started)}
+	r.ControlPlaneCPUSeconds = e.controlPlaneCPU() - controlPlane
+	r.ConvergeCPUSeconds, _ = op.cpuSeconds()
+	r.CPUSeconds = r.ConvergeCPUSeconds
+	if r.Requests, err = countRequests(e.auditLog, "stencil", op.started, converged); err != nil {
+		return nil, converged, err
+	}
+	// stencil's own count of its requests, to check the audit log's.
+	if r.ClientRequests, err = op.metricSum(ctx, "rest_client_requests_total"); err != nil {
+		return nil, converged, err
+	}
+	if r.Reconciles, err = op.metricSum(ctx, "controller_runtime_reconcile_total", `controller="myweb"`); err != nil {
+		return nil, converged, err
+	}
+	if err := countOwned(ctx, e.admin, n); err != nil {
+		return nil, converged, err
+	}
+	r.PeakRSSKiB, r.FileRSSKiB, err = op.memory()
+	return r, converged, err
+}
+
+// observeRest counts stencil's requests while it settles and then in the
+// quiet window.
+func observeRest(ctx context.Context, cfg config, e *env, op *operator, r *result, converged time.Time) error {
+	if err := sleep(ctx, settle); err != nil {
+		return err
+	}
+	quietFrom := time.Now()
+	if err := sleep(ctx, cfg.quiet); err != nil {
+		return err
+	}
+	quietTo := time.Now()
+	var err error
+	if r.Settle, err = countRequests(e.auditLog, "stencil", converged, quietFrom); err != nil {
+		return err
+	}
+	if r.Quiet, err = countRequests(e.auditLog, "stencil", quietFrom, quietTo); err != nil {
+		return err
+	}
+	r.QuietWindow = quietTo.Sub(quietFrom)
+	return op.failed()
 }
 
 // operator is a running bin/stencil.
