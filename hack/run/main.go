@@ -64,7 +64,9 @@ func run(ctx context.Context, forceLocal bool, samples string) error {
 		"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081")
 	operator.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	operator.Stdout, operator.Stderr = os.Stdout, os.Stderr
-	operator.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	// Its own process group: Ctrl-C reaches only us, and we stop it with one
+	// SIGTERM (a second signal would make it exit at once, with status 1).
+	operator.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
 	if err := operator.Start(); err != nil {
 		return fmt.Errorf("starting stencil: %w", err)
 	}
