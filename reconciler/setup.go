@@ -127,8 +127,7 @@ func (r *Reconciler) notOwnStatusWrite(e event.UpdateEvent) bool {
 		if !ok || v.(writtenStatus).resourceVersion != rv {
 			return false
 		}
-		// The cache holds our write now: keep only its version.
-		r.written.Store(key, writtenStatus{resourceVersion: rv})
+		r.statusCached(key, rv)
 		return true
 	})
 }
@@ -159,8 +158,8 @@ func ownerOf(kind schema.GroupKind) handler.MapFunc {
 
 // ownedObjectHandler enqueues the owner of an owned object on every event
 // but those of our own applies (the reconcile that applied knows the
-// result), and on a deletion also forgets the object's baseline, so that the next
-// reconcile re-creates it rather than waiting for the cache.
+// result), and on a deletion also forgets the object's baseline, so that
+// the next reconcile re-creates it rather than waiting for the cache.
 func (r *Reconciler) ownedObjectHandler(gvk string) handler.EventHandler {
 	enqueue := handler.EnqueueRequestsFromMapFunc(ownerOf(r.kind.GroupVersionKind().GroupKind()))
 	return handler.Funcs{

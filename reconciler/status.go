@@ -22,10 +22,9 @@ import (
 
 // writeStatus computes the status from what this reconcile saw and, when it
 // differs from the stored one, patches /status with what changed (a JSON
-// merge patch: for the API server much cheaper than an apply) under its own
-// field manager, and records an event per condition that changed. The kind's own
-// fields come from its status template; after a failure they stay as they
-// were.
+// merge patch, answered with metadata only) under its own field manager, and
+// records an event per condition that changed. The kind's own fields come
+// from its status template; after a failure they stay as they were.
 func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, current map[string]any, res *result) error {
 	before := cr.StencilStatus()
 	after := computeStatus(before, res, cr.StencilDriftPolicy())
@@ -70,8 +69,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, curren
 	if others {
 		res.othersWrote = true
 	}
-	if seen { // the cache holds our write already: keep only its version
-		r.written.Store(key, writtenStatus{resourceVersion: resourceVersion(written)})
+	if seen {
+		r.statusCached(key, resourceVersion(written))
 	}
 	r.recordTransitions(cr, before.Conditions, after.Conditions)
 	return nil
@@ -121,6 +120,12 @@ type writtenStatus struct {
 	status          map[string]any
 }
 
+// statusCached records that the cache holds our status write of version rv:
+// from then on only the version is kept (see notOwnStatusWrite).
+func (r *Reconciler) statusCached(key client.ObjectKey, rv uint64) {
+	r.written.Store(key, writtenStatus{resourceVersion: rv})
+}
+
 // currentStatus is cr's status as stored, normalised: from cr, or, when the
 // cache has not caught up with our last status write yet, what we wrote
 // (without it a reconcile that reads a stale custom resource would write the
@@ -130,9 +135,7 @@ func (r *Reconciler) currentStatus(cr v1alpha1.Object) (map[string]any, error) {
 	if v, ok := r.written.Load(key); ok {
 		w := v.(writtenStatus)
 		if w.status != nil && resourceVersion(cr) >= w.resourceVersion {
-			// The cache has caught up: keep only the version. (A key is
-			// never reconciled twice at once, so nothing races this.)
-			r.written.Store(key, writtenStatus{resourceVersion: w.resourceVersion})
+			r.statusCached(key, w.resourceVersion) // a key is never reconciled twice at once
 		}
 		if resourceVersion(cr) < w.resourceVersion && w.status != nil {
 			status := runtime.DeepCopyJSON(w.status)

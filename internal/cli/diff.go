@@ -56,9 +56,7 @@ Exit status: 0 no differences, 1 differences, 2 or more an error.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", `File of custom resources ("-" for standard input).`)
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "Namespace of resources that name none.")
-	_ = cmd.MarkFlagRequired("filename")
+	bindInputFlags(cmd, &file, &namespace)
 	return cmd
 }
 

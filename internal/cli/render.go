@@ -50,9 +50,7 @@ the operator applies.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", `File of custom resources ("-" for standard input).`)
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "Namespace of resources that name none.")
-	_ = cmd.MarkFlagRequired("filename")
+	bindInputFlags(cmd, &file, &namespace)
 	return cmd
 }
 
@@ -138,4 +136,12 @@ func writeYAML(w io.Writer, objs []*unstructured.Unstructured) error {
 		}
 	}
 	return nil
+}
+
+// bindInputFlags adds the flags of commands that read custom resources from
+// a file: -f (required) and -n.
+func bindInputFlags(cmd *cobra.Command, file, namespace *string) {
+	cmd.Flags().StringVarP(file, "filename", "f", "", `File of custom resources ("-" for standard input).`)
+	cmd.Flags().StringVarP(namespace, "namespace", "n", "default", "Namespace of resources that name none.")
+	_ = cmd.MarkFlagRequired("filename")
 }
