@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,6 +28,7 @@ type managerOptions struct {
 	concurrency      int
 	qps              float32
 	burst            int
+	compression      bool
 }
 
 func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
@@ -40,6 +42,17 @@ func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 	// limit would only slow convergence.
 	fs.Float32Var(&o.qps, "kube-api-qps", 500, "Client-side limit on requests per second to the API server.")
 	fs.IntVar(&o.burst, "kube-api-burst", 1000, "Client-side burst of requests to the API server.")
+	fs.BoolVar(&o.compression, "kube-api-compression", false, "Ask the API server to gzip its answers and watch streams (for a slow link; costs its CPU).")
+}
+
+// tuneClient sets the client-side limits and, unless asked for, turns off
+// gzip: the API server would spend CPU compressing every watch event for an
+// operator that normally runs next to it (kube-controller-manager and
+// kube-scheduler turn it off too). A kubeconfig's disable-compression: true
+// always wins.
+func tuneClient(cfg *rest.Config, o managerOptions) {
+	cfg.QPS, cfg.Burst = o.qps, o.burst
+	cfg.DisableCompression = cfg.DisableCompression || !o.compression
 }
 
 // leaderElectionID names the Lease that replicas compete for.
@@ -51,7 +64,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	cfg.QPS, cfg.Burst = o.qps, o.burst
+	tuneClient(cfg, o)
 	loaded, err := kinds.Load()
 	if err != nil {
 		return fmt.Errorf("loading templates: %w", err)
