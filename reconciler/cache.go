@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"fmt"
+	"maps"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -99,14 +100,33 @@ func items(list client.ObjectList, gvk schema.GroupVersionKind) ([]client.Object
 	return out, nil
 }
 
-// objectMap is obj as the maps that templates read.
+// objectMap is obj as the maps that status templates read, without its
+// managedFields: no template needs them, and they are most of the reflection
+// cost of converting a typed object. obj is left as it was.
 func objectMap(obj client.Object) (map[string]any, error) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return u.Object, nil
+		return withoutManagedFields(u.Object), nil
 	}
+	fields := obj.GetManagedFields()
+	obj.SetManagedFields(nil)
+	defer obj.SetManagedFields(fields)
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return nil, fmt.Errorf("converting %T: %w", obj, err)
 	}
 	return m, nil
+}
+
+// withoutManagedFields is obj with a copy of its metadata that leaves
+// managedFields out; the rest is shared.
+func withoutManagedFields(obj map[string]any) map[string]any {
+	md, ok := obj["metadata"].(map[string]any)
+	if _, has := md["managedFields"]; !ok || !has {
+		return obj
+	}
+	out := maps.Clone(obj)
+	md = maps.Clone(md)
+	delete(md, "managedFields")
+	out["metadata"] = md
+	return out
 }

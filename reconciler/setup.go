@@ -35,11 +35,13 @@ type Options struct {
 
 // CacheOptions makes the manager's cache hold only what stencil needs: every
 // custom resource of the kinds, and of all other types only the objects
-// labelled as stencil's.
+// labelled as stencil's. Custom resources are held without their
+// managedFields, which nothing reads (finalizers and status go in merge
+// patches); owned objects keep theirs for the drift check.
 func CacheOptions(kinds []*render.Kind) cache.Options {
 	byObject := map[client.Object]cache.ByObject{}
 	for _, k := range kinds {
-		byObject[k.New()] = cache.ByObject{Label: labels.Everything()}
+		byObject[k.New()] = cache.ByObject{Label: labels.Everything(), Transform: cache.TransformStripManagedFields()}
 	}
 	return cache.Options{
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil}),

@@ -1,0 +1,75 @@
+package reconciler
+
+import (
+	"fmt"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stencil-operator/stencil/internal/testkind"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/render"
+)
+
+// TestCacheStripsManagedFieldsOfCustomResourcesOnly: the cache holds custom
+// resources without managedFields, and every other type with them (the drift
+// check reads them).
+func TestCacheStripsManagedFieldsOfCustomResourcesOnly(t *testing.T) {
+	kind, err := render.Load(testkind.Widget())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := CacheOptions([]*render.Kind{kind})
+	if opts.DefaultTransform != nil {
+		t.Error("owned objects are transformed; the drift check needs their managedFields")
+	}
+	if len(opts.ByObject) != 1 {
+		t.Fatalf("%d types configured, want the one kind", len(opts.ByObject))
+	}
+	for obj, by := range opts.ByObject {
+		if _, ok := obj.(*testv1alpha1.Widget); !ok {
+			t.Fatalf("configured %T, want the kind's type", obj)
+		}
+		if by.Transform == nil {
+			t.Fatal("custom resources are cached with their managedFields")
+		}
+		w := &testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}}
+		out, err := by.Transform(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := out.(*testv1alpha1.Widget); got.Name != "w" || got.ManagedFields != nil {
+			t.Errorf("cached as %+v, want the same Widget without managedFields", got.ObjectMeta)
+		}
+	}
+}
+
+// TestObjectMapLeavesOutManagedFields: status templates get objects without
+// managedFields, typed or not, and the object converted is left as it was.
+func TestObjectMapLeavesOutManagedFields(t *testing.T) {
+	fields := []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply}}
+	typed := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", ManagedFields: fields}}
+	u := &unstructured.Unstructured{}
+	u.SetName("web")
+	u.SetManagedFields(fields)
+	for _, obj := range []client.Object{typed, u} {
+		t.Run(fmt.Sprintf("%T", obj), func(t *testing.T) {
+			m, err := objectMap(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name, _, _ := unstructured.NestedString(m, "metadata", "name"); name != "web" {
+				t.Errorf("name %q, want web", name)
+			}
+			if _, found, _ := unstructured.NestedFieldNoCopy(m, "metadata", "managedFields"); found {
+				t.Error("the map holds managedFields")
+			}
+			if len(obj.GetManagedFields()) != 1 {
+				t.Errorf("the object's managedFields became %v", obj.GetManagedFields())
+			}
+		})
+	}
+}
