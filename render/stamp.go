@@ -106,11 +106,17 @@ func stamp(o *unstructured.Unstructured, own owner) error {
 
 // Hash is the hash of an object's content without its hash annotation.
 func Hash(o *unstructured.Unstructured) (string, error) {
-	c := o.DeepCopy()
-	ann := c.GetAnnotations()
-	delete(ann, v1alpha1.AnnotationDesiredHash)
-	c.SetAnnotations(ann)
-	js, err := c.MarshalJSON()
+	if _, found, _ := unstructured.NestedFieldNoCopy(o.Object, "metadata", "annotations", v1alpha1.AnnotationDesiredHash); found {
+		c := o.DeepCopy() // rare: a render never carries the annotation yet
+		ann := c.GetAnnotations()
+		delete(ann, v1alpha1.AnnotationDesiredHash)
+		if len(ann) == 0 {
+			ann = nil // as if it never had annotations
+		}
+		c.SetAnnotations(ann)
+		o = c
+	}
+	js, err := o.MarshalJSON()
 	if err != nil {
 		return "", fmt.Errorf("hashing %s %q: %w", o.GetKind(), o.GetName(), err)
 	}
