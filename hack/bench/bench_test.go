@@ -1,10 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
+	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
 
 func TestPercentile(t *testing.T) {
@@ -86,5 +93,59 @@ func TestCombineTakesTheMedianRun(t *testing.T) {
 	}
 	if r.Drift.Changes != 100 || len(r.Runs) != 3 {
 		t.Errorf("want the last run's drift figures and all 3 converge times, got %+v", r)
+	}
+}
+
+// TestWriteJobs: one line per MyWeb with its three rendered objects; with
+// status, a merge patch that marks it Ready for its generation and lists
+// what was applied.
+func TestWriteJobs(t *testing.T) {
+	webs := myWebs(3, 2)
+	for _, withStatus := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "jobs.jsonl")
+		if err := writeJobs(path, webs, withStatus); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		if len(lines) != len(webs) {
+			t.Fatalf("%d lines, want one per MyWeb", len(lines))
+		}
+		for i, line := range lines {
+			var j rawJob
+			if err := json.Unmarshal([]byte(line), &j); err != nil {
+				t.Fatal(err)
+			}
+			if len(j.Objects) != 3 {
+				t.Errorf("line %d: %d objects, want 3", i, len(j.Objects))
+			}
+			if !withStatus {
+				if j.Status != nil {
+					t.Errorf("line %d: a status without -status", i)
+				}
+				continue
+			}
+			if j.Status == nil || j.Status.Name != webs[i].Name || j.Status.Namespace != webs[i].Namespace || j.Status.Kind != "MyWeb" {
+				t.Fatalf("line %d: status for %+v, want MyWeb %s/%s", i, j.Status, webs[i].Namespace, webs[i].Name)
+			}
+			var status struct {
+				Status operatorv1.MyWebStatus `json:"status"`
+			}
+			js, _ := json.Marshal(j.Status.Patch)
+			if err := json.Unmarshal(js, &status); err != nil {
+				t.Fatal(err)
+			}
+			s := status.Status
+			if s.ObservedGeneration != 1 || !meta.IsStatusConditionTrue(s.Conditions, v1alpha1.ConditionReady) ||
+				!meta.IsStatusConditionFalse(s.Conditions, v1alpha1.ConditionDrifted) || len(s.Inventory) != 3 {
+				t.Errorf("line %d: status %+v, want Ready, not Drifted, generation 1, 3 objects in the inventory", i, s)
+			}
+		}
+	}
+	if webs[0].UID != "" {
+		t.Error("writeJobs changed the MyWebs it was given")
 	}
 }

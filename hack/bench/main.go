@@ -1,6 +1,7 @@
 // Command bench is what `make bench` runs. For each N it measures stencil
-// against the floor, a raw server-side-apply loop (hack/bench/rawapply), on
-// a fresh local control plane (etcd and kube-apiserver only) each:
+// against two floors, a raw server-side-apply loop (hack/bench/rawapply)
+// and the same loop that also writes each resource's status once, on a
+// fresh local control plane (etcd and kube-apiserver only) each:
 //
 //   - time to converge N MyWebs (a ConfigMap, a Deployment and a Service
 //     each) in 10 namespaces,
@@ -108,7 +109,7 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	fmt.Printf("stencil bench: N = %v MyWebs in %d namespaces; a fresh etcd + kube-apiserver for each run.\n\n", cfg.sizes, cfg.namespaces)
-	var results []pair
+	var results []row
 	for _, n := range cfg.sizes {
 		p, err := measure(ctx, cfg, n, rawapply)
 		if err != nil {
@@ -120,25 +121,33 @@ func run(ctx context.Context, cfg config) error {
 	return writeResults(cfg.out, results)
 }
 
-// measure runs both contenders cfg.runs times, alternating, each on a fresh
-// control plane; only stencil's last run goes on to the quiet minute, the
-// drift changes and the heap profile. Converge times are the median run's.
-func measure(ctx context.Context, cfg config, n int, rawapply string) (pair, error) {
-	var raws, stencils []*result
+// measure runs the three contenders cfg.runs times, in turn, each on a
+// fresh control plane; only stencil's last run goes on to the quiet minute,
+// the drift changes and the heap profile. Converge times are the median
+// run's.
+func measure(ctx context.Context, cfg config, n int, rawapply string) (row, error) {
+	var raws, rawStatuses, stencils []*result
 	for i := range cfg.runs {
-		raw, err := measureRaw(ctx, cfg, n, rawapply)
-		if err != nil {
-			return pair{}, fmt.Errorf("raw loop, N=%d: %w", n, err)
+		for _, withStatus := range []bool{false, true} {
+			raw, err := measureRaw(ctx, cfg, n, rawapply, withStatus)
+			if err != nil {
+				return row{}, fmt.Errorf("raw loop (status: %v), N=%d: %w", withStatus, n, err)
+			}
+			printRun(raw)
+			if withStatus {
+				rawStatuses = append(rawStatuses, raw)
+			} else {
+				raws = append(raws, raw)
+			}
 		}
-		printRun(raw)
 		st, err := measureStencil(ctx, cfg, n, i == cfg.runs-1)
 		if err != nil {
-			return pair{}, fmt.Errorf("stencil, N=%d: %w", n, err)
+			return row{}, fmt.Errorf("stencil, N=%d: %w", n, err)
 		}
 		printRun(st)
-		raws, stencils = append(raws, raw), append(stencils, st)
+		stencils = append(stencils, st)
 	}
-	return pair{N: n, Raw: combine(raws), Stencil: combine(stencils)}, nil
+	return row{N: n, Raw: combine(raws), RawStatus: combine(rawStatuses), Stencil: combine(stencils)}, nil
 }
 
 func goBuild(ctx context.Context, out, pkg string) error {

@@ -9,34 +9,60 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
+	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/render"
 )
 
-// measureRaw: the raw loop applies what stencil's templates render for the
-// same MyWebs, each object once, and exits.
-func measureRaw(ctx context.Context, cfg config, n int, rawapply string) (_ *result, err error) {
+// The raw loops. The plain one applies what stencil's templates render for
+// the same MyWebs, each object once, and exits. The one with status also
+// writes each MyWeb's status once its objects are applied: the floor of any
+// operator that marks each resource Ready for its generation, as the bench
+// requires of stencil.
+const (
+	rawLoop       = "raw loop"
+	rawLoopStatus = "raw loop + status"
+)
+
+// measureRaw runs one of the raw loops. For the loop with status the MyWebs
+// exist before it starts, as they do for stencil.
+func measureRaw(ctx context.Context, cfg config, n int, rawapply string, withStatus bool) (_ *result, err error) {
 	e, err := startEnv(ctx, cfg, "rawapply")
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, e.stop()) }()
-	objects := filepath.Join(e.dir, "objects.jsonl")
-	if err := writeRendered(objects, myWebs(n, cfg.namespaces)); err != nil {
+	webs := myWebs(n, cfg.namespaces)
+	contender := rawLoop
+	if withStatus {
+		contender = rawLoopStatus
+		if err := createAll(ctx, e.admin, webs); err != nil {
+			return nil, fmt.Errorf("creating MyWebs: %w", err)
+		}
+	}
+	jobs := filepath.Join(e.dir, "jobs.jsonl")
+	if err := writeJobs(jobs, webs, withStatus); err != nil {
 		return nil, err
 	}
-	cmd := command(ctx, rawapply, "-f", objects, "-kubeconfig", e.kubeconfig, "-workers", fmt.Sprint(cfg.workers))
+	cmd := command(ctx, rawapply, "-f", jobs, "-kubeconfig", e.kubeconfig, "-workers", fmt.Sprint(cfg.workers))
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	profiled := make(chan error, 1)
 	if n == cfg.cpuProfileAt {
-		go func() { profiled <- e.profileAPIServer(ctx, cfg.out, fmt.Sprintf("apiserver-raw-%d", n)) }()
+		name := strings.NewReplacer(" + ", "-", " ", "-").Replace(contender)
+		go func() { profiled <- e.profileAPIServer(ctx, cfg.out, fmt.Sprintf("apiserver-%s-%d", name, n)) }()
 	} else {
 		profiled <- nil
 	}
@@ -46,7 +72,7 @@ func measureRaw(ctx context.Context, cfg config, n int, rawapply string) (_ *res
 		return nil, fmt.Errorf("rawapply: %w", err)
 	}
 	end := time.Now()
-	r := &result{Contender: "raw loop", N: n, Converge: end.Sub(start), ControlPlaneCPUSeconds: e.controlPlaneCPU() - controlPlane}
+	r := &result{Contender: contender, N: n, Converge: end.Sub(start), ControlPlaneCPUSeconds: e.controlPlaneCPU() - controlPlane}
 	if r.PeakRSSKiB, r.FileRSSKiB, err = parseMemory(out.String()); err != nil {
 		return nil, fmt.Errorf("rawapply's peak RSS: %w", err)
 	}
@@ -58,13 +84,51 @@ func measureRaw(ctx context.Context, cfg config, n int, rawapply string) (_ *res
 	if r.Requests, err = countRequests(e.auditLog, "rawapply", start, end); err != nil {
 		return nil, err
 	}
-	return r, countOwned(ctx, e.admin, n)
+	if err := countOwned(ctx, e.admin, n); err != nil {
+		return nil, err
+	}
+	if withStatus {
+		return r, allReady(ctx, e.admin, n)
+	}
+	return r, nil
 }
 
-// writeRendered renders each MyWeb as stencil would (the UID stands in for
-// the one the API server would give it) and writes the objects, one JSON
-// object per line.
-func writeRendered(path string, webs []*operatorv1.MyWeb) error {
+// allReady checks that each of the n MyWebs is Ready for its generation.
+func allReady(ctx context.Context, c client.Client, n int) error {
+	var webs operatorv1.MyWebList
+	if err := c.List(ctx, &webs); err != nil {
+		return err
+	}
+	ready := 0
+	for _, w := range webs.Items {
+		if meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.ConditionReady) && w.Status.ObservedGeneration == w.Generation {
+			ready++
+		}
+	}
+	if ready != n {
+		return fmt.Errorf("%d of %d MyWebs Ready for their generation", ready, n)
+	}
+	return nil
+}
+
+// rawJob is one line of rawapply's input (see hack/bench/rawapply).
+type rawJob struct {
+	Objects []map[string]any `json:"objects"`
+	Status  *rawStatus       `json:"status,omitempty"`
+}
+
+type rawStatus struct {
+	APIVersion string         `json:"apiVersion"`
+	Kind       string         `json:"kind"`
+	Namespace  string         `json:"namespace"`
+	Name       string         `json:"name"`
+	Patch      map[string]any `json:"patch"`
+}
+
+// writeJobs renders each MyWeb as stencil would (the UID stands in for the
+// one the API server would give it) and writes one line per MyWeb: its
+// objects and, withStatus, the status stencil would write.
+func writeJobs(path string, webs []*operatorv1.MyWeb, withStatus bool) error {
 	kind, err := myWebKind()
 	if err != nil {
 		return err
@@ -75,20 +139,53 @@ func writeRendered(path string, webs []*operatorv1.MyWeb) error {
 	}
 	w := bufio.NewWriter(f)
 	enc := json.NewEncoder(w)
+	now := metav1.Now()
 	for i, web := range webs {
+		web := web.DeepCopy() // the MyWebs are created as they are
 		web.UID = types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i))
 		web.Generation = 1
 		objs, err := kind.Render(web)
 		if err != nil {
 			return errors.Join(err, f.Close())
 		}
+		var j rawJob
 		for _, o := range objs {
-			if err := enc.Encode(o.Object); err != nil {
-				return errors.Join(err, f.Close())
-			}
+			j.Objects = append(j.Objects, o.Object)
+		}
+		if withStatus {
+			j.Status = &rawStatus{APIVersion: web.APIVersion, Kind: web.Kind, Namespace: web.Namespace, Name: web.Name,
+				Patch: map[string]any{"status": readyStatus(objs, web.Generation, now)}}
+		}
+		if err := enc.Encode(j); err != nil {
+			return errors.Join(err, f.Close())
 		}
 	}
 	return errors.Join(w.Flush(), f.Close())
+}
+
+// readyStatus is the status stencil writes for a MyWeb that converged with
+// objs applied and no drift: the same fields, reasons and messages, so the
+// floor writes as much as stencil does. The messages restate the
+// reconciler's (its status builder is internal); a difference would only
+// change the size of the floor's write.
+func readyStatus(objs []*unstructured.Unstructured, generation int64, now metav1.Time) map[string]any {
+	var inventory []any
+	for _, o := range objs {
+		inventory = append(inventory, map[string]any{"apiVersion": o.GetAPIVersion(), "kind": o.GetKind(), "namespace": o.GetNamespace(), "name": o.GetName()})
+	}
+	condition := func(typ, status, reason, message string) map[string]any {
+		return map[string]any{"type": typ, "status": status, "reason": reason, "message": message,
+			"observedGeneration": generation, "lastTransitionTime": now.UTC().Format(time.RFC3339)}
+	}
+	return map[string]any{
+		"observedGeneration": generation,
+		"conditions": []any{
+			condition(v1alpha1.ConditionReady, "True", v1alpha1.ReasonReconciled, "All "+strconv.Itoa(len(objs))+" rendered objects are applied."),
+			condition(v1alpha1.ConditionDrifted, "False", v1alpha1.ReasonInSync, "Every field the templates set is held by stencil."),
+		},
+		"inventory": inventory,
+		"completed": false, // no Deployment becomes available here: the bench runs no controller manager
+	}
 }
 
 func myWebKind() (*render.Kind, error) {

@@ -71,16 +71,23 @@ func combine(runs []*result) *result {
 	return &r
 }
 
-// pair is both contenders' results for one N.
-type pair struct {
-	N       int     `json:"n"`
-	Raw     *result `json:"raw"`
-	Stencil *result `json:"stencil"`
+// row is the three contenders' results for one N.
+type row struct {
+	N         int     `json:"n"`
+	Raw       *result `json:"raw"`
+	RawStatus *result `json:"rawStatus"`
+	Stencil   *result `json:"stencil"`
 }
 
-func (p pair) convergeRatio() float64 { return p.Stencil.Converge.Seconds() / p.Raw.Converge.Seconds() }
-func (p pair) rssRatio() float64 {
-	return float64(p.Stencil.PeakRSSKiB) / float64(p.Raw.PeakRSSKiB)
+func (r row) contenders() []*result { return []*result{r.Raw, r.RawStatus, r.Stencil} }
+
+// ratio is stencil's converge time over a floor's.
+func (r row) ratio(floor *result) float64 {
+	return r.Stencil.Converge.Seconds() / floor.Converge.Seconds()
+}
+
+func (r row) rssRatio() float64 {
+	return float64(r.Stencil.PeakRSSKiB) / float64(r.Raw.PeakRSSKiB)
 }
 
 func mib(kib int64) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
@@ -109,7 +116,7 @@ func convergeRange(r *result) string {
 	if len(r.Runs) < 2 {
 		return elapsed(r.Converge)
 	}
-	return fmt.Sprintf("%s (%.1f–%.1f)", elapsed(r.Converge), slices.Min(r.Runs).Seconds(), slices.Max(r.Runs).Seconds())
+	return fmt.Sprintf("%s (%.2f–%.2f)", elapsed(r.Converge), slices.Min(r.Runs).Seconds(), slices.Max(r.Runs).Seconds())
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
@@ -123,24 +130,26 @@ func indent(s string) string {
 }
 
 // summary is the table that docs/benchmarks.md shows.
-func summary(results []pair) string {
+func summary(results []row) string {
 	var w strings.Builder
-	w.WriteString("| N | converge: raw loop | converge: stencil | stencil / raw | requests: raw loop | requests: stencil | stencil at rest | drift p50 / p99 | peak RSS: raw loop | peak RSS: stencil | stencil / raw | CPU: raw loop | CPU: stencil (converge) |\n")
-	w.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, p := range results {
-		fmt.Fprintf(&w, "| %d | %s | %s | %.2f× | %d | %d | %d in %s | %s / %s | %s | %s | %.2f× | %.2f s | %.2f s |\n",
-			p.N, convergeRange(p.Raw), convergeRange(p.Stencil), p.convergeRatio(),
-			p.Raw.Requests.total(), p.Stencil.Requests.total(), p.Stencil.Quiet.total(), elapsed(p.Stencil.QuietWindow.Round(time.Second)),
-			ms(p.Stencil.Drift.P50), ms(p.Stencil.Drift.P99),
-			mib(p.Raw.PeakRSSKiB), mib(p.Stencil.PeakRSSKiB), p.rssRatio(),
-			p.Raw.CPUSeconds, p.Stencil.ConvergeCPUSeconds)
+	w.WriteString("| N | converge: raw loop | converge: raw loop + status | converge: stencil | stencil / raw | stencil / (raw + status) | requests: raw / raw + status / stencil | stencil at rest | drift p50 / p99 | peak RSS: raw loop / stencil | CPU: raw / raw + status / stencil (converge) | API server + etcd CPU: raw / raw + status / stencil |\n")
+	w.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		fmt.Fprintf(&w, "| %d | %s | %s | %s | %.2f× | %.2f× | %d / %d / %d | %d in %s | %s / %s | %s / %s (%.2f×) | %.2f / %.2f / %.2f s | %.2f / %.2f / %.2f s |\n",
+			r.N, convergeRange(r.Raw), convergeRange(r.RawStatus), convergeRange(r.Stencil), r.ratio(r.Raw), r.ratio(r.RawStatus),
+			r.Raw.Requests.total(), r.RawStatus.Requests.total(), r.Stencil.Requests.total(),
+			r.Stencil.Quiet.total(), elapsed(r.Stencil.QuietWindow.Round(time.Second)),
+			ms(r.Stencil.Drift.P50), ms(r.Stencil.Drift.P99),
+			mib(r.Raw.PeakRSSKiB), mib(r.Stencil.PeakRSSKiB), r.rssRatio(),
+			r.Raw.CPUSeconds, r.RawStatus.CPUSeconds, r.Stencil.ConvergeCPUSeconds,
+			r.Raw.ControlPlaneCPUSeconds, r.RawStatus.ControlPlaneCPUSeconds, r.Stencil.ControlPlaneCPUSeconds)
 	}
 	return w.String()
 }
 
 // writeResults writes results.json, results.md (the summary and each run's
 // requests) and converge.svg into dir.
-func writeResults(dir string, results []pair) error {
+func writeResults(dir string, results []row) error {
 	js, err := json.MarshalIndent(results, "", "  ")
 	if err != nil {
 		return err
@@ -150,8 +159,8 @@ func writeResults(dir string, results []pair) error {
 	md.WriteString(summary(results))
 	fmt.Fprintln(&md, "\nRequests while converging, by verb and resource (from the API server's audit log):")
 	fmt.Fprintln(&md)
-	for _, p := range results {
-		for _, r := range []*result{p.Raw, p.Stencil} {
+	for _, row := range results {
+		for _, r := range row.contenders() {
 			fmt.Fprintf(&md, "- %s, N = %d: %s\n", r.Contender, r.N, r.Requests)
 		}
 	}
@@ -172,19 +181,23 @@ func writeFiles(dir string, files map[string][]byte) error {
 	return nil
 }
 
-// plotConverge draws converge time against N for both contenders.
-func plotConverge(results []pair) ([]byte, error) {
+// plotConverge draws converge time against N for the three contenders.
+func plotConverge(results []row) ([]byte, error) {
 	p := plot.New()
 	p.Title.Text = "Time to converge N MyWebs (3 objects each)"
 	p.X.Label.Text = "N"
 	p.Y.Label.Text = "seconds"
 	p.Y.Min = 0
-	raw, st := make(plotter.XYs, len(results)), make(plotter.XYs, len(results))
-	for i, r := range results {
-		raw[i] = plotter.XY{X: float64(r.N), Y: r.Raw.Converge.Seconds()}
-		st[i] = plotter.XY{X: float64(r.N), Y: r.Stencil.Converge.Seconds()}
+	lines := make([]plotter.XYs, 3)
+	for i := range lines {
+		lines[i] = make(plotter.XYs, len(results))
 	}
-	if err := plotutil.AddLinePoints(p, "raw server-side-apply loop", raw, "stencil", st); err != nil {
+	for j, r := range results {
+		for i, c := range r.contenders() {
+			lines[i][j] = plotter.XY{X: float64(r.N), Y: c.Converge.Seconds()}
+		}
+	}
+	if err := plotutil.AddLinePoints(p, "raw server-side-apply loop", lines[0], "raw loop + one status write per MyWeb", lines[1], "stencil", lines[2]); err != nil {
 		return nil, err
 	}
 	p.Legend.Top, p.Legend.Left = true, true

@@ -50,7 +50,7 @@ type observed struct {
 
 func startWatcher(ctx context.Context, e *env, n int) (*watcher, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	c, err := cache.New(e.cluster.Config, cache.Options{
+	c, err := cache.New(e.adminConfig(), cache.Options{
 		Scheme: e.scheme,
 		ByObject: map[client.Object]cache.ByObject{
 			&appsv1.Deployment{}: {Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil})},
