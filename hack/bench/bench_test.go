@@ -149,3 +149,21 @@ func TestWriteJobs(t *testing.T) {
 		t.Error("writeJobs changed the MyWebs it was given")
 	}
 }
+
+func TestParseSteal(t *testing.T) {
+	tests := []struct {
+		stat    string
+		want    float64
+		wantErr bool
+	}{
+		{"cpu  100 0 50 900 3 0 1 250 0 0\ncpu0 50 0 25 450 1 0 1 125 0 0\n", 2.5, false},
+		{"cpu0 50 0 25 450 1 0 1 125 0 0\n", 0, true},
+		{"cpu  100 0 50 900 3 0 1 x 0 0\n", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := parseSteal(tt.stat)
+		if (err != nil) != tt.wantErr || (!tt.wantErr && got != tt.want) {
+			t.Errorf("parseSteal(%q) = %v, %v; want %v (error: %v)", tt.stat, got, err, tt.want, tt.wantErr)
+		}
+	}
+}

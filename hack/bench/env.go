@@ -39,7 +39,7 @@ kind: Policy
 omitStages: [RequestReceived]
 rules:
 - level: Metadata
-  users: [stencil, rawapply]
+  users: [stencil, rawapply, crbaseline]
 - level: None
 `
 
@@ -52,7 +52,9 @@ type env struct {
 	scheme     *runtime.Scheme
 	auditLog   string
 	kubeconfig string
-	keep       bool
+	// user is the contender's API user, as the audit log names it.
+	user string
+	keep bool
 }
 
 func startEnv(ctx context.Context, cfg config, user string) (_ *env, err error) {
@@ -60,7 +62,7 @@ func startEnv(ctx context.Context, cfg config, user string) (_ *env, err error) 
 	if err != nil {
 		return nil, err
 	}
-	e := &env{dir: dir, auditLog: filepath.Join(dir, "audit.log"), keep: cfg.keep}
+	e := &env{dir: dir, auditLog: filepath.Join(dir, "audit.log"), user: user, keep: cfg.keep}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.stop())

@@ -9,7 +9,9 @@
 //     audit log (each contender connects as its own user),
 //   - stencil's requests in a quiet minute, and its drift-correction latency
 //     over 100 changes by another field manager,
-//   - peak RSS and CPU seconds of each process,
+//   - peak RSS and CPU seconds of each process, and the peak RSS of a bare
+//     controller-runtime manager that watches the same MyWebs
+//     (hack/bench/crbaseline), the memory any such operator starts from,
 //
 // then prints the figures, and writes them with a plot of converge time
 // against N into -out (docs/benchmarks by default).
@@ -100,22 +102,25 @@ func parseSizes(s string) ([]int, error) {
 	return sizes, nil
 }
 
+// programs are the child programs the bench builds and runs.
+type programs struct{ rawapply, crbaseline string }
+
 func run(ctx context.Context, cfg config) error {
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		return err
 	}
-	rawapply := filepath.Join(cfg.bin, "rawapply")
-	if err := goBuild(ctx, rawapply, "./hack/bench/rawapply"); err != nil {
+	bins := programs{rawapply: filepath.Join(cfg.bin, "rawapply"), crbaseline: filepath.Join(cfg.bin, "crbaseline")}
+	if err := errors.Join(goBuild(ctx, bins.rawapply, "./hack/bench/rawapply"), goBuild(ctx, bins.crbaseline, "./hack/bench/crbaseline")); err != nil {
 		return err
 	}
 	fmt.Printf("stencil bench: N = %v MyWebs in %d namespaces; a fresh etcd + kube-apiserver for each run.\n\n", cfg.sizes, cfg.namespaces)
 	var results []row
 	for _, n := range cfg.sizes {
-		p, err := measure(ctx, cfg, n, rawapply)
+		r, err := measure(ctx, cfg, n, bins)
 		if err != nil {
 			return err
 		}
-		results = append(results, p)
+		results = append(results, r)
 	}
 	fmt.Print(summary(results))
 	return writeResults(cfg.out, results)
@@ -124,12 +129,12 @@ func run(ctx context.Context, cfg config) error {
 // measure runs the three contenders cfg.runs times, in turn, each on a
 // fresh control plane; only stencil's last run goes on to the quiet minute,
 // the drift changes and the heap profile. Converge times are the median
-// run's.
-func measure(ctx context.Context, cfg config, n int, rawapply string) (row, error) {
+// run's. Then, once, the controller-runtime floor for memory.
+func measure(ctx context.Context, cfg config, n int, bins programs) (row, error) {
 	var raws, rawStatuses, stencils []*result
 	for i := range cfg.runs {
 		for _, withStatus := range []bool{false, true} {
-			raw, err := measureRaw(ctx, cfg, n, rawapply, withStatus)
+			raw, err := measureRaw(ctx, cfg, n, bins, withStatus)
 			if err != nil {
 				return row{}, fmt.Errorf("raw loop (status: %v), N=%d: %w", withStatus, n, err)
 			}
@@ -147,7 +152,12 @@ func measure(ctx context.Context, cfg config, n int, rawapply string) (row, erro
 		printRun(st)
 		stencils = append(stencils, st)
 	}
-	return row{N: n, Raw: combine(raws), RawStatus: combine(rawStatuses), Stencil: combine(stencils)}, nil
+	floor, err := measureBaseline(ctx, cfg, n, bins)
+	if err != nil {
+		return row{}, fmt.Errorf("controller-runtime floor, N=%d: %w", n, err)
+	}
+	printRun(floor)
+	return row{N: n, Raw: combine(raws), RawStatus: combine(rawStatuses), Stencil: combine(stencils), ControllerRuntime: floor}, nil
 }
 
 func goBuild(ctx context.Context, out, pkg string) error {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,7 +39,7 @@ const (
 
 // measureRaw runs one of the raw loops. For the loop with status the MyWebs
 // exist before it starts, as they do for stencil.
-func measureRaw(ctx context.Context, cfg config, n int, rawapply string, withStatus bool) (_ *result, err error) {
+func measureRaw(ctx context.Context, cfg config, n int, bins programs, withStatus bool) (_ *result, err error) {
 	e, err := startEnv(ctx, cfg, "rawapply")
 	if err != nil {
 		return nil, err
@@ -56,7 +57,40 @@ func measureRaw(ctx context.Context, cfg config, n int, rawapply string, withSta
 	if err := writeJobs(jobs, webs, withStatus); err != nil {
 		return nil, err
 	}
-	cmd := command(ctx, rawapply, "-f", jobs, "-kubeconfig", e.kubeconfig, "-workers", fmt.Sprint(cfg.workers))
+	cmd := command(ctx, bins.rawapply, "-f", jobs, "-kubeconfig", e.kubeconfig, "-workers", fmt.Sprint(cfg.workers))
+	r, err := runChild(ctx, cfg, e, contender, n, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if err := countOwned(ctx, e.admin, n); err != nil {
+		return nil, err
+	}
+	if withStatus {
+		return r, allReady(ctx, e.admin, n)
+	}
+	return r, nil
+}
+
+// controllerRuntimeFloor is the bare controller-runtime manager
+// (hack/bench/crbaseline): the memory that any such operator starts from.
+const controllerRuntimeFloor = "controller-runtime floor"
+
+// measureBaseline runs the bare manager until it has seen every MyWeb.
+func measureBaseline(ctx context.Context, cfg config, n int, bins programs) (_ *result, err error) {
+	e, err := startEnv(ctx, cfg, "crbaseline")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, e.stop()) }()
+	if err := createAll(ctx, e.admin, myWebs(n, cfg.namespaces)); err != nil {
+		return nil, fmt.Errorf("creating MyWebs: %w", err)
+	}
+	return runChild(ctx, cfg, e, controllerRuntimeFloor, n, command(ctx, bins.crbaseline, "-kubeconfig", e.kubeconfig, "-n", fmt.Sprint(n)))
+}
+
+// runChild runs a contender that exits once it has converged, and takes its
+// figures: time, requests, CPU and memory (which it prints as it exits).
+func runChild(ctx context.Context, cfg config, e *env, contender string, n int, cmd *exec.Cmd) (*result, error) {
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	profiled := make(chan error, 1)
@@ -66,29 +100,25 @@ func measureRaw(ctx context.Context, cfg config, n int, rawapply string, withSta
 	} else {
 		profiled <- nil
 	}
-	controlPlane := e.controlPlaneCPU()
+	controlPlane, steal := e.controlPlaneCPU(), stealSeconds()
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("rawapply: %w", err)
+		return nil, fmt.Errorf("%s: %w", filepath.Base(cmd.Path), err)
 	}
 	end := time.Now()
-	r := &result{Contender: contender, N: n, Converge: end.Sub(start), ControlPlaneCPUSeconds: e.controlPlaneCPU() - controlPlane}
+	r := &result{Contender: contender, N: n, Converge: end.Sub(start),
+		ControlPlaneCPUSeconds: e.controlPlaneCPU() - controlPlane, StealSeconds: stealSeconds() - steal}
+	var err error
 	if r.PeakRSSKiB, r.FileRSSKiB, err = parseMemory(out.String()); err != nil {
-		return nil, fmt.Errorf("rawapply's peak RSS: %w", err)
+		return nil, fmt.Errorf("%s's peak RSS: %w", contender, err)
 	}
 	usage := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	r.CPUSeconds = (time.Duration(usage.Utime.Nano()) + time.Duration(usage.Stime.Nano())).Seconds()
 	if err := <-profiled; err != nil {
 		return nil, err
 	}
-	if r.Requests, err = countRequests(e.auditLog, "rawapply", start, end); err != nil {
+	if r.Requests, err = countRequests(e.auditLog, e.user, start, end); err != nil {
 		return nil, err
-	}
-	if err := countOwned(ctx, e.admin, n); err != nil {
-		return nil, err
-	}
-	if withStatus {
-		return r, allReady(ctx, e.admin, n)
 	}
 	return r, nil
 }

@@ -40,7 +40,7 @@ func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *resul
 		return nil, err
 	}
 	defer w.stop()
-	controlPlane := e.controlPlaneCPU()
+	controlPlane, steal := e.controlPlaneCPU(), stealSeconds()
 	op, err := startStencil(ctx, cfg, e)
 	if err != nil {
 		return nil, err
@@ -53,6 +53,9 @@ func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *resul
 		go func() { profiled <- e.profileAPIServer(ctx, cfg.out, fmt.Sprintf("apiserver-stencil-%d", n)) }()
 	}
 	r, converged, err := observeConvergence(ctx, e, w, op, n, controlPlane)
+	if err == nil {
+		r.StealSeconds = stealSeconds() - steal
+	}
 	if err != nil || !full {
 		return r, err
 	}
@@ -257,8 +260,35 @@ func cpuSeconds(pid int) (float64, error) {
 	}
 	utime, err1 := strconv.ParseFloat(fields[11], 64)
 	stime, err2 := strconv.ParseFloat(fields[12], 64)
-	const ticks = 100 // USER_HZ on Linux
-	return (utime + stime) / ticks, errors.Join(err1, err2)
+	return (utime + stime) / userHZ, errors.Join(err1, err2)
+}
+
+// userHZ is the unit of /proc's CPU times on Linux.
+const userHZ = 100
+
+// stealSeconds is the CPU time the hypervisor has taken from this machine
+// so far, summed over its CPUs (0 when it cannot be read): a run that lost
+// much of it is slower for reasons of the machine, not of the contender.
+func stealSeconds() float64 {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	s, _ := parseSteal(string(data))
+	return s
+}
+
+// parseSteal reads the steal column, the eighth number of /proc/stat's
+// "cpu" line.
+func parseSteal(stat string) (float64, error) {
+	for line := range strings.Lines(stat) {
+		fields := strings.Fields(line)
+		if len(fields) > 8 && fields[0] == "cpu" {
+			steal, err := strconv.ParseFloat(fields[8], 64)
+			return steal / userHZ, err
+		}
+	}
+	return 0, errors.New("no cpu line in /proc/stat")
 }
 
 // metricSum sums the samples of one metric in stencil's /metrics whose

@@ -21,7 +21,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -31,6 +30,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/stencil-operator/stencil/hack/bench/peak"
 )
 
 // job is one custom resource's share of the work, one line of the input.
@@ -58,15 +59,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "rawapply:", err)
 		os.Exit(1)
 	}
-	// The parent cannot read this after the exit, and the kernel's
-	// ru_maxrss for a child counts the parent's memory at fork.
-	peak, err := os.ReadFile("/proc/self/status")
-	if err == nil {
-		for line := range strings.Lines(string(peak)) {
-			if strings.HasPrefix(line, "VmHWM:") || strings.HasPrefix(line, "RssFile:") {
-				fmt.Print(line)
-			}
-		}
+	if err := peak.Print(os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "rawapply: reading its memory:", err)
+		os.Exit(1)
 	}
 }
 
