@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
 	"github.com/stencil-operator/stencil/api/v1alpha1"
@@ -101,6 +102,9 @@ func TestCombineTakesTheMedianRun(t *testing.T) {
 // what was applied.
 func TestWriteJobs(t *testing.T) {
 	webs := myWebs(3, 2)
+	for _, w := range webs {
+		w.TypeMeta = metav1.TypeMeta{} // as after the client created them
+	}
 	for _, withStatus := range []bool{false, true} {
 		path := filepath.Join(t.TempDir(), "jobs.jsonl")
 		if err := writeJobs(path, webs, withStatus); err != nil {

@@ -183,7 +183,8 @@ func writeJobs(path string, webs []*operatorv1.MyWeb, withStatus bool) error {
 			j.Objects = append(j.Objects, o.Object)
 		}
 		if withStatus {
-			j.Status = &rawStatus{APIVersion: web.APIVersion, Kind: web.Kind, Namespace: web.Namespace, Name: web.Name,
+			// Not web's TypeMeta: creating it leaves that empty.
+			j.Status = &rawStatus{APIVersion: operatorv1.GroupVersion.String(), Kind: "MyWeb", Namespace: web.Namespace, Name: web.Name,
 				Patch: map[string]any{"status": readyStatus(objs, web.Generation, now)}}
 		}
 		if err := enc.Encode(j); err != nil {

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -27,10 +26,10 @@ import (
 )
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "Kubeconfig of the API server.")
+	// controller-runtime registers --kubeconfig.
 	n := flag.Int("n", 0, "MyWebs to reconcile before exiting.")
 	flag.Parse()
-	if err := run(*kubeconfig, *n); err != nil {
+	if err := run(*n); err != nil {
 		fmt.Fprintln(os.Stderr, "crbaseline:", err)
 		os.Exit(1)
 	}
@@ -40,12 +39,12 @@ func main() {
 	}
 }
 
-func run(kubeconfig string, n int) error {
+func run(n int) error {
 	if n < 1 {
 		return errors.New("-n must be at least 1")
 	}
 	ctrl.SetLogger(logr.Discard())
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
