@@ -67,6 +67,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 	res := &result{generation: cr.GetGeneration()}
 	r.owners.Store(cr.GetUID(), req.NamespacedName)
 	defer func() {
+		countObjects(r.kind.GroupVersionKind().Kind, res, cr.StencilDriftPolicy())
 		err = errors.Join(err, r.writeStatus(ctx, cr, current, res))
 		if res.othersWrote && err == nil {
 			// Another writer changed an object while we wrote it.
@@ -108,6 +109,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 
 // forget drops what this process remembers of a deleted custom resource.
 func (r *Reconciler) forget(nn types.NamespacedName) {
+	unhealthy.forget(r.kind.GroupVersionKind().Kind, nn)
 	r.written.Delete(nn)
 	r.owners.Range(func(uid, owner any) bool {
 		if owner == nn {

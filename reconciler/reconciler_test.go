@@ -134,6 +134,9 @@ func TestDriftIsCorrected(t *testing.T) {
 	ns := newNamespace(t)
 	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 2})
 	waitReady(t, ns, "web")
+	widget := map[string]string{"kind": "Widget"}
+	reverted := metric(t, "stencil_drift_reverted_objects_total", widget)
+	applied := metric(t, "stencil_applied_objects_total", widget)
 	scale(t, ns, "web", 5, "kubectl-scale")
 	eventually(t, 15*time.Second, "drift recorded and reverted", func() error {
 		w := getWidget(t, ns, "web")
@@ -157,6 +160,12 @@ func TestDriftIsCorrected(t *testing.T) {
 		}
 		return nil
 	})
+	if got := metric(t, "stencil_drift_reverted_objects_total", widget); got < reverted+1 {
+		t.Errorf("stencil_drift_reverted_objects_total = %v, want at least %v", got, reverted+1)
+	}
+	if got := metric(t, "stencil_applied_objects_total", widget); got < applied+1 {
+		t.Errorf("stencil_applied_objects_total = %v, want at least %v (the re-apply)", got, applied+1)
+	}
 }
 
 // 3b. Under Report, the change stays and Drifted=True. A change to a field we
@@ -165,6 +174,9 @@ func TestDriftIsReported(t *testing.T) {
 	ns := newNamespace(t)
 	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 2, CPU: "0.5", DriftPolicy: v1alpha1.DriftReport})
 	waitReady(t, ns, "web")
+	driftedGauge := map[string]string{"kind": "Widget", "condition": v1alpha1.ConditionDrifted}
+	drifted := metric(t, "stencil_unhealthy_resources", driftedGauge)
+	reverted := metric(t, "stencil_drift_reverted_objects_total", map[string]string{"kind": "Widget"})
 	d, _ := get(t, &appsv1.Deployment{}, ns, "web")
 	if got := d.Spec.Template.Spec.Containers[0].Resources.Requests.Cpu().String(); got != "500m" {
 		t.Fatalf("live cpu = %s, want the normalised 500m", got)
@@ -205,6 +217,21 @@ func TestDriftIsReported(t *testing.T) {
 	if got := replicas(t, ns, "web"); got != 4 {
 		t.Errorf("replicas = %d, want 4 (Report leaves drift alone)", got)
 	}
+	if got := metric(t, "stencil_unhealthy_resources", driftedGauge); got != drifted+1 {
+		t.Errorf("stencil_unhealthy_resources{condition=Drifted} = %v, want %v", got, drifted+1)
+	}
+	if got := metric(t, "stencil_drift_reverted_objects_total", map[string]string{"kind": "Widget"}); got != reverted {
+		t.Errorf("stencil_drift_reverted_objects_total = %v, want %v (Report reverts nothing)", got, reverted)
+	}
+	if err := k8s.Delete(t.Context(), getWidget(t, ns, "web")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "the deleted Widget no longer counted", func() error {
+		if got := metric(t, "stencil_unhealthy_resources", driftedGauge); got != drifted {
+			return fmt.Errorf("stencil_unhealthy_resources{condition=Drifted} = %v, want %v", got, drifted)
+		}
+		return nil
+	})
 }
 
 func assertNotDrifted(t *testing.T, ns, name string, during time.Duration) {

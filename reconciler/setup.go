@@ -67,6 +67,7 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 	}
 	for _, k := range kinds {
 		gvk := k.GroupVersionKind()
+		unhealthy.track(gvk.Kind)
 		r := &Reconciler{
 			kind:     k,
 			client:   mgr.GetClient(),

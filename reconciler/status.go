@@ -20,14 +20,16 @@ import (
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
 
-// writeStatus computes the status from what this reconcile saw and, when it
-// differs from the stored one, patches /status with what changed (a JSON
-// merge patch, answered with metadata only) under its own field manager, and
-// records an event per condition that changed. The kind's own fields come
-// from its status template; after a failure they stay as they were.
+// writeStatus computes the status from what this reconcile saw, keeps the
+// unhealthy-resources gauge up to date and, when the status differs from
+// the stored one, patches /status with what changed (a JSON merge patch,
+// answered with metadata only) under its own field manager, and records an
+// event per condition that changed. The kind's own fields come from its
+// status template; after a failure they stay as they were.
 func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, current map[string]any, res *result) error {
 	before := cr.StencilStatus()
 	after := computeStatus(before, res, cr.StencilDriftPolicy())
+	unhealthy.set(r.kind.GroupVersionKind().Kind, client.ObjectKeyFromObject(cr), after.Conditions)
 	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(after)
 	if err != nil {
 		return fmt.Errorf("encoding status: %w", err)

@@ -1,0 +1,113 @@
+package reconciler
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+// The metrics stencil serves beside controller-runtime's, on the manager's
+// /metrics endpoint. Each is labelled with the kind of custom resource.
+var (
+	appliedObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stencil_applied_objects_total",
+		Help: "Objects server-side-applied: created, changed by a new render, or re-applied after drift.",
+	}, []string{"kind"})
+	prunedObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stencil_pruned_objects_total",
+		Help: "Objects deleted because the render no longer holds them.",
+	}, []string{"kind"})
+	revertedObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stencil_drift_reverted_objects_total",
+		Help: "Objects whose fields another manager had taken and stencil re-applied (drift policy Correct).",
+	}, []string{"kind"})
+	unhealthy = newUnhealthyResources()
+)
+
+func init() {
+	metrics.Registry.MustRegister(appliedObjects, prunedObjects, revertedObjects, unhealthy)
+}
+
+// countObjects adds what one reconcile applied, pruned and reverted.
+func countObjects(kind string, res *result, policy v1alpha1.DriftPolicy) {
+	appliedObjects.WithLabelValues(kind).Add(float64(len(res.applied)))
+	prunedObjects.WithLabelValues(kind).Add(float64(len(res.pruned)))
+	if policy.OrDefault() == v1alpha1.DriftCorrect {
+		revertedObjects.WithLabelValues(kind).Add(float64(len(res.drift)))
+	}
+}
+
+// watchedConditions are the conditions whose unhealthy state is counted.
+var watchedConditions = []string{v1alpha1.ConditionReady, v1alpha1.ConditionDrifted}
+
+// unhealthyResources is the gauge stencil_unhealthy_resources{kind,
+// condition}: the custom resources whose last reconcile left Ready False,
+// or Drifted True (drift policy Report). It counts, at scrape time, sets
+// that reconciles keep up to date, so that an alert needs no query of the
+// API server.
+type unhealthyResources struct {
+	desc *prometheus.Desc
+	mu   sync.Mutex
+	// sets holds, per kind and condition, the resources now unhealthy.
+	sets map[[2]string]map[types.NamespacedName]struct{}
+}
+
+func newUnhealthyResources() *unhealthyResources {
+	return &unhealthyResources{
+		desc: prometheus.NewDesc("stencil_unhealthy_resources",
+			"Custom resources whose last reconcile left Ready False, or Drifted True.", []string{"kind", "condition"}, nil),
+		sets: map[[2]string]map[types.NamespacedName]struct{}{},
+	}
+}
+
+// track makes the gauge report 0 for kind until a resource is unhealthy.
+func (u *unhealthyResources) track(kind string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, c := range watchedConditions {
+		if u.sets[[2]string{kind, c}] == nil {
+			u.sets[[2]string{kind, c}] = map[types.NamespacedName]struct{}{}
+		}
+	}
+}
+
+// set records the conditions of a resource's new status.
+func (u *unhealthyResources) set(kind string, nn types.NamespacedName, conditions []metav1.Condition) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, typ := range watchedConditions {
+		set := u.sets[[2]string{kind, typ}]
+		if set == nil {
+			set = map[types.NamespacedName]struct{}{}
+			u.sets[[2]string{kind, typ}] = set
+		}
+		if c := meta.FindStatusCondition(conditions, typ); c != nil && !healthy(*c) {
+			set[nn] = struct{}{}
+		} else {
+			delete(set, nn)
+		}
+	}
+}
+
+// forget drops a deleted resource.
+func (u *unhealthyResources) forget(kind string, nn types.NamespacedName) {
+	u.set(kind, nn, nil)
+}
+
+// Describe implements [prometheus.Collector].
+func (u *unhealthyResources) Describe(ch chan<- *prometheus.Desc) { ch <- u.desc }
+
+// Collect implements [prometheus.Collector].
+func (u *unhealthyResources) Collect(ch chan<- prometheus.Metric) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for key, set := range u.sets {
+		ch <- prometheus.MustNewConstMetric(u.desc, prometheus.GaugeValue, float64(len(set)), key[0], key[1])
+	}
+}

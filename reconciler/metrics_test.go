@@ -1,0 +1,94 @@
+package reconciler
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+func TestUnhealthyResources(t *testing.T) {
+	ready := func(s metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{Type: v1alpha1.ConditionReady, Status: s}
+	}
+	drifted := func(s metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{Type: v1alpha1.ConditionDrifted, Status: s}
+	}
+	a, b := types.NamespacedName{Namespace: "n", Name: "a"}, types.NamespacedName{Namespace: "n", Name: "b"}
+	tests := []struct {
+		name        string
+		change      func(u *unhealthyResources)
+		notReady    int
+		driftedOnes int
+	}{
+		{"tracked, none yet", func(*unhealthyResources) {}, 0, 0},
+		{"one not ready", func(u *unhealthyResources) {
+			u.set("Web", a, []metav1.Condition{ready(metav1.ConditionFalse)})
+		}, 1, 0},
+		{"one drifted, one not ready", func(u *unhealthyResources) {
+			u.set("Web", a, []metav1.Condition{ready(metav1.ConditionFalse)})
+			u.set("Web", b, []metav1.Condition{ready(metav1.ConditionTrue), drifted(metav1.ConditionTrue)})
+		}, 1, 1},
+		{"recovered", func(u *unhealthyResources) {
+			u.set("Web", a, []metav1.Condition{ready(metav1.ConditionFalse)})
+			u.set("Web", a, []metav1.Condition{ready(metav1.ConditionTrue), drifted(metav1.ConditionFalse)})
+		}, 0, 0},
+		{"set twice counts once", func(u *unhealthyResources) {
+			u.set("Web", a, []metav1.Condition{drifted(metav1.ConditionTrue)})
+			u.set("Web", a, []metav1.Condition{drifted(metav1.ConditionTrue)})
+		}, 0, 1},
+		{"deleted", func(u *unhealthyResources) {
+			u.set("Web", a, []metav1.Condition{ready(metav1.ConditionFalse), drifted(metav1.ConditionTrue)})
+			u.forget("Web", a)
+		}, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := newUnhealthyResources()
+			u.track("Web")
+			tt.change(u)
+			want := `
+# HELP stencil_unhealthy_resources Custom resources whose last reconcile left Ready False, or Drifted True.
+# TYPE stencil_unhealthy_resources gauge
+stencil_unhealthy_resources{condition="Drifted",kind="Web"} ` + strconv.Itoa(tt.driftedOnes) + `
+stencil_unhealthy_resources{condition="Ready",kind="Web"} ` + strconv.Itoa(tt.notReady) + `
+`
+			if err := testutil.CollectAndCompare(u, strings.NewReader(want)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func TestCountObjects(t *testing.T) {
+	res := &result{
+		applied: objs(nil, nil),
+		pruned:  []v1alpha1.InventoryEntry{{Kind: "Service", Name: "web"}},
+		drift:   []v1alpha1.ObjectDrift{{Kind: "Deployment", Name: "web"}},
+	}
+	tests := []struct {
+		policy       v1alpha1.DriftPolicy
+		wantReverted float64
+	}{
+		{"", 1},
+		{v1alpha1.DriftCorrect, 1},
+		{v1alpha1.DriftReport, 0}, // found, left alone
+	}
+	for _, tt := range tests {
+		kind := "Count" + string(tt.policy)
+		countObjects(kind, res, tt.policy)
+		got := []float64{
+			testutil.ToFloat64(appliedObjects.WithLabelValues(kind)),
+			testutil.ToFloat64(prunedObjects.WithLabelValues(kind)),
+			testutil.ToFloat64(revertedObjects.WithLabelValues(kind)),
+		}
+		if got[0] != 2 || got[1] != 1 || got[2] != tt.wantReverted {
+			t.Errorf("policy %q: applied, pruned, reverted = %v; want 2, 1, %v", tt.policy, got, tt.wantReverted)
+		}
+	}
+}
