@@ -52,7 +52,7 @@ type result struct {
 	// StealSeconds is the CPU time the hypervisor took from the machine
 	// while the contender converged.
 	StealSeconds float64 `json:"stealSeconds"`
-	HeapTop                string  `json:"heapTop,omitempty"`
+	HeapTop      string  `json:"heapTop,omitempty"`
 }
 
 // combine folds runs of one contender into one result: the last run's,
