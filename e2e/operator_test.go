@@ -25,6 +25,9 @@ type operator struct {
 	cmd     *exec.Cmd
 	logPath string
 	exited  chan struct{}
+	// metrics is the URL of its metrics endpoint: HTTPS, for clients the
+	// API server authorizes.
+	metrics string
 }
 
 // saKubeconfig is the kubeconfig of the ServiceAccount stencil-system/stencil.
@@ -54,19 +57,21 @@ func setUpServiceAccount() error {
 // ServiceAccount, with leader election, and waits for its readiness probe.
 // Only the leader reconciles, so several may run at once.
 func startOperator(name string) (*operator, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	probe, err := freeAddress()
 	if err != nil {
 		return nil, err
 	}
-	probe := "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	_ = l.Close()
-	op := &operator{name: name, logPath: filepath.Join(cluster.Dir, "logs", "stencil-"+name+".log"), exited: make(chan struct{})}
+	metrics, err := freeAddress()
+	if err != nil {
+		return nil, err
+	}
+	op := &operator{name: name, logPath: filepath.Join(cluster.Dir, "logs", "stencil-"+name+".log"), exited: make(chan struct{}), metrics: "https://" + metrics + "/metrics"}
 	log, err := os.Create(op.logPath)
 	if err != nil {
 		return nil, err
 	}
-	op.cmd = exec.Command(filepath.Join(binDir, "stencil"), "--metrics-bind-address=0", "--health-probe-bind-address="+probe,
-		"--leader-elect", "--leader-election-namespace=stencil-system")
+	op.cmd = exec.Command(filepath.Join(binDir, "stencil"), "--metrics-bind-address="+metrics, "--metrics-secure",
+		"--health-probe-bind-address="+probe, "--leader-elect", "--leader-election-namespace=stencil-system")
 	op.cmd.Env = append(os.Environ(), "KUBECONFIG="+saKubeconfig)
 	op.cmd.Stdout, op.cmd.Stderr = log, log
 	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -90,6 +95,16 @@ func startOperator(name string) (*operator, error) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// freeAddress is a loopback address with a port free now.
+func freeAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = l.Close() }()
+	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
 }
 
 // stop terminates the operator gracefully.

@@ -15,12 +15,15 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/internal/metricsauth"
 	"github.com/stencil-operator/stencil/reconciler"
 )
 
 // managerOptions are the operator's flags.
 type managerOptions struct {
 	metricsAddr      string
+	metricsSecure    bool
+	metricsCertDir   string
 	probeAddr        string
 	pprofAddr        string
 	leaderElect      bool
@@ -33,6 +36,8 @@ type managerOptions struct {
 
 func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `Address the Prometheus metrics endpoint binds to ("0" disables it).`)
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS, only to clients that the API server authenticates and authorizes to GET /metrics (the ClusterRole stencil-metrics-reader allows it).")
+	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Folder holding tls.crt and tls.key for --metrics-secure (default: a self-signed certificate).")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", `Address Go's /debug/pprof profiles bind to ("0" disables them).`)
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader through a Lease so that only one replica reconciles at a time.")
@@ -53,6 +58,19 @@ func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 func tuneClient(cfg *rest.Config, o managerOptions) {
 	cfg.QPS, cfg.Burst = o.qps, o.burst
 	cfg.DisableCompression = cfg.DisableCompression || !o.compression
+}
+
+// metricsOptions serves metrics over plain HTTP, or, with --metrics-secure,
+// over HTTPS to clients that the API server authenticates (TokenReview) and
+// authorizes (SubjectAccessReview) for GET /metrics.
+func metricsOptions(o managerOptions) metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: o.metricsAddr}
+	if o.metricsSecure {
+		opts.SecureServing = true
+		opts.FilterProvider = metricsauth.Filter
+		opts.CertDir = o.metricsCertDir // empty: self-signed, unless controller-runtime's default folder holds one
+	}
+	return opts
 }
 
 // leaderElectionID names the Lease that replicas compete for.
@@ -77,7 +95,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 		Scheme:                        scheme,
 		Cache:                         reconciler.CacheOptions(loaded),
 		Client:                        reconciler.ClientOptions(),
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                       metricsOptions(o),
 		HealthProbeBindAddress:        o.probeAddr,
 		PprofBindAddress:              o.pprofAddr,
 		LeaderElection:                o.leaderElect,

@@ -41,3 +41,33 @@ func TestClientFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestMetricsOptions: plain HTTP by default; with --metrics-secure, HTTPS
+// behind the API server's authentication and authorization.
+func TestMetricsOptions(t *testing.T) {
+	tests := []struct {
+		name        string
+		args        []string
+		wantSecure  bool
+		wantCertDir string
+	}{
+		{"default", nil, false, ""},
+		{"secure, self-signed", []string{"--metrics-secure"}, true, ""},
+		{"secure, own certificate", []string{"--metrics-secure", "--metrics-cert-dir=/certs"}, true, "/certs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var o managerOptions
+			fs := pflag.NewFlagSet("stencil", pflag.ContinueOnError)
+			o.bindFlags(fs)
+			if err := fs.Parse(append([]string{"--metrics-bind-address=:8443"}, tt.args...)); err != nil {
+				t.Fatal(err)
+			}
+			got := metricsOptions(o)
+			if got.BindAddress != ":8443" || got.SecureServing != tt.wantSecure || (got.FilterProvider != nil) != tt.wantSecure || got.CertDir != tt.wantCertDir {
+				t.Errorf("got address %q, secure %v, filter %v, cert dir %q; want :8443, %v, %v, %q",
+					got.BindAddress, got.SecureServing, got.FilterProvider != nil, got.CertDir, tt.wantSecure, tt.wantSecure, tt.wantCertDir)
+			}
+		})
+	}
+}
