@@ -77,7 +77,7 @@ func run(ctx context.Context, forceLocal bool, samples string) error {
 			fmt.Fprintln(os.Stderr, "samples:", err)
 		}
 	}
-	fmt.Printf("\nstencil is running. In another terminal:\n  export KUBECONFIG=%s\n  %s get stencil -A\nPress Ctrl-C to stop.\n", kubeconfig, filepath.Join(bin, "kubectl"))
+	fmt.Printf("\nstencil is running. In another terminal:\n  export KUBECONFIG=%s\n  %s get stencil -A\n  curl -s http://127.0.0.1:8080/metrics | grep ^stencil_\nPress Ctrl-C to stop.\n", kubeconfig, filepath.Join(bin, "kubectl"))
 	select {
 	case err := <-exited:
 		return fmt.Errorf("stencil exited: %w", err)
