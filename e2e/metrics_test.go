@@ -7,9 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
 )
 
 // TestMetricsNeedAuthorization scrapes the running operator's metrics, as
@@ -52,6 +57,56 @@ func TestMetricsNeedAuthorization(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+	// config/prometheus alerts on these metrics: each must be served.
+	for _, name := range regexp.MustCompile(`stencil_[a-z_]+`).FindAllString(mustKubectl(t, "kustomize", "../config/prometheus"), -1) {
+		if !strings.Contains(body, "\n"+name+"{") {
+			t.Errorf("config/prometheus uses %s, which stencil does not serve", name)
+		}
+	}
+}
+
+// TestServiceMonitorFindsTheMetricsService: config/prometheus's
+// ServiceMonitor selects the Service of config/manager and names its port.
+func TestServiceMonitorFindsTheMetricsService(t *testing.T) {
+	monitor := objectOfKind(t, "../config/prometheus", "ServiceMonitor")
+	service := objectOfKind(t, "../config/manager", "Service")
+	if monitor.GetNamespace() != service.GetNamespace() {
+		t.Errorf("ServiceMonitor in %q, Service in %q", monitor.GetNamespace(), service.GetNamespace())
+	}
+	selector, _, _ := unstructured.NestedStringMap(monitor.Object, "spec", "selector", "matchLabels")
+	if !labels.SelectorFromSet(selector).Matches(labels.Set(service.GetLabels())) {
+		t.Errorf("ServiceMonitor selects %v; the Service has labels %v", selector, service.GetLabels())
+	}
+	endpoints, _, _ := unstructured.NestedSlice(monitor.Object, "spec", "endpoints")
+	ports, _, _ := unstructured.NestedSlice(service.Object, "spec", "ports")
+	if len(endpoints) != 1 || len(ports) != 1 {
+		t.Fatalf("%d endpoints and %d ports, want one each", len(endpoints), len(ports))
+	}
+	if want, got := ports[0].(map[string]any)["name"], endpoints[0].(map[string]any)["port"]; got != want {
+		t.Errorf("ServiceMonitor scrapes port %v; the Service's port is %v", got, want)
+	}
+}
+
+// objectOfKind is the one object of kind that `kubectl kustomize dir` builds.
+func objectOfKind(t *testing.T, dir, kind string) *unstructured.Unstructured {
+	t.Helper()
+	var found *unstructured.Unstructured
+	for doc := range strings.SplitSeq(mustKubectl(t, "kustomize", dir), "\n---\n") {
+		o := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &o.Object); err != nil {
+			t.Fatal(err)
+		}
+		if o.GetKind() == kind {
+			if found != nil {
+				t.Fatalf("%s builds two %ss", dir, kind)
+			}
+			found = o
+		}
+	}
+	if found == nil {
+		t.Fatalf("%s builds no %s", dir, kind)
+	}
+	return found
 }
 
 // scrape GETs the metrics endpoint with token as bearer token (none when
