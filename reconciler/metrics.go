@@ -70,10 +70,8 @@ func newUnhealthyResources() *unhealthyResources {
 func (u *unhealthyResources) track(kind string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	for _, c := range watchedConditions {
-		if u.sets[[2]string{kind, c}] == nil {
-			u.sets[[2]string{kind, c}] = map[types.NamespacedName]struct{}{}
-		}
+	for _, typ := range watchedConditions {
+		u.setOf(kind, typ)
 	}
 }
 
@@ -82,17 +80,23 @@ func (u *unhealthyResources) set(kind string, nn types.NamespacedName, condition
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for _, typ := range watchedConditions {
-		set := u.sets[[2]string{kind, typ}]
-		if set == nil {
-			set = map[types.NamespacedName]struct{}{}
-			u.sets[[2]string{kind, typ}] = set
-		}
+		set := u.setOf(kind, typ)
 		if c := meta.FindStatusCondition(conditions, typ); c != nil && !healthy(*c) {
 			set[nn] = struct{}{}
 		} else {
 			delete(set, nn)
 		}
 	}
+}
+
+// setOf is the set of kind's resources unhealthy by condition typ, made
+// empty on first use. The caller holds u.mu.
+func (u *unhealthyResources) setOf(kind, typ string) map[types.NamespacedName]struct{} {
+	key := [2]string{kind, typ}
+	if u.sets[key] == nil {
+		u.sets[key] = map[types.NamespacedName]struct{}{}
+	}
+	return u.sets[key]
 }
 
 // forget drops a deleted resource.
