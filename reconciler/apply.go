@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,9 +48,19 @@ type baseline struct {
 	// owned is our manager's managedFields record right after the apply:
 	// compact, and compared byte for byte before anything is parsed.
 	owned []string
-	// resourceVersion our apply produced; 0 after a dry run.
+	// held are desired fields left out of the apply because other managers
+	// hold them (policy Report): drift, though our manager never owned them.
+	held *fieldpath.Set
+	// resourceVersion our apply produced, and when; 0 after a dry run.
 	resourceVersion uint64
+	appliedAt       time.Time
 }
+
+// cacheGrace is how long stencil trusts that the cache only lags behind an
+// apply of its own. Past it, an object the cache still does not hold is
+// looked up again: its events may have been missed (a watch that expired and
+// re-listed after the object was already deleted).
+const cacheGrace = 10 * time.Second
 
 func keyOf(o *unstructured.Unstructured) objectKey {
 	return objectKeyOf(o.GroupVersionKind().String(), o)
@@ -67,76 +78,142 @@ type applyOutcome struct {
 	// cached whole, by idOf: fresher than the cache, for the status template.
 	live  map[string]client.Object
 	drift []v1alpha1.ObjectDrift
+	// conflicts are the desired objects it left alone: they exist and are
+	// not this resource's.
+	conflicts []conflict
 	// othersWrote: another write to an applied object was seen while our
 	// apply was in flight; reconcile again.
 	othersWrote bool
+	// waiting: the cache has not caught up with an earlier apply yet.
+	waiting bool
+	// adopted names the objects it took over on a person's request.
+	adopted []string
 }
 
-// apply brings every desired object to its desired state and reports what
-// it applied and the drift it found; it stops at the first error, and the
-// caller must then not prune.
+// verdict is what check decided about one desired object.
+type verdict struct {
+	// stale: apply it (missing, or a new render).
+	stale bool
+	// missing are the fields our manager should own but no longer does.
+	missing *fieldpath.Set
+	// conflict: the object exists and is not this resource's; leave it.
+	conflict *conflict
+	// live is the cached object, when the cache holds it.
+	live client.Object
+	// waiting: our last apply of this render is not in the cache yet.
+	waiting bool
+	// adopting: the object is not ours yet, and a person asked that it be.
+	adopting bool
+}
+
+// apply brings every desired object that is this resource's to its desired
+// state and reports what it applied, the drift it found, and the objects it
+// left alone because they are someone else's. It stops at the first error,
+// and the caller must then not prune.
 func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) (applyOutcome, error) {
 	out := applyOutcome{live: map[string]client.Object{}}
+	report := cr.StencilDriftPolicy() == v1alpha1.DriftReport
 	for _, d := range desired {
-		stale, missing, err := a.check(ctx, d)
+		v, err := a.check(ctx, d)
 		if err != nil {
 			return out, err
 		}
-		if !missing.Empty() {
-			report, err := a.report(ctx, d, missing)
+		if v.conflict != nil {
+			out.conflicts = append(out.conflicts, *v.conflict)
+			continue
+		}
+		out.waiting = out.waiting || v.waiting
+		if v.missing != nil && !v.missing.Empty() {
+			drift, err := a.report(ctx, d, v.missing)
 			if err != nil {
 				return out, err
 			}
-			report.Reverted = cr.StencilDriftPolicy() != v1alpha1.DriftReport
-			out.drift = append(out.drift, report)
-			stale = report.Reverted
+			drift.Reverted = !report
+			out.drift = append(out.drift, drift)
+			v.stale = v.stale || drift.Reverted
 		}
-		if !stale {
+		if !v.stale {
 			continue
 		}
-		key := keyOf(d)
-		a.writes.begin(key)
-		live, err := a.applyOne(ctx, d, false)
-		if others, _ := a.writes.end(key, live); others {
-			out.othersWrote = true
-		}
-		if err != nil {
+		if err := a.applyStale(ctx, d, v, report, &out); err != nil {
 			return out, err
-		}
-		out.applied = append(out.applied, d)
-		if a.types.whole[d.GroupVersionKind()] {
-			out.live[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())] = live
 		}
 	}
 	return out, nil
 }
 
+// applyStale applies d. Under policy Report it leaves out the fields that
+// other managers hold (a new render must not revert what Report only
+// reports), and reports them.
+func (a *applier) applyStale(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *applyOutcome) error {
+	body, held := d, (*fieldpath.Set)(nil)
+	if report && v.live != nil {
+		var err error
+		if body, held, err = withoutOthersFields(d, v.live.GetManagedFields(), FieldManager); err != nil {
+			return fmt.Errorf("reading the managers of %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+		}
+	}
+	key := keyOf(d)
+	a.writes.begin(key)
+	live, err := a.applyOne(ctx, body, false, held)
+	if others, _ := a.writes.end(key, live); others {
+		out.othersWrote = true
+	}
+	if err != nil {
+		return err
+	}
+	out.applied = append(out.applied, d)
+	if v.adopting {
+		out.adopted = append(out.adopted, d.GetKind()+" "+quoted(d.GetNamespace(), d.GetName()))
+	}
+	if a.types.whole[d.GroupVersionKind()] {
+		out.live[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())] = live
+	}
+	if held != nil && !held.Empty() {
+		drift, err := a.report(ctx, d, held)
+		if err != nil {
+			return err
+		}
+		out.drift = append(out.drift, drift)
+	}
+	return nil
+}
+
 // check compares a desired object with the cached metadata of the live one.
-// stale is true when the object must be applied (missing, or a new render);
-// missing holds the fields our manager should own but no longer does.
-func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (stale bool, missing *fieldpath.Set, err error) {
+func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
 	live, err := a.cached(ctx, d)
 	hash := d.GetAnnotations()[v1alpha1.AnnotationDesiredHash]
 	switch {
 	case apierrors.IsNotFound(err):
-		// Either gone, or our apply is not in the cache yet: a deletion
-		// would have dropped the baseline (see forgetDeleted).
-		return !a.appliedNewer(d, hash, 0), &fieldpath.Set{}, nil
+		// Our apply may not be in the cache yet: a deletion would have
+		// dropped the baseline (see forgetDeleted).
+		if a.appliedNewer(d, hash, 0) {
+			return verdict{waiting: true}, nil
+		}
+		return a.checkUnseen(ctx, d)
 	case err != nil:
-		return false, nil, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+		return verdict{}, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	case !ownedFor(live, d) && !adoptedBy(live, d):
+		c := conflictWith(d, live)
+		return verdict{conflict: &c}, nil
+	case !ownedFor(live, d):
+		return verdict{stale: true, live: live, adopting: true}, nil
 	case live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != hash:
-		return !a.appliedNewer(d, hash, resourceVersion(live)), &fieldpath.Set{}, nil
+		if a.appliedNewer(d, hash, resourceVersion(live)) {
+			return verdict{waiting: true}, nil
+		}
+		return verdict{stale: true, live: live}, nil
 	case a.appliedNewer(d, hash, resourceVersion(live)):
 		// The cache has not caught up with our last apply; its update
-		// event will bring us back.
-		return false, &fieldpath.Set{}, nil
+		// event, or the backstop, will bring us back.
+		return verdict{waiting: true}, nil
 	}
 	base, err := a.baseline(ctx, d, hash)
 	if err != nil {
-		return false, nil, err
+		return verdict{}, err
 	}
-	missing, err = missingFields(base, ownedRecord(live.GetManagedFields(), FieldManager))
-	return false, missing, err
+	missing, err := missingFields(base.owned, ownedRecord(live.GetManagedFields(), FieldManager), base.held)
+	return verdict{missing: missing, live: live}, err
 }
 
 // cached reads the live object from the cache that holds its type: whole
@@ -148,22 +225,23 @@ func (a *applier) cached(ctx context.Context, d *unstructured.Unstructured) (cli
 
 // baseline is what our manager owns right after applying d: remembered from
 // our last apply, or learnt once with a dry run.
-func (a *applier) baseline(ctx context.Context, d *unstructured.Unstructured, hash string) ([]string, error) {
+func (a *applier) baseline(ctx context.Context, d *unstructured.Unstructured, hash string) (baseline, error) {
 	if b, ok := a.baselines.Load(keyOf(d)); ok && b.(baseline).hash == hash {
-		return b.(baseline).owned, nil
+		return b.(baseline), nil
 	}
-	if _, err := a.applyOne(ctx, d, true); err != nil {
-		return nil, err
+	if _, err := a.applyOne(ctx, d, true, nil); err != nil {
+		return baseline{}, err
 	}
 	b, _ := a.baselines.Load(keyOf(d))
-	return b.(baseline).owned, nil
+	return b.(baseline), nil
 }
 
 // applyOne server-side-applies d with force, or dry-runs it, records the
-// fields our manager owns afterwards as d's baseline, and returns the API
-// server's answer: the whole object for types cached whole, else only its
-// metadata (the API server sends no more, and there is less to decode).
-func (a *applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dryRun bool) (client.Object, error) {
+// fields our manager owns afterwards (and held, the fields left out for
+// other managers) as d's baseline, and returns the API server's answer: the
+// whole object for types cached whole, else only its metadata (the API
+// server sends no more, and there is less to decode).
+func (a *applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dryRun bool, held *fieldpath.Set) (client.Object, error) {
 	body, err := d.MarshalJSON()
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
@@ -178,9 +256,9 @@ func (a *applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dr
 	if err := a.client.Patch(ctx, live, client.RawPatch(types.ApplyPatchType, body), opts...); err != nil {
 		return nil, fmt.Errorf("applying %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
-	b := baseline{hash: d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: ownedRecord(live.GetManagedFields(), FieldManager)}
+	b := baseline{hash: d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: ownedRecord(live.GetManagedFields(), FieldManager), held: held}
 	if !dryRun {
-		b.resourceVersion = resourceVersion(live)
+		b.resourceVersion, b.appliedAt = resourceVersion(live), time.Now()
 	}
 	a.baselines.Store(keyOf(d), b)
 	return live, nil
@@ -197,17 +275,18 @@ func (a *applier) ownWrite(gvk string, o metav1.Object) bool {
 	})
 }
 
-// appliedNewer reports whether we applied this very render and the cache
-// only lags behind: our apply produced a resourceVersion newer than the
-// cached one (0: not in the cache). resourceVersions are comparable integers
-// on the API servers stencil supports; when one is not, apply again.
+// appliedNewer reports whether we applied this very render, less than
+// cacheGrace ago, and the cache only lags behind: our apply produced a
+// resourceVersion newer than the cached one (0: not in the cache).
+// resourceVersions are comparable integers on the API servers stencil
+// supports; when one is not, apply again.
 func (a *applier) appliedNewer(d *unstructured.Unstructured, hash string, cached uint64) bool {
 	v, ok := a.baselines.Load(keyOf(d))
 	if !ok {
 		return false
 	}
 	b := v.(baseline)
-	return b.hash == hash && b.resourceVersion > 0 && cached < b.resourceVersion
+	return b.hash == hash && b.resourceVersion > 0 && cached < b.resourceVersion && time.Since(b.appliedAt) < cacheGrace
 }
 
 func resourceVersion(o metav1.Object) uint64 {

@@ -23,7 +23,7 @@ func BenchmarkDriftCheck(b *testing.B) {
 	base := ownedRecord(benchManagedFields, FieldManager)
 	b.ReportAllocs()
 	for b.Loop() {
-		missing, err := missingFields(base, ownedRecord(benchManagedFields, FieldManager))
+		missing, err := missingFields(base, ownedRecord(benchManagedFields, FieldManager), nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -40,7 +40,7 @@ func BenchmarkDriftFound(b *testing.B) {
 	taken[0].FieldsV1 = metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{"f:stencil.dev/desired-hash":{},"f:stencil.dev/owner":{}}}}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		missing, err := missingFields(base, ownedRecord(taken, FieldManager))
+		missing, err := missingFields(base, ownedRecord(taken, FieldManager), nil)
 		if err != nil {
 			b.Fatal(err)
 		}

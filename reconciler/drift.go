@@ -36,12 +36,13 @@ func (a *applier) report(ctx context.Context, d *unstructured.Unstructured, miss
 		if len(report.Fields) == v1alpha1.MaxDriftFields {
 			break
 		}
-		f := v1alpha1.FieldDrift{Path: path.String()}
+		f := v1alpha1.FieldDrift{Path: cut(path.String(), v1alpha1.MaxPathBytes)}
 		f.Desired, _ = valueAt(d.Object, path)
 		f.Live, _ = valueAt(live.Object, path)
 		if secret {
 			f.Desired, f.Live = mask(f.Desired), mask(f.Live)
 		}
+		f.Desired, f.Live = cut(f.Desired, v1alpha1.MaxValueBytes), cut(f.Live, v1alpha1.MaxValueBytes)
 		f.Manager, f.Time = holder(live.GetManagedFields(), path, FieldManager)
 		report.Fields = append(report.Fields, f)
 	}
@@ -56,8 +57,8 @@ func mask(v string) string {
 	return masked
 }
 
-// fieldDiff is a unified diff of the drifted fields, desired against live,
-// cut to MaxDiffBytes.
+// fieldDiff is a unified diff of the drifted fields (their values already
+// cut to MaxValueBytes), desired against live, cut to MaxDiffBytes.
 func fieldDiff(o v1alpha1.ObjectDrift) string {
 	var desired, live []string
 	for _, f := range o.Fields {
@@ -73,10 +74,7 @@ func fieldDiff(o v1alpha1.ObjectDrift) string {
 	if err != nil {
 		return ""
 	}
-	if len(diff) > v1alpha1.MaxDiffBytes {
-		diff = diff[:v1alpha1.MaxDiffBytes] + "\n... (cut)\n"
-	}
-	return strings.TrimSuffix(diff, "\n")
+	return cut(strings.TrimSuffix(diff, "\n"), v1alpha1.MaxDiffBytes)
 }
 
 func orAbsent(v string) string {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/structured-merge-diff/v6/value"
 )
@@ -24,22 +25,135 @@ func ownedRecord(entries []metav1.ManagedFieldsEntry, manager string) []string {
 	return record
 }
 
-// missingFields are the fields that the base record owns and the live one
-// does not. When the two are byte for byte the same (the API server encodes
-// field sets in one order), nothing is missing and nothing is parsed.
-func missingFields(base, live []string) (*fieldpath.Set, error) {
-	if slices.Equal(base, live) {
+// missingFields are the fields that the base record owns, or that were held
+// back for other managers, and that the live record does not own. When
+// nothing was held back and the two records are byte for byte the same (the
+// API server encodes field sets in one order), nothing is missing and
+// nothing is parsed.
+func missingFields(base, live []string, held *fieldpath.Set) (*fieldpath.Set, error) {
+	if slices.Equal(base, live) && (held == nil || held.Empty()) {
 		return &fieldpath.Set{}, nil
 	}
 	was, err := parseRecord(base)
 	if err != nil {
 		return nil, err
 	}
+	if held != nil {
+		was = was.Union(held)
+	}
 	is, err := parseRecord(live)
 	if err != nil {
 		return nil, err
 	}
 	return was.Difference(is), nil
+}
+
+// othersFields are the fields of the object itself (and its scale
+// subresource, as `kubectl scale` and autoscalers write it) that managers
+// other than ours hold and ours does not.
+func othersFields(entries []metav1.ManagedFieldsEntry, ours string) (*fieldpath.Set, error) {
+	mine, theirs := &fieldpath.Set{}, &fieldpath.Set{}
+	for _, e := range entries {
+		if e.FieldsV1 == nil || e.Subresource == "status" {
+			continue
+		}
+		s := &fieldpath.Set{}
+		if err := s.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
+			return nil, fmt.Errorf("parsing managedFields of %s: %w", e.Manager, err)
+		}
+		if e.Manager == ours && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
+			mine = mine.Union(s)
+		} else {
+			theirs = theirs.Union(s)
+		}
+	}
+	return theirs.Difference(mine), nil
+}
+
+// withoutOthersFields is d without the fields that other managers hold and
+// ours does not (a copy; d is left as it is), and the set of those it left
+// out. The key fields of list items always stay: an item needs them.
+func withoutOthersFields(d *unstructured.Unstructured, entries []metav1.ManagedFieldsEntry, ours string) (*unstructured.Unstructured, *fieldpath.Set, error) {
+	theirs, err := othersFields(entries, ours)
+	if err != nil || theirs.Empty() {
+		return d, nil, err
+	}
+	out, held := d.DeepCopy(), &fieldpath.Set{}
+	for path := range theirs.Leaves().All() {
+		if isItemKey(path) {
+			continue
+		}
+		if _, found := valueAt(out.Object, path); found {
+			removeAt(out.Object, path)
+			held.Insert(path)
+		}
+	}
+	if held.Empty() {
+		return d, nil, nil
+	}
+	return out, held, nil
+}
+
+// isItemKey: path ends in a key field of the list item before it.
+func isItemKey(path fieldpath.Path) bool {
+	if len(path) < 2 || path[len(path)-1].FieldName == nil || path[len(path)-2].Key == nil {
+		return false
+	}
+	name := *path[len(path)-1].FieldName
+	for _, f := range *path[len(path)-2].Key {
+		if f.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// removeAt deletes the value at path from obj, when it is there.
+func removeAt(obj map[string]any, path fieldpath.Path) {
+	if len(path) == 0 {
+		return
+	}
+	var parent any = obj
+	for _, pe := range path[:len(path)-1] {
+		next, ok := step(parent, pe)
+		if !ok {
+			return
+		}
+		parent = next
+	}
+	last := path[len(path)-1]
+	if last.FieldName != nil {
+		if m, ok := parent.(map[string]any); ok {
+			delete(m, *last.FieldName)
+		}
+		return
+	}
+	// A list item: lists are values in Go, so rebuild the list in its parent.
+	grand := obj
+	if len(path) >= 2 {
+		g, _ := valueMap(obj, path[:len(path)-2])
+		grand = g
+	}
+	if len(path) < 2 || grand == nil || path[len(path)-2].FieldName == nil {
+		return
+	}
+	name := *path[len(path)-2].FieldName
+	list, _ := grand[name].([]any)
+	grand[name] = slices.DeleteFunc(slices.Clone(list), func(item any) bool { return matches(item, last) })
+}
+
+// valueMap is the map at path in obj, when there is one.
+func valueMap(obj map[string]any, path fieldpath.Path) (map[string]any, bool) {
+	var cur any = obj
+	for _, pe := range path {
+		next, ok := step(cur, pe)
+		if !ok {
+			return nil, false
+		}
+		cur = next
+	}
+	m, ok := cur.(map[string]any)
+	return m, ok
 }
 
 func parseRecord(record []string) (*fieldpath.Set, error) {

@@ -1,9 +1,12 @@
 package reconciler
 
 import (
+	"slices"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func TestMissingFields(t *testing.T) {
@@ -28,7 +31,7 @@ func TestMissingFields(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			missing, err := missingFields(tt.base, tt.live)
+			missing, err := missingFields(tt.base, tt.live, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,5 +61,87 @@ func TestOwnedRecordSkipsOtherEntries(t *testing.T) {
 	got := ownedRecord(entries, FieldManager)
 	if len(got) != 1 || got[0] != `{"f:a":{}}` {
 		t.Errorf("record %q, want only our Apply entry on the object", got)
+	}
+}
+
+func TestWithoutOthersFields(t *testing.T) {
+	entry := func(manager string, op metav1.ManagedFieldsOperationType, subresource, fields string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, Subresource: subresource, FieldsV1: metav1.NewFieldsV1(fields)}
+	}
+	apply, update := metav1.ManagedFieldsOperationApply, metav1.ManagedFieldsOperationUpdate
+	desired := func() *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"data": map[string]any{"a": "1", "b": "2"},
+			"spec": map[string]any{
+				"replicas": int64(2),
+				"containers": []any{
+					map[string]any{"name": "web", "image": "nginx:1"},
+					map[string]any{"name": "side", "image": "busybox"},
+				},
+			},
+		}}
+	}
+	tests := []struct {
+		name     string
+		entries  []metav1.ManagedFieldsEntry
+		wantHeld []string
+		want     map[string]any
+	}{
+		{
+			name:    "nobody else",
+			entries: []metav1.ManagedFieldsEntry{entry(FieldManager, apply, "", `{"f:data":{"f:a":{},"f:b":{}}}`)},
+			want:    desired().Object,
+		},
+		{
+			name: "a field, the scale subresource and a container image; status and shared fields stay",
+			entries: []metav1.ManagedFieldsEntry{
+				entry(FieldManager, apply, "", `{"f:data":{"f:a":{}},"f:spec":{"f:containers":{"k:{\"name\":\"side\"}":{".":{},"f:name":{},"f:image":{}}}}}`),
+				entry("kubectl-edit", update, "", `{"f:data":{"f:a":{},"f:b":{}},"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{"f:name":{},"f:image":{}}}}}`),
+				entry("autoscaler", update, "scale", `{"f:spec":{"f:replicas":{}}}`),
+				entry("kube-controller-manager", update, "status", `{"f:data":{"f:a":{}}}`),
+			},
+			wantHeld: []string{`.data.b`, `.spec.containers[name="web"].image`, `.spec.replicas`},
+			want: map[string]any{
+				"data": map[string]any{"a": "1"},
+				"spec": map[string]any{"containers": []any{
+					map[string]any{"name": "web"},
+					map[string]any{"name": "side", "image": "busybox"},
+				}},
+			},
+		},
+		{
+			name:     "a whole list item",
+			entries:  []metav1.ManagedFieldsEntry{entry("other", apply, "", `{"f:spec":{"f:containers":{"k:{\"name\":\"side\"}":{}}}}`)},
+			wantHeld: []string{`.spec.containers[name="side"]`},
+			want: map[string]any{
+				"data": map[string]any{"a": "1", "b": "2"},
+				"spec": map[string]any{"replicas": int64(2), "containers": []any{map[string]any{"name": "web", "image": "nginx:1"}}},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := desired()
+			out, held, err := withoutOthersFields(d, tt.entries, FieldManager)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			if held != nil {
+				for p := range held.Leaves().All() {
+					got = append(got, p.String())
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tt.wantHeld) {
+				t.Errorf("held = %v, want %v", got, tt.wantHeld)
+			}
+			if !equality.Semantic.DeepEqual(out.Object, tt.want) {
+				t.Errorf("body = %v, want %v", out.Object, tt.want)
+			}
+			if !equality.Semantic.DeepEqual(d.Object, desired().Object) {
+				t.Errorf("the desired object was changed: %v", d.Object)
+			}
+		})
 	}
 }

@@ -1,11 +1,16 @@
 package reconciler_test
 
 import (
+	"bufio"
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -74,24 +80,132 @@ func startOperator(ctx context.Context) error {
 	return testutil.StartOperator(ctx, cluster.Config, scheme, []*render.Kind{kind}, requests.wrap)
 }
 
-// counter counts requests by "VERB resource-path", leaving out watches.
+// counter counts requests by "VERB resource-path", leaving out watches, and
+// lets a test inject faults into the operator's traffic (see faults).
 type counter struct {
 	mu     sync.Mutex
 	counts map[string]int
+	// inNamespace counts "VERB namespace" for namespaced requests.
+	inNamespace map[string]int
+	faults      []fault
+}
+
+// countIn is the number of requests with method in namespace ns so far.
+func (c *counter) countIn(method, ns string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inNamespace[method+" "+ns]
+}
+
+// fault changes the operator's requests whose path contains path (and whose
+// method is method, when set): it panics, delays them, or drops from their
+// watch streams the events whose line contains drop.
+type fault struct {
+	method, path string
+	panic        bool
+	delay        time.Duration
+	drop         string
+}
+
+// inject adds a fault until the test ends.
+func (c *counter) inject(t *testing.T, f fault) {
+	c.mu.Lock()
+	c.faults = append(c.faults, f)
+	c.mu.Unlock()
+	t.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.faults = slices.DeleteFunc(c.faults, func(g fault) bool { return g == f })
+	})
 }
 
 func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(req *http.Request) (*http.Response, error) {
-		if req.URL.Query().Get("watch") != "true" {
-			c.mu.Lock()
+		watch := req.URL.Query().Get("watch") == "true"
+		c.mu.Lock()
+		if !watch {
 			if c.counts == nil {
 				c.counts = map[string]int{}
 			}
 			c.counts[req.Method+" "+resourceOf(req.URL.Path)]++
-			c.mu.Unlock()
+			if c.inNamespace == nil {
+				c.inNamespace = map[string]int{}
+			}
+			if _, rest, ok := strings.Cut(req.URL.Path, "/namespaces/"); ok {
+				ns, _, _ := strings.Cut(rest, "/")
+				c.inNamespace[req.Method+" "+ns]++
+			}
 		}
-		return rt.RoundTrip(req)
+		faults := c.matching(req.Method, req.URL.Path)
+		c.mu.Unlock()
+		for _, f := range faults {
+			if f.panic {
+				panic("injected by a test: " + req.Method + " " + req.URL.Path)
+			}
+			time.Sleep(f.delay)
+		}
+		resp, err := rt.RoundTrip(req)
+		if watch && err == nil && strings.Contains(resp.Header.Get("Content-Type"), "json") {
+			resp.Body = c.dropLines(resp.Body, req.URL.Path)
+		}
+		return resp, err
 	})
+}
+
+// matching are the faults for a request; c.mu must be held.
+func (c *counter) matching(method, path string) []fault {
+	var out []fault
+	for _, f := range c.faults {
+		if strings.Contains(path, f.path) && (f.method == "" || f.method == method) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// dropped reports whether a watch event line of path is to be dropped by
+// the faults in force now (also for watches opened before the fault).
+func (c *counter) dropped(path, line string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range c.matching("GET", path) {
+		if f.drop != "" && strings.Contains(line, f.drop) {
+			return true
+		}
+	}
+	return false
+}
+
+// dropLines passes a watch body on without the event lines (one per line in
+// JSON) that a fault drops.
+func (c *counter) dropLines(body io.ReadCloser, path string) io.ReadCloser {
+	r, w := io.Pipe()
+	go func() {
+		scanner := bufio.NewScanner(body)
+		scanner.Buffer(make([]byte, 0, 1<<20), 16<<20)
+		for scanner.Scan() {
+			if !c.dropped(path, scanner.Text()) {
+				if _, err := w.Write(append(scanner.Bytes(), '\n')); err != nil {
+					break
+				}
+			}
+		}
+		w.CloseWithError(cmp.Or(scanner.Err(), io.EOF))
+	}()
+	return struct {
+		io.Reader
+		io.Closer
+	}{r, closers{r, body}}
+}
+
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // reset returns the counts so far and starts again from zero.
@@ -119,7 +233,28 @@ func newNamespace(t *testing.T) string {
 	if err := k8s.Create(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { deleteWidgets(t, ns.Name) })
 	return ns.Name
+}
+
+// deleteWidgets deletes the Widgets of a test's namespace and waits until
+// they are gone, so that nothing a test leaves (a retry with backoff, a
+// backstop reconcile) reaches the tests after it.
+func deleteWidgets(t *testing.T, ns string) {
+	ctx := context.WithoutCancel(t.Context())
+	testutil.Eventually(t, 30*time.Second, "the test's Widgets deleted", func() error {
+		if err := k8s.DeleteAllOf(ctx, &testv1alpha1.Widget{}, client.InNamespace(ns)); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		list := &testv1alpha1.WidgetList{}
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(list.Items) > 0 {
+			return fmt.Errorf("%d Widgets left", len(list.Items))
+		}
+		return nil
+	})
 }
 
 // eventually polls check until it returns nil, failing the test after within.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -22,15 +24,17 @@ import (
 // does not hold. Ownership is confirmed a second way (controller
 // ownerReference, or owner annotation for cluster-scoped objects) and the
 // delete carries a UID precondition, so an object that merely copied our
-// label, or was replaced meanwhile, survives.
-func (r *Reconciler) prune(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) ([]v1alpha1.InventoryEntry, error) {
+// label, or was replaced meanwhile, survives. With fresh (the finalizer), it
+// lists from the API server rather than the cache, so an object applied just
+// before the resource was deleted is not missed.
+func (r *Reconciler) prune(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured, fresh bool) ([]v1alpha1.InventoryEntry, error) {
 	keep := map[string]bool{}
 	for _, d := range desired {
 		keep[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())] = true
 	}
 	var pruned []v1alpha1.InventoryEntry
 	for _, gvk := range r.pruneTypes(cr) {
-		items, err := r.listOwned(ctx, gvk, cr.GetUID())
+		items, err := r.listToPrune(ctx, cr, gvk, fresh)
 		if err != nil {
 			return pruned, fmt.Errorf("listing %s to prune: %w", gvk.Kind, err)
 		}
@@ -62,6 +66,34 @@ func (r *Reconciler) listOwned(ctx context.Context, gvk schema.GroupVersionKind,
 	}
 	list := r.applier.types.newList(gvk)
 	if err := r.client.List(ctx, list, opts...); err != nil {
+		return nil, err
+	}
+	return items(list, gvk)
+}
+
+// listToPrune lists the objects of type gvk that carry cr's owner label:
+// from the cache for the types a kind declares, else (types known only from
+// the inventory, or fresh) from the API server, metadata only, so that no
+// informer is started inside a reconcile (without RBAC for the type it
+// would never sync). A type the API server no longer serves has nothing left
+// to prune; one stencil may no longer list (its RBAC went with the type's
+// declaration) is left alone, with a warning.
+func (r *Reconciler) listToPrune(ctx context.Context, cr v1alpha1.Object, gvk schema.GroupVersionKind, fresh bool) ([]client.Object, error) {
+	if r.applier.types.declared(gvk) && !fresh {
+		return r.listOwned(ctx, gvk, cr.GetUID())
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	err := r.reader.List(ctx, list, client.MatchingLabels{v1alpha1.LabelOwnerUID: string(cr.GetUID())})
+	switch {
+	case meta.IsNoMatchError(err), apierrors.IsNotFound(err), apierrors.IsMethodNotSupported(err):
+		ctrl.LoggerFrom(ctx).V(1).Info("Type is not served; nothing to prune", "type", gvk.String())
+		return nil, nil
+	case apierrors.IsForbidden(err):
+		ctrl.LoggerFrom(ctx).Info("Not allowed to list a type left in the inventory; its objects are left in place", "type", gvk.String(), "error", err.Error())
+		r.recorder.Eventf(cr, nil, corev1.EventTypeWarning, "PruneSkipped", "Prune", "stencil may not list %s, which the kind no longer declares; its objects are left in place: delete them by hand", gvk.String())
+		return nil, nil
+	case err != nil:
 		return nil, err
 	}
 	return items(list, gvk)

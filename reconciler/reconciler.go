@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,18 +39,36 @@ const finalizer = "stencil.dev/cleanup"
 type Reconciler struct {
 	kind     *render.Kind
 	client   client.Client
-	reader   client.Reader // uncached, for the full objects behind a drift report
+	reader   client.Reader // uncached: what the cache cannot be trusted with
 	recorder events.EventRecorder
 	applier  *applier
 	written  sync.Map // client.ObjectKey → writtenStatus
 	// statusWrites tells the watch events of our status writes from others'.
 	statusWrites ownWrites[client.ObjectKey]
 	owners       sync.Map // owner UID → request, to map observed objects to their custom resource
+	// waiters are the resources that found an object held by another
+	// owner; its deletion brings them back.
+	waiters waiters
 }
 
-// Reconcile renders, applies, prunes and writes status, in that order.
+// Timings of the reconcile.
+const (
+	// conflictRetry: a resource in an ownership conflict looks again this
+	// often (an object that is not stencil's sends no event when it goes).
+	conflictRetry = 30 * time.Second
+	// cacheBackstop: after an apply, the resource is reconciled once more
+	// this much later, so that an object whose events the cache missed
+	// (deleted before the informer saw it) is still found missing.
+	cacheBackstop = 30 * time.Second
+	// statusWriteTimeout bounds the status write, which runs even when the
+	// reconcile's own deadline has passed.
+	statusWriteTimeout = 15 * time.Second
+)
+
+// Reconcile renders, applies, prunes and writes status, in that order. The
+// status it writes says what happened, on every path: a failure in any phase,
+// and a panic, each have their own reason.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret reconcile.Result, err error) {
-	log := ctrl.LoggerFrom(ctx)
 	cr := r.kind.New()
 	if err := r.client.Get(ctx, req.NamespacedName, cr); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -63,48 +83,89 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	before := cr.StencilStatus().DeepCopy()
 	res := &result{generation: cr.GetGeneration()}
 	r.owners.Store(cr.GetUID(), req.NamespacedName)
 	defer func() {
-		countObjects(r.kind.GroupVersionKind().Kind, res, cr.StencilDriftPolicy())
-		err = errors.Join(err, r.writeStatus(ctx, cr, current, res))
-		if res.othersWrote && err == nil {
-			// Another writer changed an object while we wrote it.
-			ret.RequeueAfter = time.Millisecond
+		if p := recover(); p != nil {
+			ctrl.LoggerFrom(ctx).Error(fmt.Errorf("%v", p), "Reconcile panicked", "stack", string(debug.Stack()))
+			ret, err = reconcile.Result{}, res.fail(v1alpha1.ReasonPanicked, false, fmt.Errorf("the reconcile panicked: %v", p))
 		}
+		ret, err = r.finish(ctx, cr, current, res, ret, err)
 	}()
+	return r.run(ctx, cr, res)
+}
 
-	if res.desired, res.renderErr = r.kind.Render(cr); res.renderErr != nil {
-		log.Info("Render failed", "error", res.renderErr.Error())
+// run is the reconcile's phases: render, finalizer, apply, prune, status
+// template. Each failure is recorded in res with its reason.
+func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (reconcile.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	var err error
+	if res.desired, err = r.kind.Render(cr); err != nil {
+		log.Info("Render failed", "error", err.Error())
 		// A retry cannot fix a template error; a spec change triggers a new reconcile.
-		return reconcile.Result{}, reconcile.TerminalError(res.renderErr)
+		return reconcile.Result{}, reconcile.TerminalError(res.fail(v1alpha1.ReasonRenderFailed, true, err))
 	}
-	if len(res.desired) == 0 && len(before.Inventory) > 0 {
-		res.emptyRender = true
+	if len(res.desired) == 0 && len(cr.StencilStatus().Inventory) > 0 {
+		res.fail(v1alpha1.ReasonEmptyRender, true, errEmptyRender)
 		return reconcile.Result{}, nil
 	}
 	if err := r.ensureFinalizer(ctx, cr, res.desired); err != nil {
-		return reconcile.Result{}, err
+		return reconcile.Result{}, res.failQuietly(ctx, v1alpha1.ReasonFinalizerFailed, err)
 	}
-	var out applyOutcome
-	out, res.applyErr = r.applier.apply(ctx, cr, res.desired)
+	out, err := r.applier.apply(ctx, cr, res.desired)
 	res.applied, res.live, res.drift, res.othersWrote = out.applied, out.live, out.drift, out.othersWrote
-	if res.applyErr != nil {
-		log.Error(res.applyErr, "Apply failed; nothing pruned")
-		return reconcile.Result{}, res.applyErr
+	for _, o := range out.adopted {
+		log.Info("Adopted an existing object on request", "object", o)
+		r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Adopted", "Adopt", "Took over %s, which was annotated %s", o, v1alpha1.AnnotationAdopt)
 	}
-	res.pruned, res.pruneErr = r.prune(ctx, cr, res.desired)
-	if res.pruneErr != nil {
-		return reconcile.Result{}, res.pruneErr
+	if err != nil {
+		return reconcile.Result{}, res.failQuietly(ctx, v1alpha1.ReasonApplyFailed, err)
 	}
-	if res.kindStatus, res.statusErr = r.kindStatus(ctx, cr, res); res.statusErr != nil {
-		return reconcile.Result{}, res.statusErr
+	if len(out.conflicts) > 0 {
+		for _, c := range out.conflicts {
+			r.waiters.add(c.id, client.ObjectKeyFromObject(cr))
+		}
+		log.Info("Left objects that are not this resource's untouched; nothing pruned", "conflicts", len(out.conflicts))
+		res.fail(v1alpha1.ReasonOwnershipConflict, true, conflictsError(out.conflicts))
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
+	}
+	if res.pruned, err = r.prune(ctx, cr, res.desired, false); err != nil {
+		return reconcile.Result{}, res.fail(v1alpha1.ReasonPruneFailed, false, err)
+	}
+	if res.kindStatus, err = r.kindStatus(ctx, cr, res); err != nil {
+		return reconcile.Result{}, res.fail(v1alpha1.ReasonStatusFailed, true, err)
 	}
 	if len(res.applied)+len(res.pruned) > 0 {
 		log.V(1).Info("Reconciled", "applied", len(res.applied), "pruned", len(res.pruned), "cr", klog.KObj(cr))
 	}
+	if len(res.applied) > 0 || out.waiting {
+		return reconcile.Result{RequeueAfter: cacheBackstop}, nil
+	}
 	return reconcile.Result{}, nil
+}
+
+// finish writes the status of what res saw, unless the namespace is going
+// away, with a deadline of its own (the reconcile's may have passed), and
+// reconciles again at once when another writer changed an object while we
+// wrote it: even after a failure a retry cannot fix, as that write may be
+// the fix.
+func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map[string]any, res *result, ret reconcile.Result, err error) (reconcile.Result, error) {
+	countObjects(r.kind.GroupVersionKind().Kind, res, cr.StencilDriftPolicy())
+	if res.quiet {
+		return reconcile.Result{}, nil
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
+	defer cancel()
+	err = errors.Join(err, r.writeStatus(wctx, cr, current, res))
+	if res.othersWrote {
+		if errors.Is(err, reconcile.TerminalError(nil)) {
+			err = nil
+		}
+		if err == nil {
+			ret.RequeueAfter = time.Millisecond
+		}
+	}
+	return ret, err
 }
 
 // forget drops what this process remembers of a deleted custom resource.
@@ -130,19 +191,50 @@ type result struct {
 	othersWrote bool
 	pruned      []v1alpha1.InventoryEntry
 	drift       []v1alpha1.ObjectDrift
-	renderErr   error
-	applyErr    error
-	pruneErr    error
-	statusErr   error
-	emptyRender bool
+	// failure is the first phase that failed; nil when all succeeded.
+	failure *failure
+	// quiet: the namespace is being deleted; nothing more is written.
+	quiet bool
 	// kindStatus holds the fields of the kind's status template.
 	kindStatus map[string]any
 }
 
+// failure is why a reconcile did not reach the desired state.
+type failure struct {
+	// reason is the condition reason (v1alpha1.Reason*).
+	reason string
+	err    error
+	// stalled: retrying cannot help until someone changes the spec, the
+	// templates or the object in the way (kstatus Stalled).
+	stalled bool
+}
+
+// fail records the first failure of the reconcile and returns err.
+func (res *result) fail(reason string, stalled bool, err error) error {
+	if res.failure == nil {
+		res.failure = &failure{reason: reason, err: err, stalled: stalled}
+	}
+	return err
+}
+
+// failQuietly is fail, but when err says the namespace is being deleted it
+// records nothing and returns nil: the resource is about to go, and
+// retrying would only fill the log.
+func (res *result) failQuietly(ctx context.Context, reason string, err error) error {
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		ctrl.LoggerFrom(ctx).V(1).Info("Namespace is being deleted; leaving the resource alone", "error", err.Error())
+		res.quiet = true
+		return nil
+	}
+	return res.fail(reason, false, err)
+}
+
 // ok is true when every phase succeeded.
 func (res *result) ok() bool {
-	return res.renderErr == nil && res.applyErr == nil && res.pruneErr == nil && res.statusErr == nil && !res.emptyRender
+	return res.failure == nil
 }
+
+var errEmptyRender = errors.New("the templates rendered no objects")
 
 // ensureFinalizer adds the cleanup finalizer before any cluster-scoped object
 // is applied.
@@ -174,7 +266,7 @@ func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) error {
 	if !controllerutil.ContainsFinalizer(cr, finalizer) {
 		return nil
 	}
-	if _, err := r.prune(ctx, cr, nil); err != nil {
+	if _, err := r.prune(ctx, cr, nil, true); err != nil {
 		return fmt.Errorf("cleaning up before deletion: %w", err)
 	}
 	patch := client.MergeFrom(cr.DeepCopyObject().(client.Object))

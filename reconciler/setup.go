@@ -1,9 +1,11 @@
 package reconciler
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -31,7 +33,14 @@ type Options struct {
 	// SkipNameValidation allows a second controller of the same name in one
 	// process (tests that restart an operator in-process).
 	SkipNameValidation bool
+	// ReconcileTimeout is the deadline of each reconcile; 0 means
+	// DefaultReconcileTimeout. The status write that ends a reconcile has a
+	// deadline of its own, so a reconcile that ran out of time still says so.
+	ReconcileTimeout time.Duration
 }
+
+// DefaultReconcileTimeout bounds a reconcile when Options leave it unset.
+const DefaultReconcileTimeout = 2 * time.Minute
 
 // CacheOptions makes the manager's cache hold only what stencil needs: every
 // custom resource of the kinds, and of all other types only the objects
@@ -78,7 +87,11 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(strings.ToLower(gvk.Kind)).
 			For(k.New(), builder.WithPredicates(predicate.Funcs{UpdateFunc: r.notOwnStatusWrite})).
-			WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1), SkipNameValidation: &opts.SkipNameValidation})
+			WithOptions(controller.Options{
+				MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1),
+				SkipNameValidation:      &opts.SkipNameValidation,
+				ReconciliationTimeout:   cmp.Or(opts.ReconcileTimeout, DefaultReconcileTimeout),
+			})
 		for _, t := range k.Declaration().Owns {
 			b = r.watchOwned(b, t.GroupVersionKind())
 		}
@@ -116,9 +129,9 @@ func indexOwnerUID(mgr ctrl.Manager, types cachedTypes) error {
 func (r *Reconciler) watchOwned(b *builder.Builder, gvk schema.GroupVersionKind) *builder.Builder {
 	owned := r.applier.types.newObject(gvk)
 	if _, metadataOnly := owned.(*metav1.PartialObjectMetadata); metadataOnly {
-		return b.WatchesMetadata(owned, r.ownedObjectHandler(gvk.String()))
+		return b.WatchesMetadata(owned, r.ownedObjectHandler(gvk))
 	}
-	return b.Watches(owned, r.ownedObjectHandler(gvk.String()))
+	return b.Watches(owned, r.ownedObjectHandler(gvk))
 }
 
 // notOwnStatusWrite drops the update event of our own status write: this
@@ -162,24 +175,28 @@ func ownerOf(kind schema.GroupKind) handler.MapFunc {
 // ownedObjectHandler enqueues the owner of an owned object on every event
 // but those of our own applies (the reconcile that applied knows the
 // result), and on a deletion also forgets the object's baseline, so that
-// the next reconcile re-creates it rather than waiting for the cache.
-func (r *Reconciler) ownedObjectHandler(gvk string) handler.EventHandler {
+// the next reconcile re-creates it rather than waiting for the cache, and
+// enqueues the resources that were waiting for the object to go.
+func (r *Reconciler) ownedObjectHandler(gvk schema.GroupVersionKind) handler.EventHandler {
 	enqueue := handler.EnqueueRequestsFromMapFunc(ownerOf(r.kind.GroupVersionKind().GroupKind()))
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if !r.applier.ownWrite(gvk, e.Object) {
+			if !r.applier.ownWrite(gvk.String(), e.Object) {
 				enqueue.Create(ctx, e, q)
 			}
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if !r.applier.ownWrite(gvk, e.ObjectNew) {
+			if !r.applier.ownWrite(gvk.String(), e.ObjectNew) {
 				enqueue.Update(ctx, e, q)
 			}
 		},
 		GenericFunc: enqueue.Generic,
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.applier.forgetDeleted(gvk, e.Object)
+			r.applier.forgetDeleted(gvk.String(), e.Object)
 			enqueue.Delete(ctx, e, q)
+			for _, req := range r.waiters.take(idOf(gvk, e.Object.GetNamespace(), e.Object.GetName())) {
+				q.Add(req)
+			}
 		},
 	}
 }

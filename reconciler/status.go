@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
@@ -54,6 +55,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, curren
 	if err != nil {
 		return err
 	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Writing status", "patch", string(patch))
 	// The answer we need is the new resourceVersion: metadata only.
 	written := &metav1.PartialObjectMetadata{}
 	written.SetGroupVersionKind(r.kind.GroupVersionKind())
@@ -158,12 +160,16 @@ func (r *Reconciler) currentStatus(cr v1alpha1.Object) (map[string]any, error) {
 }
 
 // recordTransitions emits one event per condition whose status or reason
-// changed; the event reason is the condition reason. A condition that starts
+// changed; the event reason is the condition reason. Reconciling and Stalled
+// repeat what Ready says, so they make no events. A condition that starts
 // out healthy (Ready on the first reconcile, no drift found) is no news: the
 // conditions say so, and an event per new resource would cost the API server
 // a write each.
 func (r *Reconciler) recordTransitions(cr v1alpha1.Object, before, after []metav1.Condition) {
 	for _, c := range after {
+		if c.Type != v1alpha1.ConditionReady && c.Type != v1alpha1.ConditionDrifted {
+			continue
+		}
 		old := meta.FindStatusCondition(before, c.Type)
 		if old != nil && old.Status == c.Status && old.Reason == c.Reason {
 			continue
@@ -189,38 +195,62 @@ func healthy(c metav1.Condition) bool {
 func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPolicy) *v1alpha1.Status {
 	after := before.DeepCopy()
 	setReadyCondition(after, res)
+	setProgressConditions(after, res)
 	if res.ok() {
 		after.ObservedGeneration = res.generation
 		after.Inventory = inventory(res.desired)
 		setDriftedCondition(after, res, policy)
 	} else {
-		after.Inventory = mergeInventory(before.Inventory, res.applied)
+		after.Inventory = mergeInventory(before.Inventory, res.applied, res.pruned)
 	}
 	return after
 }
 
 func setReadyCondition(s *v1alpha1.Status, res *result) {
-	c := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: res.generation}
-	switch {
-	case res.renderErr != nil:
-		c.Reason = v1alpha1.ReasonRenderFailed
-		c.Message = "Render failed: " + res.renderErr.Error() + ". Nothing was applied or pruned; fix the spec or the template."
-	case res.emptyRender:
-		c.Reason = v1alpha1.ReasonEmptyRender
-		c.Message = "The templates rendered no objects, but " + strconv.Itoa(len(s.Inventory)) + " were applied before; stencil did not prune them. Check the spec, or delete the resource to remove them."
-	case res.applyErr != nil:
-		c.Reason = v1alpha1.ReasonApplyFailed
-		c.Message = "Apply failed: " + res.applyErr.Error() + ". Nothing was pruned; stencil retries with backoff."
-	case res.pruneErr != nil:
-		c.Reason = v1alpha1.ReasonPruneFailed
-		c.Message = "Prune failed: " + res.pruneErr.Error() + ". stencil retries with backoff."
-	case res.statusErr != nil:
-		c.Reason = v1alpha1.ReasonRenderFailed
-		c.Message = "Status failed: " + res.statusErr.Error() + ". The objects are applied; fix the status template."
-	default:
-		c.Status = metav1.ConditionTrue
-		c.Reason = v1alpha1.ReasonReconciled
-		c.Message = "All " + strconv.Itoa(len(res.desired)) + " rendered objects are applied."
+	c := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: res.generation,
+		Reason: v1alpha1.ReasonReconciled, Message: "All " + strconv.Itoa(len(res.desired)) + " rendered objects are applied."}
+	if f := res.failure; f != nil {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, f.reason, cut(failureMessage(s, f), v1alpha1.MaxMessageBytes)
+	}
+	meta.SetStatusCondition(&s.Conditions, c)
+}
+
+// failureMessage says what failed, what stencil did and did not do, and
+// what to do.
+func failureMessage(s *v1alpha1.Status, f *failure) string {
+	switch f.reason {
+	case v1alpha1.ReasonRenderFailed:
+		return "Render failed: " + f.err.Error() + ". Nothing was applied or pruned; fix the spec or the template."
+	case v1alpha1.ReasonEmptyRender:
+		return "The templates rendered no objects, but " + strconv.Itoa(len(s.Inventory)) + " were applied before; stencil did not prune them. Check the spec, or delete the resource to remove them."
+	case v1alpha1.ReasonOwnershipConflict:
+		return f.err.Error() + ". The resource's other objects are applied; nothing was pruned."
+	case v1alpha1.ReasonFinalizerFailed:
+		return "Adding the cleanup finalizer failed: " + f.err.Error() + ". Nothing was applied or pruned; stencil retries with backoff."
+	case v1alpha1.ReasonApplyFailed:
+		return "Apply failed: " + f.err.Error() + ". Nothing was pruned; stencil retries with backoff."
+	case v1alpha1.ReasonPruneFailed:
+		return "Prune failed: " + f.err.Error() + ". stencil retries with backoff."
+	case v1alpha1.ReasonStatusFailed:
+		return "Status failed: " + f.err.Error() + ". The objects are applied; fix the status template."
+	}
+	return f.err.Error() + ". This is a bug in stencil; it retries with backoff. Please report it with the operator's log."
+}
+
+// setProgressConditions sets the conditions kstatus reads: Stalled=True
+// when a retry cannot help until someone acts, Reconciling=True when stencil
+// retries on its own; neither when the reconcile succeeded.
+func setProgressConditions(s *v1alpha1.Status, res *result) {
+	meta.RemoveStatusCondition(&s.Conditions, v1alpha1.ConditionReconciling)
+	meta.RemoveStatusCondition(&s.Conditions, v1alpha1.ConditionStalled)
+	f := res.failure
+	if f == nil {
+		return
+	}
+	c := metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue, Reason: f.reason, ObservedGeneration: res.generation,
+		Message: cut(failureMessage(s, f), v1alpha1.MaxMessageBytes)}
+	if f.stalled {
+		c.Type = v1alpha1.ConditionStalled
 	}
 	meta.SetStatusCondition(&s.Conditions, c)
 }
@@ -267,9 +297,9 @@ func entryOf(o *unstructured.Unstructured) v1alpha1.InventoryEntry {
 }
 
 // mergeInventory adds what a failed reconcile applied to the inventory, so a
-// later prune still finds it.
-func mergeInventory(inv []v1alpha1.InventoryEntry, applied []*unstructured.Unstructured) []v1alpha1.InventoryEntry {
-	out := append([]v1alpha1.InventoryEntry(nil), inv...)
+// later prune still finds it, and drops what it pruned.
+func mergeInventory(inv []v1alpha1.InventoryEntry, applied []*unstructured.Unstructured, pruned []v1alpha1.InventoryEntry) []v1alpha1.InventoryEntry {
+	out := slices.DeleteFunc(slices.Clone(inv), func(e v1alpha1.InventoryEntry) bool { return slices.Contains(pruned, e) })
 	for _, o := range applied {
 		e := entryOf(o)
 		if !slices.Contains(out, e) && len(out) < v1alpha1.MaxInventory {

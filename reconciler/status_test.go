@@ -3,7 +3,9 @@ package reconciler
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,6 +27,11 @@ func TestComputeStatus(t *testing.T) {
 	oldInventory := []v1alpha1.InventoryEntry{{APIVersion: "v1", Kind: "Service", Namespace: "ns", Name: "old"}}
 	corrected := metav1.Condition{Type: v1alpha1.ConditionDrifted, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDriftFixed, Message: "earlier"}
 
+	fail := func(reason string, stalled bool, msg string) *failure {
+		return &failure{reason: reason, stalled: stalled, err: errors.New(msg)}
+	}
+	pruned := []v1alpha1.InventoryEntry{oldInventory[0]}
+
 	tests := []struct {
 		name          string
 		before        v1alpha1.Status
@@ -32,18 +39,24 @@ func TestComputeStatus(t *testing.T) {
 		policy        v1alpha1.DriftPolicy
 		wantReady     string
 		wantDrifted   string // reason; "" means no Drifted condition
+		wantProgress  string // Stalled or Reconciling; "" means neither
 		wantObserved  int64
 		wantInventory int
 		wantDrift     int
 	}{
-		{"success", v1alpha1.Status{}, result{generation: 2, desired: objs(cm)}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonInSync, 2, 1, 0},
-		{"render failure keeps generation and inventory", v1alpha1.Status{ObservedGeneration: 1, Inventory: oldInventory}, result{generation: 2, renderErr: errors.New("x.yaml:1: boom")}, v1alpha1.DriftCorrect, v1alpha1.ReasonRenderFailed, "", 1, 1, 0},
-		{"apply failure adds what was applied", v1alpha1.Status{Inventory: oldInventory}, result{generation: 2, applied: objs(cm), applyErr: errors.New("conflict")}, v1alpha1.DriftCorrect, v1alpha1.ReasonApplyFailed, "", 0, 2, 0},
-		{"empty render", v1alpha1.Status{Inventory: oldInventory}, result{generation: 2, emptyRender: true}, v1alpha1.DriftCorrect, v1alpha1.ReasonEmptyRender, "", 0, 1, 0},
-		{"report drift", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift}, v1alpha1.DriftReport, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFound, 1, 1, 1},
-		{"report clears drift once gone", v1alpha1.Status{Drift: drift}, result{generation: 1, desired: objs(cm)}, v1alpha1.DriftReport, v1alpha1.ReasonReconciled, v1alpha1.ReasonInSync, 1, 1, 0},
-		{"correct records reverted drift", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFixed, 1, 1, 1},
-		{"correct keeps the last record", v1alpha1.Status{Drift: drift, Conditions: []metav1.Condition{corrected}}, result{generation: 1, desired: objs(cm)}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFixed, 1, 1, 1},
+		{"success", v1alpha1.Status{}, result{generation: 2, desired: objs(cm)}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonInSync, "", 2, 1, 0},
+		{"render failure keeps generation and inventory", v1alpha1.Status{ObservedGeneration: 1, Inventory: oldInventory}, result{generation: 2, failure: fail(v1alpha1.ReasonRenderFailed, true, "x.yaml:1: boom")}, v1alpha1.DriftCorrect, v1alpha1.ReasonRenderFailed, "", v1alpha1.ConditionStalled, 1, 1, 0},
+		{"apply failure adds what was applied", v1alpha1.Status{Inventory: oldInventory}, result{generation: 2, applied: objs(cm), failure: fail(v1alpha1.ReasonApplyFailed, false, "conflict")}, v1alpha1.DriftCorrect, v1alpha1.ReasonApplyFailed, "", v1alpha1.ConditionReconciling, 0, 2, 0},
+		{"finalizer failure claims nothing", v1alpha1.Status{ObservedGeneration: 1}, result{generation: 2, desired: objs(cm), failure: fail(v1alpha1.ReasonFinalizerFailed, false, "adding finalizer: forbidden")}, v1alpha1.DriftCorrect, v1alpha1.ReasonFinalizerFailed, "", v1alpha1.ConditionReconciling, 1, 0, 0},
+		{"panic claims nothing", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), failure: fail(v1alpha1.ReasonPanicked, false, "the reconcile panicked: boom")}, v1alpha1.DriftCorrect, v1alpha1.ReasonPanicked, "", v1alpha1.ConditionReconciling, 0, 0, 0},
+		{"ownership conflict stalls", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), failure: fail(v1alpha1.ReasonOwnershipConflict, true, "ConfigMap a is not ours")}, v1alpha1.DriftCorrect, v1alpha1.ReasonOwnershipConflict, "", v1alpha1.ConditionStalled, 0, 0, 0},
+		{"prune failure drops what was pruned", v1alpha1.Status{Inventory: oldInventory}, result{generation: 1, desired: objs(cm), pruned: pruned, failure: fail(v1alpha1.ReasonPruneFailed, false, "forbidden")}, v1alpha1.DriftCorrect, v1alpha1.ReasonPruneFailed, "", v1alpha1.ConditionReconciling, 0, 0, 0},
+		{"empty render", v1alpha1.Status{Inventory: oldInventory}, result{generation: 2, failure: fail(v1alpha1.ReasonEmptyRender, true, "empty")}, v1alpha1.DriftCorrect, v1alpha1.ReasonEmptyRender, "", v1alpha1.ConditionStalled, 0, 1, 0},
+		{"success clears Stalled", v1alpha1.Status{Conditions: []metav1.Condition{{Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue, Reason: "x"}}}, result{generation: 2, desired: objs(cm)}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonInSync, "", 2, 1, 0},
+		{"report drift", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift}, v1alpha1.DriftReport, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFound, "", 1, 1, 1},
+		{"report clears drift once gone", v1alpha1.Status{Drift: drift}, result{generation: 1, desired: objs(cm)}, v1alpha1.DriftReport, v1alpha1.ReasonReconciled, v1alpha1.ReasonInSync, "", 1, 1, 0},
+		{"correct records reverted drift", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFixed, "", 1, 1, 1},
+		{"correct keeps the last record", v1alpha1.Status{Drift: drift, Conditions: []metav1.Condition{corrected}}, result{generation: 1, desired: objs(cm)}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFixed, "", 1, 1, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,6 +71,12 @@ func TestComputeStatus(t *testing.T) {
 			if tt.wantDrifted != "" && (c == nil || c.Reason != tt.wantDrifted) {
 				t.Errorf("Drifted = %+v, want reason %s", c, tt.wantDrifted)
 			}
+			for _, typ := range []string{v1alpha1.ConditionStalled, v1alpha1.ConditionReconciling} {
+				c := meta.FindStatusCondition(got.Conditions, typ)
+				if want := typ == tt.wantProgress; want != (c != nil) || c != nil && (c.Status != metav1.ConditionTrue || c.Reason != tt.wantReady) {
+					t.Errorf("%s = %+v, want it %v with reason %s", typ, c, want, tt.wantReady)
+				}
+			}
 			if got.ObservedGeneration != tt.wantObserved {
 				t.Errorf("observedGeneration = %d, want %d", got.ObservedGeneration, tt.wantObserved)
 			}
@@ -68,6 +87,18 @@ func TestComputeStatus(t *testing.T) {
 				t.Errorf("drift = %v, want %d objects", got.Drift, tt.wantDrift)
 			}
 		})
+	}
+}
+
+// TestMessagesAreBounded: a failure however long gives condition messages
+// within MaxMessageBytes, cut on a character boundary.
+func TestMessagesAreBounded(t *testing.T) {
+	long := errors.New(strings.Repeat("ü", 100_000))
+	got := computeStatus(&v1alpha1.Status{}, &result{failure: &failure{reason: v1alpha1.ReasonApplyFailed, err: long}}, v1alpha1.DriftCorrect)
+	for _, c := range got.Conditions {
+		if len(c.Message) > v1alpha1.MaxMessageBytes || !utf8.ValidString(c.Message) {
+			t.Errorf("%s message is %d bytes (valid UTF-8: %v), want at most %d", c.Type, len(c.Message), utf8.ValidString(c.Message), v1alpha1.MaxMessageBytes)
+		}
 	}
 }
 

@@ -39,7 +39,9 @@ type Status struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// Conditions: Ready (every rendered object applied, nothing pruned that
-	// should stay) and Drifted (another manager holds a field a template sets).
+	// should stay), Drifted (another manager holds a field a template sets),
+	// and, while the resource is not Ready, Reconciling (stencil retries on
+	// its own) or Stalled (a retry cannot help until someone acts).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -122,6 +124,12 @@ const (
 	MaxDriftObjects = 16
 	MaxDriftFields  = 16
 	MaxDiffBytes    = 2048
+	// MaxValueBytes bounds each desired and live value in a drift report,
+	// and MaxPathBytes each field path.
+	MaxValueBytes = 512
+	MaxPathBytes  = 512
+	// MaxMessageBytes bounds every condition message stencil writes.
+	MaxMessageBytes = 2048
 )
 
 // Condition types.
@@ -132,6 +140,13 @@ const (
 	// ConditionDrifted is True when another manager holds a field that a
 	// template sets and the policy is Report.
 	ConditionDrifted = "Drifted"
+	// ConditionReconciling is True while stencil is still working towards
+	// the desired state and will retry on its own (kstatus: in progress).
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when a retry cannot help until someone acts:
+	// a template or spec error, or an object that is not this resource's
+	// (kstatus: failed).
+	ConditionStalled = "Stalled"
 )
 
 // Condition reasons. Each tells the user what happened; the condition message
@@ -146,6 +161,15 @@ const (
 	ReasonDriftFound   = "DriftDetected"
 	ReasonDriftFixed   = "DriftCorrected"
 	ReasonDeleting     = "Deleting"
+	// ReasonOwnershipConflict: a rendered object exists and is not this
+	// resource's; stencil leaves it untouched.
+	ReasonOwnershipConflict = "OwnershipConflict"
+	// ReasonFinalizerFailed: the cleanup finalizer could not be added.
+	ReasonFinalizerFailed = "FinalizerFailed"
+	// ReasonStatusFailed: the kind's status template failed.
+	ReasonStatusFailed = "StatusTemplateFailed"
+	// ReasonPanicked: the reconcile panicked (a bug in stencil).
+	ReasonPanicked = "ReconcilePanicked"
 )
 
 // Labels and annotations that stencil puts on every object it applies.
@@ -165,6 +189,11 @@ const (
 	// AnnotationDesiredHash is the hash of the object as rendered; a new
 	// render with another hash is applied.
 	AnnotationDesiredHash = "stencil.dev/desired-hash"
+	// AnnotationAdopt, set by a person on an existing object, lets the
+	// custom resource it names (an [AnnotationOwner] value) take the object
+	// over. Without it stencil never applies to an object it did not
+	// create for that resource.
+	AnnotationAdopt = "stencil.dev/adopt"
 )
 
 // OrDefault returns the policy, or DriftCorrect when it is unset.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -29,6 +30,7 @@ type managerOptions struct {
 	leaderElect      bool
 	leaderElectionNS string
 	concurrency      int
+	reconcileTimeout time.Duration
 	qps              float32
 	burst            int
 	compression      bool
@@ -43,6 +45,7 @@ func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader through a Lease so that only one replica reconciles at a time.")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	fs.IntVar(&o.concurrency, "concurrency", 8, "Custom resources reconciled at once, per kind.")
+	fs.DurationVar(&o.reconcileTimeout, "reconcile-timeout", reconciler.DefaultReconcileTimeout, "Deadline of one reconcile; its status write has a deadline of its own.")
 	// API Priority and Fairness protects the API server; a low client-side
 	// limit would only slow convergence.
 	fs.Float32Var(&o.qps, "kube-api-qps", 500, "Client-side limit on requests per second to the API server.")
@@ -106,7 +109,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w (are the CRDs installed? `make install` installs them)", err)
 	}
-	if err := reconciler.Setup(mgr, loaded, reconciler.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
+	if err := reconciler.Setup(mgr, loaded, reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout}); err != nil {
 		return fmt.Errorf("%w (are the CRDs installed? `make install` installs them)", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -16,6 +16,10 @@ type WidgetSpec struct {
 	// Service turns the Service template on.
 	// +optional
 	Service bool `json:"service,omitempty"`
+	// ConfigName names the ConfigMap; empty means "<name>-config". Two
+	// Widgets with one ConfigName render the same object.
+	// +optional
+	ConfigName string `json:"configName,omitempty"`
 	// Extra, when set, adds data.extra to the ConfigMap.
 	// +optional
 	Extra string `json:"extra,omitempty"`

@@ -1,0 +1,172 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/render"
+)
+
+// Ownership: stencil applies an object only for the custom resource it
+// rendered it for. An object is that resource's when it carries the
+// resource's owner UID label, or a controller ownerReference to it, or
+// (cluster-scoped, where no ownerReference is possible) its owner
+// annotation. Any other object under a rendered name is left untouched and
+// reported as a conflict, unless a person annotated it with
+// v1alpha1.AnnotationAdopt naming the resource.
+
+// conflict is a rendered object that exists and is not this resource's.
+type conflict struct {
+	// id is the object's idOf.
+	id string
+	// object names it, as in `ConfigMap "shared"`.
+	object string
+	// holder says whose it is, as in "it belongs to Widget ns/other".
+	holder string
+	// adopt is the kubectl command that lets this resource take it over.
+	adopt string
+}
+
+func (c conflict) Error() string {
+	return c.object + " exists and is not this resource's (" + c.holder + "); stencil leaves it untouched. Render another name, or let this resource take it over: " + c.adopt
+}
+
+// conflictsError joins the conflicts into one error, at most three named.
+func conflictsError(cs []conflict) error {
+	errs := make([]error, 0, 4)
+	for _, c := range cs[:min(len(cs), 3)] {
+		errs = append(errs, c)
+	}
+	if len(cs) > 3 {
+		errs = append(errs, fmt.Errorf("and %d more objects", len(cs)-3))
+	}
+	return errors.Join(errs...)
+}
+
+// ownedFor reports whether live is the object that stencil rendered as d
+// (d carries its resource's owner label and annotation): by owner UID label,
+// controller ownerReference, or, cluster-scoped, owner annotation.
+func ownedFor(live metav1.Object, d *unstructured.Unstructured) bool {
+	uid := d.GetLabels()[v1alpha1.LabelOwnerUID]
+	if live.GetLabels()[v1alpha1.LabelOwnerUID] == uid {
+		return true
+	}
+	if ref := metav1.GetControllerOf(live); ref != nil {
+		return string(ref.UID) == uid
+	}
+	return live.GetNamespace() == "" && live.GetAnnotations()[v1alpha1.AnnotationOwner] == d.GetAnnotations()[v1alpha1.AnnotationOwner]
+}
+
+// adoptedBy reports whether a person asked, on live, that the resource d was
+// rendered for take it over.
+func adoptedBy(live metav1.Object, d *unstructured.Unstructured) bool {
+	want := d.GetAnnotations()[v1alpha1.AnnotationOwner]
+	return want != "" && live.GetAnnotations()[v1alpha1.AnnotationAdopt] == want
+}
+
+// conflictWith describes live, which is in the way of d.
+func conflictWith(d *unstructured.Unstructured, live metav1.Object) conflict {
+	gvk := d.GroupVersionKind()
+	object := gvk.Kind + " " + quoted(d.GetNamespace(), d.GetName())
+	resource := strings.ToLower(gvk.Kind)
+	if gvk.Group != "" {
+		resource += "." + gvk.Group
+	}
+	adopt := "kubectl annotate " + resource + " " + d.GetName()
+	if ns := d.GetNamespace(); ns != "" {
+		adopt += " -n " + ns
+	}
+	adopt += " " + v1alpha1.AnnotationAdopt + "=" + d.GetAnnotations()[v1alpha1.AnnotationOwner]
+	return conflict{id: idOf(gvk, d.GetNamespace(), d.GetName()), object: object, holder: holderOf(live), adopt: adopt}
+}
+
+func quoted(namespace, name string) string {
+	if namespace == "" {
+		return fmt.Sprintf("%q", name)
+	}
+	return fmt.Sprintf("%q in namespace %q", name, namespace)
+}
+
+// holderOf says whose live is: the stencil resource it was rendered for, its
+// controller, or the managers that wrote it.
+func holderOf(live metav1.Object) string {
+	if gk, nn, ok := render.ParseOwnerAnnotation(live.GetAnnotations()[v1alpha1.AnnotationOwner]); ok && live.GetLabels()[v1alpha1.LabelOwnerUID] != "" {
+		return fmt.Sprintf("it belongs to %s %s, UID %s", gk.Kind, nn, live.GetLabels()[v1alpha1.LabelOwnerUID])
+	}
+	if ref := metav1.GetControllerOf(live); ref != nil {
+		return fmt.Sprintf("it is controlled by %s %s", ref.Kind, ref.Name)
+	}
+	var managers []string
+	for _, e := range live.GetManagedFields() {
+		if !slices.Contains(managers, e.Manager) {
+			managers = append(managers, e.Manager)
+		}
+	}
+	if len(managers) == 0 {
+		return "it was created outside stencil"
+	}
+	return "it is managed by " + strings.Join(managers[:min(len(managers), 3)], ", ")
+}
+
+// waiters remembers, per object id, the resources that found the object
+// held by another owner, so that its deletion brings them back at once.
+type waiters struct {
+	mu   sync.Mutex
+	byID map[string][]types.NamespacedName
+}
+
+func (w *waiters) add(id string, nn types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.byID == nil {
+		w.byID = map[string][]types.NamespacedName{}
+	}
+	if !slices.Contains(w.byID[id], nn) {
+		w.byID[id] = append(w.byID[id], nn)
+	}
+}
+
+// take returns the requests of the resources waiting for id, and forgets them.
+func (w *waiters) take(id string) []reconcile.Request {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	nns := w.byID[id]
+	delete(w.byID, id)
+	reqs := make([]reconcile.Request, 0, len(nns))
+	for _, nn := range nns {
+		reqs = append(reqs, reconcile.Request{NamespacedName: nn})
+	}
+	return reqs
+}
+
+// checkUnseen decides about a rendered object that the cache does not hold
+// and that this process never applied: it may exist without stencil's
+// labels. One metadata-only read from the API server tells: absent (apply
+// it), this resource's or adopted (apply it), or someone else's (conflict).
+// This read happens once per object stencil has never seen, never at rest.
+func (a *applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(d.GroupVersionKind())
+	err := a.reader.Get(ctx, client.ObjectKeyFromObject(d), live)
+	switch {
+	case client.IgnoreNotFound(err) != nil:
+		return verdict{}, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	case err != nil, ownedFor(live, d):
+		return verdict{stale: true}, nil
+	case adoptedBy(live, d):
+		return verdict{stale: true, adopting: true}, nil
+	}
+	c := conflictWith(d, live)
+	return verdict{conflict: &c}, nil
+}

@@ -1,0 +1,433 @@
+package reconciler_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+)
+
+// waitCondition waits until the Widget's condition typ has status and
+// reason, and returns the Widget.
+func waitCondition(t *testing.T, ns, name, typ string, status metav1.ConditionStatus, reason string) *testv1alpha1.Widget {
+	t.Helper()
+	var w *testv1alpha1.Widget
+	eventually(t, 30*time.Second, fmt.Sprintf("Widget %s %s=%s (%s)", name, typ, status, reason), func() error {
+		w = getWidget(t, ns, name)
+		c := meta.FindStatusCondition(w.Status.Conditions, typ)
+		if c == nil || c.Status != status || c.Reason != reason {
+			return fmt.Errorf("%s = %+v", typ, c)
+		}
+		return nil
+	})
+	return w
+}
+
+// waitEvent waits for a Warning event with reason about the Widget.
+func waitEvent(t *testing.T, ns, name, reason string) {
+	t.Helper()
+	eventually(t, 10*time.Second, "a "+reason+" event", func() error {
+		events := &eventsv1.EventList{}
+		if err := k8s.List(t.Context(), events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Name == name && e.Reason == reason && e.Type == corev1.EventTypeWarning {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Warning event %s among %d events", reason, len(events.Items))
+	})
+}
+
+// touch changes an annotation of the Widget, which makes stencil reconcile it.
+func touch(t *testing.T, ns, name string) {
+	t.Helper()
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"test/touched":%q}}}`, time.Now().String())
+	w := &testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := k8s.Patch(t.Context(), w, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An object that exists under a rendered name and is not stencil's is left
+// untouched; the resource says so; an adopt annotation hands it over.
+func TestForeignObjectIsNotAdopted(t *testing.T) {
+	ns := newNamespace(t)
+	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-config"}, Data: map[string]string{"message": "mine"}}
+	if err := k8s.Create(t.Context(), mine, client.FieldOwner("kubectl-create")); err != nil {
+		t.Fatal(err)
+	}
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1})
+	w := waitCondition(t, ns, "web", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict)
+	ready := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
+	owner := "Widget.test.stencil.dev/" + ns + "/web"
+	for _, want := range []string{`ConfigMap "web-config"`, "kubectl-create", "stencil.dev/adopt=" + owner} {
+		if !strings.Contains(ready.Message, want) {
+			t.Errorf("Ready message %q does not contain %q", ready.Message, want)
+		}
+	}
+	applied := []v1alpha1.InventoryEntry{{APIVersion: "apps/v1", Kind: "Deployment", Namespace: ns, Name: "web"}}
+	if !meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.ConditionStalled) || w.Status.ObservedGeneration != 0 || !slices.Equal(w.Status.Inventory, applied) {
+		t.Errorf("Stalled = %v, observedGeneration = %d, inventory = %v; want Stalled, 0, only the Deployment that was applied",
+			meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionStalled), w.Status.ObservedGeneration, w.Status.Inventory)
+	}
+	waitEvent(t, ns, "web", v1alpha1.ReasonOwnershipConflict)
+	if _, err := get(t, &appsv1.Deployment{}, ns, "web"); err != nil {
+		t.Errorf("Deployment: %v; want the resource's other objects applied", err)
+	}
+	touch(t, ns, "web") // another reconcile must not take it either
+	time.Sleep(2 * time.Second)
+	cm, _ := get(t, &corev1.ConfigMap{}, ns, "web-config")
+	if cm.Data["message"] != "mine" || len(cm.Labels) != 0 || len(cm.OwnerReferences) != 0 {
+		t.Fatalf("the user's ConfigMap was changed: data %v, labels %v, ownerReferences %v", cm.Data, cm.Labels, cm.OwnerReferences)
+	}
+	for _, e := range cm.ManagedFields {
+		if e.Manager == "stencil" {
+			t.Fatalf("stencil wrote the user's ConfigMap: %+v", e)
+		}
+	}
+
+	cm.Annotations = map[string]string{v1alpha1.AnnotationAdopt: owner}
+	if err := k8s.Update(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, ns, "web")
+	w = waitReady(t, ns, "web")
+	cm, _ = get(t, &corev1.ConfigMap{}, ns, "web-config")
+	if cm.Data["message"] != "m" || cm.Labels[v1alpha1.LabelOwnerUID] != string(w.UID) || metav1.GetControllerOf(cm) == nil {
+		t.Errorf("adopted ConfigMap: data %v, labels %v, ownerReferences %v; want the template's", cm.Data, cm.Labels, cm.OwnerReferences)
+	}
+	if meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionStalled) != nil {
+		t.Errorf("Stalled still set after the conflict is gone: %+v", w.Status.Conditions)
+	}
+}
+
+// Two resources that render one name never trade the object; deleting the
+// one that does not own it leaves it; when the owner lets go, the other
+// takes it.
+func TestTwoResourcesNeverShareAnObject(t *testing.T) {
+	ns := newNamespace(t)
+	shared := testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, ConfigName: "shared"}
+	a := createWidget(t, ns, "a", shared)
+	waitReady(t, ns, "a")
+	createWidget(t, ns, "b", shared)
+	c := createWidget(t, ns, "c", shared)
+	for _, name := range []string{"b", "c"} {
+		w := waitCondition(t, ns, name, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict)
+		if msg := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "Widget "+ns+"/a") {
+			t.Errorf("%s: Ready message %q does not name Widget %s/a", name, msg, ns)
+		}
+	}
+	ownedBy := func(want *testv1alpha1.Widget) error {
+		cm, err := get(t, &corev1.ConfigMap{}, ns, "shared")
+		if err != nil {
+			return err
+		}
+		if ref := metav1.GetControllerOf(cm); cm.Labels[v1alpha1.LabelOwnerUID] != string(want.UID) || ref == nil || ref.UID != want.UID || len(cm.OwnerReferences) != 1 {
+			return fmt.Errorf("ConfigMap shared: owner label %s, ownerReferences %v; want only %s's", cm.Labels[v1alpha1.LabelOwnerUID], cm.OwnerReferences, want.Name)
+		}
+		return nil
+	}
+	if err := ownedBy(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "Widget c and its Deployment gone", func() error {
+		if _, err := get(t, &appsv1.Deployment{}, ns, "c"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Deployment c: %w", err)
+		}
+		return nil
+	})
+	if err := ownedBy(a); err != nil {
+		t.Fatalf("after deleting c: %v", err)
+	}
+
+	if err := k8s.Delete(t.Context(), a); err != nil {
+		t.Fatal(err)
+	}
+	b := waitReady(t, ns, "b")
+	eventually(t, 10*time.Second, "b owns the ConfigMap", func() error { return ownedBy(b) })
+}
+
+// denyWidgets makes the API server refuse operation on the Widgets of ns
+// when expression is false, until the test ends.
+func denyWidgets(t *testing.T, ns string, operation admissionregistrationv1.OperationType, expression string) {
+	t.Helper()
+	name := "deny-" + strings.ToLower(string(operation)) + "-" + ns
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: new(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{operation},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"test.stencil.dev"}, APIVersions: []string{"*"}, Resources: []string{"widgets"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: expression, Message: "refused by a test"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns},
+			}},
+		},
+	}
+	for _, obj := range []client.Object{policy, binding} {
+		if err := k8s.Create(t.Context(), obj); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.WithoutCancel(t.Context()), obj) })
+	}
+}
+
+// waitDenied waits until the policy of denyWidgets refuses the dry-run
+// request that try makes.
+func waitDenied(t *testing.T, try func() error) {
+	t.Helper()
+	eventually(t, 20*time.Second, "the admission policy in force", func() error {
+		if err := try(); !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
+			return fmt.Errorf("dry-run request: %v", err)
+		}
+		return nil
+	})
+}
+
+// A finalizer that cannot be added stops the reconcile before any apply,
+// and status says so: not Ready, no inventory, nothing applied.
+func TestFinalizerFailureIsReported(t *testing.T) {
+	ns := newNamespace(t)
+	denyWidgets(t, ns, admissionregistrationv1.Update, `!has(object.metadata.finalizers) || !object.metadata.finalizers.exists(f, f == "stencil.dev/cleanup")`)
+	createWidget(t, ns, "probe", testv1alpha1.WidgetSpec{Message: "p", Replicas: 1})
+	waitDenied(t, func() error {
+		w := getWidget(t, ns, "probe")
+		w.Finalizers = []string{"stencil.dev/cleanup"}
+		return k8s.Update(t.Context(), w, client.DryRunAll)
+	})
+
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, ClusterRole: true})
+	w := waitCondition(t, ns, "web", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonFinalizerFailed)
+	if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReconciling); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("Reconciling = %+v, want True", c)
+	}
+	if len(w.Status.Inventory) != 0 || w.Status.ObservedGeneration != 0 {
+		t.Errorf("inventory = %v, observedGeneration = %d; want nothing claimed", w.Status.Inventory, w.Status.ObservedGeneration)
+	}
+	if _, err := get(t, &rbacv1.ClusterRole{}, "", "widget-"+ns+"-web"); !apierrors.IsNotFound(err) {
+		t.Errorf("ClusterRole: %v; want none without the finalizer", err)
+	}
+}
+
+// A panic in the middle of an apply is reported as such, not as success.
+func TestPanicIsReported(t *testing.T) {
+	ns := newNamespace(t)
+	requests.inject(t, fault{method: "PATCH", path: "/namespaces/" + ns + "/configmaps/", panic: true})
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1})
+	w := waitCondition(t, ns, "web", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonPanicked)
+	if !meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.ConditionReconciling) || len(w.Status.Inventory) != 0 {
+		t.Errorf("conditions = %+v, inventory = %v; want Reconciling and nothing claimed", w.Status.Conditions, w.Status.Inventory)
+	}
+}
+
+// A drifted value near the 1 MiB object limit (made of quotes, which JSON
+// escapes twice on the way to status) still leaves a status that can be
+// written: every value is cut.
+func TestHugeDriftedValueKeepsStatusWritable(t *testing.T) {
+	ns := newNamespace(t)
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, DriftPolicy: v1alpha1.DriftReport})
+	waitReady(t, ns, "web")
+	huge, err := json.Marshal(map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"namespace": ns, "name": "web-config"},
+		"data":     map[string]string{"message": strings.Repeat(`"`, 900<<10)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-config"}}
+	if err := k8s.Patch(t.Context(), cm, client.RawPatch(types.ApplyPatchType, huge), client.FieldOwner("big-writer"), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+	w := waitCondition(t, ns, "web", v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftFound)
+	f := findField(w, "ConfigMap", ".data.message")
+	if f == nil || f.Manager != "big-writer" {
+		t.Fatalf("drift = %+v, want .data.message held by big-writer", w.Status.Drift)
+	}
+	if len(f.Live) > v1alpha1.MaxValueBytes || len(w.Status.Drift[0].Diff) > v1alpha1.MaxDiffBytes {
+		t.Errorf("live value %d bytes, diff %d bytes; want at most %d and %d", len(f.Live), len(w.Status.Drift[0].Diff), v1alpha1.MaxValueBytes, v1alpha1.MaxDiffBytes)
+	}
+}
+
+// Types known only from the inventory are pruned without an informer, and a
+// type the API server does not serve is nothing to prune.
+func TestRemovedTypesInTheInventory(t *testing.T) {
+	ns := newNamespace(t)
+	w := createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1})
+	w = waitReady(t, ns, "web")
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+		Namespace: ns, Name: "left-over",
+		Labels:          map[string]string{v1alpha1.LabelManagedBy: "stencil", v1alpha1.LabelOwnerUID: string(w.UID)},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "test.stencil.dev/v1alpha1", Kind: "Widget", Name: "web", UID: w.UID, Controller: new(true)}},
+	}}
+	if err := k8s.Create(t.Context(), secret); err != nil {
+		t.Fatal(err)
+	}
+	inventory := append(slices.Clone(w.Status.Inventory),
+		v1alpha1.InventoryEntry{APIVersion: "v1", Kind: "Secret", Namespace: ns, Name: "left-over"},
+		v1alpha1.InventoryEntry{APIVersion: "gone.example.com/v1", Kind: "Gadget", Namespace: ns, Name: "x"})
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"inventory": inventory}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Status().Patch(t.Context(), w, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "Secret pruned and the inventory back to the render", func() error {
+		if _, err := get(t, &corev1.Secret{}, ns, "left-over"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Secret: %w", err)
+		}
+		w := getWidget(t, ns, "web")
+		if err := readyErr(w); err != nil {
+			return err
+		}
+		if len(w.Status.Inventory) != 2 {
+			return fmt.Errorf("inventory = %v", w.Status.Inventory)
+		}
+		return nil
+	})
+}
+
+// Under Report, a new render leaves the fields another manager took as they
+// are, and keeps reporting them.
+func TestReportSurvivesARerender(t *testing.T) {
+	ns := newNamespace(t)
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 2, DriftPolicy: v1alpha1.DriftReport})
+	waitReady(t, ns, "web")
+	scale(t, ns, "web", 5, "autoscaler")
+	waitCondition(t, ns, "web", v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftFound)
+
+	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.CPU = "0.5" })
+	w := waitReady(t, ns, "web")
+	d, _ := get(t, &appsv1.Deployment{}, ns, "web")
+	if cpu := d.Spec.Template.Spec.Containers[0].Resources.Requests.Cpu().String(); cpu != "500m" {
+		t.Fatalf("cpu request = %s, want the new render applied", cpu)
+	}
+	if *d.Spec.Replicas != 5 {
+		t.Errorf("replicas = %d after a new render under Report, want the autoscaler's 5", *d.Spec.Replicas)
+	}
+	if f := findField(w, "Deployment", ".spec.replicas"); f == nil || f.Manager != "autoscaler" || f.Live != "5" {
+		t.Errorf("drift = %+v, want .spec.replicas held by autoscaler at 5", w.Status.Drift)
+	}
+	if !meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.ConditionDrifted) {
+		t.Errorf("Drifted = %+v, want True", meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionDrifted))
+	}
+}
+
+// A cluster-scoped object whose events have not reached the cache when its
+// resource is deleted is still cleaned up.
+func TestDeletedRightAfterApply(t *testing.T) {
+	ns := newNamespace(t)
+	role := "widget-" + ns + "-web"
+	requests.inject(t, fault{path: "/clusterroles", drop: role})
+	w := createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, ClusterRole: true})
+	waitReady(t, ns, "web")
+	if _, err := get(t, &rbacv1.ClusterRole{}, "", role); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "Widget and ClusterRole gone", func() error {
+		if _, err := get(t, &testv1alpha1.Widget{}, ns, "web"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Widget: %w", err)
+		}
+		if _, err := get(t, &rbacv1.ClusterRole{}, "", role); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("ClusterRole: %w", err)
+		}
+		return nil
+	})
+}
+
+// An object deleted before the cache saw it (its events lost) is still
+// re-created: the backstop reconcile looks past the cache.
+func TestObjectDeletedUnseenIsRecreated(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	requests.inject(t, fault{path: "/configmaps", drop: `"name":"unseen-config"`})
+	createWidget(t, ns, "unseen", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1})
+	waitReady(t, ns, "unseen")
+	cm, err := get(t, &corev1.ConfigMap{}, ns, "unseen-config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "ConfigMap re-created", func() error {
+		again, err := get(t, &corev1.ConfigMap{}, ns, "unseen-config")
+		if err == nil && again.UID == cm.UID {
+			return fmt.Errorf("still the old one")
+		}
+		return err
+	})
+}
+
+// A spec fix that arrives while stencil writes the status of a failed
+// render is not dropped.
+func TestSpecFixDuringStatusWriteIsApplied(t *testing.T) {
+	ns := newNamespace(t)
+	requests.inject(t, fault{method: "PATCH", path: "/namespaces/" + ns + "/widgets/web/status", delay: 3 * time.Second})
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, Fail: true})
+	time.Sleep(time.Second) // the failed render's status write is in flight
+	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.Fail = false })
+	waitReady(t, ns, "web")
+}
+
+// While its namespace is being deleted, a resource is left alone: the
+// children the namespace controller removes are not re-applied in a loop.
+func TestNamespaceDeletionIsQuiet(t *testing.T) {
+	ns := newNamespace(t)
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, Service: true})
+	waitReady(t, ns, "web")
+	// Keep the Widget from going, so the namespace stays terminating.
+	denyWidgets(t, ns, admissionregistrationv1.Delete, "false")
+	waitDenied(t, func() error { return k8s.Delete(t.Context(), getWidget(t, ns, "web"), client.DryRunAll) })
+	before := requests.countIn("PATCH", ns)
+	if err := k8s.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the Widget's children deleted", func() error {
+		if _, err := get(t, &corev1.ConfigMap{}, ns, "web-config"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("ConfigMap: %w", err)
+		}
+		return nil
+	})
+	time.Sleep(10 * time.Second)
+	if n := requests.countIn("PATCH", ns) - before; n > 6 {
+		t.Errorf("the operator sent %d PATCH requests in the terminating namespace, want at most one apply per deleted child", n)
+	}
+}
