@@ -35,6 +35,9 @@ type applier struct {
 	types cachedTypes
 	// writes tells the watch events of our own applies from others'.
 	writes ownWrites[objectKey]
+	// claims, shared by every kind, let one resource at a time create an
+	// object name.
+	claims *claims
 }
 
 type objectKey struct {
@@ -104,6 +107,9 @@ type verdict struct {
 	waiting bool
 	// adopting: the object is not ours yet, and a person asked that it be.
 	adopting bool
+	// claimed: this resource holds the claim on the object's first apply
+	// until the apply returns.
+	claimed bool
 }
 
 // apply brings every desired object that is this resource's to its desired
@@ -114,32 +120,40 @@ func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unst
 	out := applyOutcome{live: map[string]client.Object{}}
 	report := cr.StencilDriftPolicy() == v1alpha1.DriftReport
 	for _, d := range desired {
-		v, err := a.check(ctx, d)
-		if err != nil {
-			return out, err
-		}
-		if v.conflict != nil {
-			out.conflicts = append(out.conflicts, *v.conflict)
-			continue
-		}
-		out.waiting = out.waiting || v.waiting
-		if v.missing != nil && !v.missing.Empty() {
-			drift, err := a.report(ctx, d, v.missing)
-			if err != nil {
-				return out, err
-			}
-			drift.Reverted = !report
-			out.drift = append(out.drift, drift)
-			v.stale = v.stale || drift.Reverted
-		}
-		if !v.stale {
-			continue
-		}
-		if err := a.applyStale(ctx, d, v, report, &out); err != nil {
+		if err := a.applyObject(ctx, d, report, &out); err != nil {
 			return out, err
 		}
 	}
 	return out, nil
+}
+
+// applyObject checks d and applies it when it needs it, adding to out.
+func (a *applier) applyObject(ctx context.Context, d *unstructured.Unstructured, report bool, out *applyOutcome) error {
+	v, err := a.check(ctx, d)
+	if v.claimed {
+		defer a.claims.release(idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName()))
+	}
+	if err != nil {
+		return err
+	}
+	if v.conflict != nil {
+		out.conflicts = append(out.conflicts, *v.conflict)
+		return nil
+	}
+	out.waiting = out.waiting || v.waiting
+	if v.missing != nil && !v.missing.Empty() {
+		drift, err := a.report(ctx, d, v.missing)
+		if err != nil {
+			return err
+		}
+		drift.Reverted = !report
+		out.drift = append(out.drift, drift)
+		v.stale = v.stale || drift.Reverted
+	}
+	if !v.stale {
+		return nil
+	}
+	return a.applyStale(ctx, d, v, report, out)
 }
 
 // applyStale applies d. Under policy Report it leaves out the fields that
@@ -190,7 +204,15 @@ func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (verd
 		if a.appliedNewer(d, hash, 0) {
 			return verdict{waiting: true}, nil
 		}
-		return a.checkUnseen(ctx, d)
+		id := idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())
+		if holder, ok := a.claims.claim(id, d.GetAnnotations()[v1alpha1.AnnotationOwner]); !ok {
+			c := conflictWith(d, &metav1.PartialObjectMetadata{})
+			c.holder = "it is being created for " + holder
+			return verdict{conflict: &c}, nil
+		}
+		v, err := a.checkUnseen(ctx, d)
+		v.claimed = true
+		return v, err
 	case err != nil:
 		return verdict{}, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	case !ownedFor(live, d) && !adoptedBy(live, d):

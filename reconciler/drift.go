@@ -32,10 +32,7 @@ func (a *applier) report(ctx context.Context, d *unstructured.Unstructured, miss
 		Name:       d.GetName(),
 	}
 	secret := d.GetKind() == "Secret" && d.GroupVersionKind().Group == ""
-	for path := range missing.Leaves().All() {
-		if len(report.Fields) == v1alpha1.MaxDriftFields {
-			break
-		}
+	for _, path := range firstPaths(missing.Leaves(), v1alpha1.MaxDriftFields) {
 		f := v1alpha1.FieldDrift{Path: cut(path.String(), v1alpha1.MaxPathBytes)}
 		f.Desired, _ = valueAt(d.Object, path)
 		f.Live, _ = valueAt(live.Object, path)
@@ -48,6 +45,18 @@ func (a *applier) report(ctx context.Context, d *unstructured.Unstructured, miss
 	}
 	report.Diff = fieldDiff(report)
 	return report, nil
+}
+
+// firstPaths are at most n paths of s. (fieldpath.Set.All ignores a break:
+// the range loop would panic.)
+func firstPaths(s *fieldpath.Set, n int) []fieldpath.Path {
+	var out []fieldpath.Path
+	s.Iterate(func(p fieldpath.Path) {
+		if len(out) < n {
+			out = append(out, p.Copy())
+		}
+	})
+	return out
 }
 
 func mask(v string) string {

@@ -80,7 +80,7 @@ func withoutOthersFields(d *unstructured.Unstructured, entries []metav1.ManagedF
 	}
 	out, held := d.DeepCopy(), &fieldpath.Set{}
 	for path := range theirs.Leaves().All() {
-		if isItemKey(path) {
+		if isItemKey(path) || isMetadata(path) {
 			continue
 		}
 		if _, found := valueAt(out.Object, path); found {
@@ -92,6 +92,12 @@ func withoutOthersFields(d *unstructured.Unstructured, entries []metav1.ManagedF
 		return d, nil, nil
 	}
 	return out, held, nil
+}
+
+// isMetadata: path is under metadata, whose labels, annotations and
+// ownerReferences carry stencil's own stamp and always stay.
+func isMetadata(path fieldpath.Path) bool {
+	return len(path) > 0 && path[0].FieldName != nil && *path[0].FieldName == "metadata"
 }
 
 // isItemKey: path ends in a key field of the list item before it.

@@ -2,8 +2,8 @@ package reconciler_test
 
 import (
 	"bufio"
-	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -145,8 +145,8 @@ func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
 			time.Sleep(f.delay)
 		}
 		resp, err := rt.RoundTrip(req)
-		if watch && err == nil && strings.Contains(resp.Header.Get("Content-Type"), "json") {
-			resp.Body = c.dropLines(resp.Body, req.URL.Path)
+		if watch && err == nil {
+			resp.Body = c.dropEvents(resp.Body, req.URL.Path, resp.Header.Get("Content-Type"))
 		}
 		return resp, err
 	})
@@ -176,26 +176,53 @@ func (c *counter) dropped(path, line string) bool {
 	return false
 }
 
-// dropLines passes a watch body on without the event lines (one per line in
-// JSON) that a fault drops.
-func (c *counter) dropLines(body io.ReadCloser, path string) io.ReadCloser {
+// dropEvents passes a watch body on without the events that a fault drops:
+// JSON lines, or protobuf frames (a 4-byte big-endian length, then the
+// event), as the metadata client asks for.
+func (c *counter) dropEvents(body io.ReadCloser, path, contentType string) io.ReadCloser {
 	r, w := io.Pipe()
+	next := nextLine
+	if strings.Contains(contentType, "protobuf") {
+		next = nextFrame
+	}
 	go func() {
-		scanner := bufio.NewScanner(body)
-		scanner.Buffer(make([]byte, 0, 1<<20), 16<<20)
-		for scanner.Scan() {
-			if !c.dropped(path, scanner.Text()) {
-				if _, err := w.Write(append(scanner.Bytes(), '\n')); err != nil {
-					break
-				}
+		in := bufio.NewReaderSize(body, 1<<20)
+		for {
+			event, err := next(in)
+			if err != nil {
+				w.CloseWithError(err)
+				return
+			}
+			if c.dropped(path, string(event)) {
+				continue
+			}
+			if _, err := w.Write(event); err != nil {
+				return
 			}
 		}
-		w.CloseWithError(cmp.Or(scanner.Err(), io.EOF))
 	}()
 	return struct {
 		io.Reader
 		io.Closer
 	}{r, closers{r, body}}
+}
+
+// nextLine reads one JSON watch event, with its newline.
+func nextLine(in *bufio.Reader) ([]byte, error) {
+	return in.ReadBytes('\n')
+}
+
+// nextFrame reads one protobuf watch frame, with its length prefix.
+func nextFrame(in *bufio.Reader) ([]byte, error) {
+	frame := make([]byte, 4)
+	if _, err := io.ReadFull(in, frame); err != nil {
+		return nil, err
+	}
+	frame = append(frame, make([]byte, binary.BigEndian.Uint32(frame))...)
+	if _, err := io.ReadFull(in, frame[4:]); err != nil {
+		return nil, err
+	}
+	return frame, nil
 }
 
 type closers []io.Closer

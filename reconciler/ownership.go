@@ -119,6 +119,37 @@ func holderOf(live metav1.Object) string {
 	return "it is managed by " + strings.Join(managers[:min(len(managers), 3)], ", ")
 }
 
+// claims serialise the first apply of an object name among the resources of
+// this process (every kind): between checkUnseen's read and the apply that
+// creates the object, no other resource may create it; after that apply,
+// the other's read finds the object and reports the conflict. The API
+// server cannot tell the two apart: they share one field manager.
+type claims struct {
+	mu   sync.Mutex
+	byID map[string]string // object id → owner annotation of the resource creating it
+}
+
+// claim takes id for owner, unless another resource holds it; then it
+// returns that resource's owner annotation.
+func (c *claims) claim(id, owner string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if holder, held := c.byID[id]; held && holder != owner {
+		return holder, false
+	}
+	if c.byID == nil {
+		c.byID = map[string]string{}
+	}
+	c.byID[id] = owner
+	return owner, true
+}
+
+func (c *claims) release(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.byID, id)
+}
+
 // waiters remembers, per object id, the resources that found the object
 // held by another owner, so that its deletion brings them back at once.
 type waiters struct {
@@ -134,6 +165,19 @@ func (w *waiters) add(id string, nn types.NamespacedName) {
 	}
 	if !slices.Contains(w.byID[id], nn) {
 		w.byID[id] = append(w.byID[id], nn)
+	}
+}
+
+// forget drops every wait of nn (a deleted resource).
+func (w *waiters) forget(nn types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, nns := range w.byID {
+		if nns = slices.DeleteFunc(nns, func(n types.NamespacedName) bool { return n == nn }); len(nns) == 0 {
+			delete(w.byID, id)
+		} else {
+			w.byID[id] = nns
+		}
 	}
 }
 

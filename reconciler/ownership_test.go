@@ -377,7 +377,7 @@ func TestDeletedRightAfterApply(t *testing.T) {
 func TestObjectDeletedUnseenIsRecreated(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
-	requests.inject(t, fault{path: "/configmaps", drop: `"name":"unseen-config"`})
+	requests.inject(t, fault{path: "/configmaps", drop: "unseen-config"})
 	createWidget(t, ns, "unseen", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1})
 	waitReady(t, ns, "unseen")
 	cm, err := get(t, &corev1.ConfigMap{}, ns, "unseen-config")

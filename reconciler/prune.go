@@ -33,7 +33,7 @@ func (r *Reconciler) prune(ctx context.Context, cr v1alpha1.Object, desired []*u
 		keep[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())] = true
 	}
 	var pruned []v1alpha1.InventoryEntry
-	for _, gvk := range r.pruneTypes(cr) {
+	for _, gvk := range r.pruneTypes(cr, fresh) {
 		items, err := r.listToPrune(ctx, cr, gvk, fresh)
 		if err != nil {
 			return pruned, fmt.Errorf("listing %s to prune: %w", gvk.Kind, err)
@@ -89,7 +89,7 @@ func (r *Reconciler) listToPrune(ctx context.Context, cr v1alpha1.Object, gvk sc
 	case meta.IsNoMatchError(err), apierrors.IsNotFound(err), apierrors.IsMethodNotSupported(err):
 		ctrl.LoggerFrom(ctx).V(1).Info("Type is not served; nothing to prune", "type", gvk.String())
 		return nil, nil
-	case apierrors.IsForbidden(err):
+	case apierrors.IsForbidden(err) && !r.applier.types.declared(gvk):
 		ctrl.LoggerFrom(ctx).Info("Not allowed to list a type left in the inventory; its objects are left in place", "type", gvk.String(), "error", err.Error())
 		r.recorder.Eventf(cr, nil, corev1.EventTypeWarning, "PruneSkipped", "Prune", "stencil may not list %s, which the kind no longer declares; its objects are left in place: delete them by hand", gvk.String())
 		return nil, nil
@@ -110,8 +110,10 @@ func (r *Reconciler) deleteOwned(ctx context.Context, gvk schema.GroupVersionKin
 }
 
 // pruneTypes are the kind's declared types plus any type in the inventory
-// (a type the kind no longer declares may still have objects to remove).
-func (r *Reconciler) pruneTypes(cr v1alpha1.Object) []schema.GroupVersionKind {
+// (a type the kind no longer declares may still have objects to remove);
+// only the cluster-scoped ones with clusterOnly (the finalizer: namespaced
+// objects go with the resource through their ownerReference).
+func (r *Reconciler) pruneTypes(cr v1alpha1.Object, clusterOnly bool) []schema.GroupVersionKind {
 	seen := map[schema.GroupVersionKind]bool{}
 	var types []schema.GroupVersionKind
 	add := func(gvk schema.GroupVersionKind) {
@@ -121,10 +123,14 @@ func (r *Reconciler) pruneTypes(cr v1alpha1.Object) []schema.GroupVersionKind {
 		}
 	}
 	for _, t := range r.kind.Declaration().Owns {
-		add(t.GroupVersionKind())
+		if t.ClusterScoped || !clusterOnly {
+			add(t.GroupVersionKind())
+		}
 	}
 	for _, e := range cr.StencilStatus().Inventory {
-		add(schema.FromAPIVersionAndKind(e.APIVersion, e.Kind))
+		if e.Namespace == "" || !clusterOnly {
+			add(schema.FromAPIVersionAndKind(e.APIVersion, e.Kind))
+		}
 	}
 	return types
 }

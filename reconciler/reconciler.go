@@ -133,7 +133,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		return reconcile.Result{}, res.fail(v1alpha1.ReasonPruneFailed, false, err)
 	}
 	if res.kindStatus, err = r.kindStatus(ctx, cr, res); err != nil {
-		return reconcile.Result{}, res.fail(v1alpha1.ReasonStatusFailed, true, err)
+		return reconcile.Result{}, res.fail(v1alpha1.ReasonStatusFailed, false, err)
 	}
 	if len(res.applied)+len(res.pruned) > 0 {
 		log.V(1).Info("Reconciled", "applied", len(res.applied), "pruned", len(res.pruned), "cr", klog.KObj(cr))
@@ -154,6 +154,11 @@ func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map
 	if res.quiet {
 		return reconcile.Result{}, nil
 	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		// Shutting down or no longer the leader: say nothing rather than
+		// record the cancellation as a failure.
+		return ret, err
+	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
 	defer cancel()
 	err = errors.Join(err, r.writeStatus(wctx, cr, current, res))
@@ -172,6 +177,7 @@ func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map
 func (r *Reconciler) forget(nn types.NamespacedName) {
 	unhealthy.forget(r.kind.GroupVersionKind().Kind, nn)
 	r.written.Delete(nn)
+	r.waiters.forget(nn)
 	r.owners.Range(func(uid, owner any) bool {
 		if owner == nn {
 			r.owners.Delete(uid)

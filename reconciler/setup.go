@@ -71,6 +71,7 @@ func ClientOptions() client.Options {
 // metadata only otherwise, indexed by owner UID.
 func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 	types := cachedTypesOf(kinds, mgr.GetScheme())
+	firstApplies := &claims{}
 	if err := indexOwnerUID(mgr, types); err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 			client:   mgr.GetClient(),
 			reader:   mgr.GetAPIReader(),
 			recorder: mgr.GetEventRecorder("stencil"),
-			applier:  &applier{client: mgr.GetClient(), reader: mgr.GetAPIReader(), types: types},
+			applier:  &applier{client: mgr.GetClient(), reader: mgr.GetAPIReader(), types: types, claims: firstApplies},
 		}
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(strings.ToLower(gvk.Kind)).

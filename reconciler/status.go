@@ -181,9 +181,12 @@ func (r *Reconciler) recordTransitions(cr v1alpha1.Object, before, after []metav
 		if !healthy(c) {
 			eventType = corev1.EventTypeWarning
 		}
-		r.recorder.Eventf(cr, nil, eventType, c.Reason, "Reconcile", "%s", c.Message)
+		r.recorder.Eventf(cr, nil, eventType, c.Reason, "Reconcile", "%s", cut(c.Message, maxEventNote))
 	}
 }
+
+// maxEventNote is the API server's limit on an event's note.
+const maxEventNote = 1024
 
 // healthy: Ready is True, or Drifted is False.
 func healthy(c metav1.Condition) bool {
