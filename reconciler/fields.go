@@ -119,47 +119,28 @@ func removeAt(obj map[string]any, path fieldpath.Path) {
 	if len(path) == 0 {
 		return
 	}
-	var parent any = obj
-	for _, pe := range path[:len(path)-1] {
-		next, ok := step(parent, pe)
-		if !ok {
-			return
-		}
-		parent = next
-	}
 	last := path[len(path)-1]
 	if last.FieldName != nil {
-		if m, ok := parent.(map[string]any); ok {
-			delete(m, *last.FieldName)
+		if parent, ok := walk(obj, path[:len(path)-1]); ok {
+			if m, ok := parent.(map[string]any); ok {
+				delete(m, *last.FieldName)
+			}
 		}
 		return
 	}
-	// A list item: lists are values in Go, so rebuild the list in its parent.
-	grand := obj
-	if len(path) >= 2 {
-		g, _ := valueMap(obj, path[:len(path)-2])
-		grand = g
+	// A list item: lists are values in Go, so rebuild the list in the map
+	// that holds it.
+	if len(path) < 2 || path[len(path)-2].FieldName == nil {
+		return
 	}
-	if len(path) < 2 || grand == nil || path[len(path)-2].FieldName == nil {
+	holder, _ := walk(obj, path[:len(path)-2])
+	m, ok := holder.(map[string]any)
+	if !ok {
 		return
 	}
 	name := *path[len(path)-2].FieldName
-	list, _ := grand[name].([]any)
-	grand[name] = slices.DeleteFunc(slices.Clone(list), func(item any) bool { return matches(item, last) })
-}
-
-// valueMap is the map at path in obj, when there is one.
-func valueMap(obj map[string]any, path fieldpath.Path) (map[string]any, bool) {
-	var cur any = obj
-	for _, pe := range path {
-		next, ok := step(cur, pe)
-		if !ok {
-			return nil, false
-		}
-		cur = next
-	}
-	m, ok := cur.(map[string]any)
-	return m, ok
+	list, _ := m[name].([]any)
+	m[name] = slices.DeleteFunc(slices.Clone(list), func(item any) bool { return matches(item, last) })
 }
 
 func parseRecord(record []string) (*fieldpath.Set, error) {
@@ -191,13 +172,9 @@ func holder(entries []metav1.ManagedFieldsEntry, path fieldpath.Path, ours strin
 // valueAt returns the value at path in obj (an unstructured object) as
 // JSON, and whether it is there.
 func valueAt(obj map[string]any, path fieldpath.Path) (string, bool) {
-	var cur any = obj
-	for _, pe := range path {
-		next, ok := step(cur, pe)
-		if !ok {
-			return "", false
-		}
-		cur = next
+	cur, ok := walk(obj, path)
+	if !ok {
+		return "", false
 	}
 	// JSON as a person reads it: no \u003c for "<".
 	var out strings.Builder
@@ -207,6 +184,18 @@ func valueAt(obj map[string]any, path fieldpath.Path) (string, bool) {
 		return "", false
 	}
 	return strings.TrimSuffix(out.String(), "\n"), true
+}
+
+// walk descends path from cur, and reports whether it is all there.
+func walk(cur any, path fieldpath.Path) (any, bool) {
+	for _, pe := range path {
+		next, ok := step(cur, pe)
+		if !ok {
+			return nil, false
+		}
+		cur = next
+	}
+	return cur, true
 }
 
 // step descends one path element: a field, a list item by key, by value or

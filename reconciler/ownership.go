@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -204,9 +205,11 @@ func (a *applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured)
 	live.SetGroupVersionKind(d.GroupVersionKind())
 	err := a.reader.Get(ctx, client.ObjectKeyFromObject(d), live)
 	switch {
-	case client.IgnoreNotFound(err) != nil:
+	case apierrors.IsNotFound(err):
+		return verdict{stale: true}, nil
+	case err != nil:
 		return verdict{}, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
-	case err != nil, ownedFor(live, d):
+	case ownedFor(live, d):
 		return verdict{stale: true}, nil
 	case adoptedBy(live, d):
 		return verdict{stale: true, adopting: true}, nil

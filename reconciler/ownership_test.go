@@ -211,7 +211,7 @@ func waitDenied(t *testing.T, try func() error) {
 	t.Helper()
 	eventually(t, 20*time.Second, "the admission policy in force", func() error {
 		if err := try(); !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
-			return fmt.Errorf("dry-run request: %v", err)
+			return fmt.Errorf("dry-run request: %w", err)
 		}
 		return nil
 	})
@@ -286,8 +286,8 @@ func TestHugeDriftedValueKeepsStatusWritable(t *testing.T) {
 // type the API server does not serve is nothing to prune.
 func TestRemovedTypesInTheInventory(t *testing.T) {
 	ns := newNamespace(t)
-	w := createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1})
-	w = waitReady(t, ns, "web")
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1})
+	w := waitReady(t, ns, "web")
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
 		Namespace: ns, Name: "left-over",
 		Labels:          map[string]string{v1alpha1.LabelManagedBy: "stencil", v1alpha1.LabelOwnerUID: string(w.UID)},

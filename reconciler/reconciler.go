@@ -106,7 +106,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		return reconcile.Result{}, reconcile.TerminalError(res.fail(v1alpha1.ReasonRenderFailed, true, err))
 	}
 	if len(res.desired) == 0 && len(cr.StencilStatus().Inventory) > 0 {
-		res.fail(v1alpha1.ReasonEmptyRender, true, errEmptyRender)
+		res.record(v1alpha1.ReasonEmptyRender, true, errEmptyRender)
 		return reconcile.Result{}, nil
 	}
 	if err := r.ensureFinalizer(ctx, cr, res.desired); err != nil {
@@ -126,7 +126,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 			r.waiters.add(c.id, client.ObjectKeyFromObject(cr))
 		}
 		log.Info("Left objects that are not this resource's untouched; nothing pruned", "conflicts", len(out.conflicts))
-		res.fail(v1alpha1.ReasonOwnershipConflict, true, conflictsError(out.conflicts))
+		res.record(v1alpha1.ReasonOwnershipConflict, true, conflictsError(out.conflicts))
 		return reconcile.Result{RequeueAfter: conflictRetry}, nil
 	}
 	if res.pruned, err = r.prune(ctx, cr, res.desired, false); err != nil {
@@ -215,11 +215,16 @@ type failure struct {
 	stalled bool
 }
 
-// fail records the first failure of the reconcile and returns err.
-func (res *result) fail(reason string, stalled bool, err error) error {
+// record records the first failure of the reconcile.
+func (res *result) record(reason string, stalled bool, err error) {
 	if res.failure == nil {
 		res.failure = &failure{reason: reason, err: err, stalled: stalled}
 	}
+}
+
+// fail is record, returning err for the reconcile to return.
+func (res *result) fail(reason string, stalled bool, err error) error {
+	res.record(reason, stalled, err)
 	return err
 }
 

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
@@ -55,7 +54,6 @@ func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, curren
 	if err != nil {
 		return err
 	}
-	ctrl.LoggerFrom(ctx).V(1).Info("Writing status", "patch", string(patch))
 	// The answer we need is the new resourceVersion: metadata only.
 	written := &metav1.PartialObjectMetadata{}
 	written.SetGroupVersionKind(r.kind.GroupVersionKind())
