@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -106,7 +107,11 @@ type verdict struct {
 	// waiting: our last apply of this render is not in the cache yet.
 	waiting bool
 	// adopting: the object is not ours yet, and a person asked that it be.
-	adopting bool
+	// The apply then carries resourceVersion, the version that was read: if
+	// the object changed since (the request withdrawn, another controller
+	// set), the API server refuses it.
+	adopting        bool
+	resourceVersion string
 	// claimed: this resource holds the claim on the object's first apply
 	// until the apply returns.
 	claimed bool
@@ -147,8 +152,10 @@ func (a *applier) applyObject(ctx context.Context, d *unstructured.Unstructured,
 			return err
 		}
 		drift.Reverted = !report
-		out.drift = append(out.drift, drift)
-		v.stale = v.stale || drift.Reverted
+		if len(drift.Fields) > 0 {
+			out.drift = append(out.drift, drift)
+		}
+		v.stale = v.stale || !report
 	}
 	if !v.stale {
 		return nil
@@ -167,11 +174,18 @@ func (a *applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 			return fmt.Errorf("reading the managers of %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 		}
 	}
+	if v.adopting {
+		body = body.DeepCopy()
+		body.SetResourceVersion(v.resourceVersion)
+	}
 	key := keyOf(d)
 	a.writes.begin(key)
 	live, err := a.applyOne(ctx, body, false, held)
 	if others, _ := a.writes.end(key, live); others {
 		out.othersWrote = true
+	}
+	if err != nil && v.adopting && apierrors.IsConflict(err) {
+		return fmt.Errorf("%w: %w", errAdoptionRaced, err)
 	}
 	if err != nil {
 		return err
@@ -188,10 +202,17 @@ func (a *applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 		if err != nil {
 			return err
 		}
-		out.drift = append(out.drift, drift)
+		if len(drift.Fields) > 0 {
+			out.drift = append(out.drift, drift)
+		}
 	}
 	return nil
 }
+
+// errAdoptionRaced: an object being adopted changed after stencil read it
+// (its adopt annotation withdrawn, say), and the API server refused the
+// apply; the next reconcile looks at it again.
+var errAdoptionRaced = errors.New("the object changed while stencil adopted it")
 
 // check compares a desired object with the cached metadata of the live one.
 func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
@@ -219,7 +240,7 @@ func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (verd
 		c := conflictWith(d, live)
 		return verdict{conflict: &c}, nil
 	case !ownedFor(live, d):
-		return verdict{stale: true, live: live, adopting: true}, nil
+		return verdict{stale: true, live: live, adopting: true, resourceVersion: live.GetResourceVersion()}, nil
 	case live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != hash:
 		if a.appliedNewer(d, hash, resourceVersion(live)) {
 			return verdict{waiting: true}, nil

@@ -16,9 +16,11 @@ import (
 // masked replaces the values of Secret data in drift reports.
 const masked = "(masked)"
 
-// report describes the drift of d: for each field our manager lost, the
-// desired and live values, who holds it now and since when, and a short
-// unified diff. It reads the full live object, once per drifted object.
+// report describes the drift of d: for each field our manager lost whose
+// live value differs from the desired one, the two values, who holds it now
+// and since when, and a short unified diff. A field another manager holds
+// with the very value the template sets is not drift. It reads the full
+// live object, once per drifted object; no Fields means no drift.
 func (a *applier) report(ctx context.Context, d *unstructured.Unstructured, missing *fieldpath.Set) (v1alpha1.ObjectDrift, error) {
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(d.GroupVersionKind())
@@ -32,31 +34,26 @@ func (a *applier) report(ctx context.Context, d *unstructured.Unstructured, miss
 		Name:       d.GetName(),
 	}
 	secret := d.GetKind() == "Secret" && d.GroupVersionKind().Group == ""
-	for _, path := range firstPaths(missing.Leaves(), v1alpha1.MaxDriftFields) {
+	missing.Leaves().Iterate(func(path fieldpath.Path) {
+		if len(report.Fields) == v1alpha1.MaxDriftFields {
+			return // fieldpath.Set.All ignores a break: its range loop would panic
+		}
 		f := v1alpha1.FieldDrift{Path: cut(path.String(), v1alpha1.MaxPathBytes)}
-		f.Desired, _ = valueAt(d.Object, path)
-		f.Live, _ = valueAt(live.Object, path)
+		var inDesired, inLive bool
+		f.Desired, inDesired = valueAt(d.Object, path)
+		f.Live, inLive = valueAt(live.Object, path)
+		if inDesired && inLive && f.Desired == f.Live {
+			return
+		}
 		if secret {
 			f.Desired, f.Live = mask(f.Desired), mask(f.Live)
 		}
 		f.Desired, f.Live = cut(f.Desired, v1alpha1.MaxValueBytes), cut(f.Live, v1alpha1.MaxValueBytes)
-		f.Manager, f.Time = holder(live.GetManagedFields(), path, FieldManager)
+		f.Manager, f.Time = holder(live.GetManagedFields(), path.Copy(), FieldManager)
 		report.Fields = append(report.Fields, f)
-	}
+	})
 	report.Diff = fieldDiff(report)
 	return report, nil
-}
-
-// firstPaths are at most n paths of s. (fieldpath.Set.All ignores a break:
-// the range loop would panic.)
-func firstPaths(s *fieldpath.Set, n int) []fieldpath.Path {
-	var out []fieldpath.Path
-	s.Iterate(func(p fieldpath.Path) {
-		if len(out) < n {
-			out = append(out, p.Copy())
-		}
-	})
-	return out
 }
 
 func mask(v string) string {

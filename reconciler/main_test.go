@@ -87,7 +87,23 @@ type counter struct {
 	counts map[string]int
 	// inNamespace counts "VERB namespace" for namespaced requests.
 	inNamespace map[string]int
-	faults      []fault
+	// byPath counts "VERB path".
+	byPath map[string]int
+	faults []fault
+}
+
+// countPath is the number of requests with method whose path ends in path
+// so far.
+func (c *counter) countPath(method, path string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k, v := range c.byPath {
+		if strings.HasPrefix(k, method+" ") && strings.HasSuffix(k, path) {
+			n += v
+		}
+	}
+	return n
 }
 
 // countIn is the number of requests with method in namespace ns so far.
@@ -98,25 +114,29 @@ func (c *counter) countIn(method, ns string) int {
 }
 
 // fault changes the operator's requests whose path contains path (and whose
-// method is method, when set): it panics, delays them, or drops from their
-// watch streams the events whose line contains drop.
+// method is method, when set): it panics, fails them (as a lost connection
+// would), delays them, or drops from their watch streams the events whose
+// line contains drop.
 type fault struct {
 	method, path string
-	panic        bool
+	panic, fail  bool
 	delay        time.Duration
 	drop         string
 }
 
-// inject adds a fault until the test ends.
-func (c *counter) inject(t *testing.T, f fault) {
+// inject adds a fault until the test ends, or until the func it returns is
+// called.
+func (c *counter) inject(t *testing.T, f fault) (remove func()) {
 	c.mu.Lock()
 	c.faults = append(c.faults, f)
 	c.mu.Unlock()
-	t.Cleanup(func() {
+	remove = func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.faults = slices.DeleteFunc(c.faults, func(g fault) bool { return g == f })
-	})
+	}
+	t.Cleanup(remove)
+	return remove
 }
 
 func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -129,8 +149,9 @@ func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
 			}
 			c.counts[req.Method+" "+resourceOf(req.URL.Path)]++
 			if c.inNamespace == nil {
-				c.inNamespace = map[string]int{}
+				c.inNamespace, c.byPath = map[string]int{}, map[string]int{}
 			}
+			c.byPath[req.Method+" "+req.URL.Path]++
 			if _, rest, ok := strings.Cut(req.URL.Path, "/namespaces/"); ok {
 				ns, _, _ := strings.Cut(rest, "/")
 				c.inNamespace[req.Method+" "+ns]++
@@ -141,6 +162,9 @@ func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
 		for _, f := range faults {
 			if f.panic {
 				panic("injected by a test: " + req.Method + " " + req.URL.Path)
+			}
+			if f.fail {
+				return nil, errors.New("connection lost, injected by a test: " + req.Method + " " + req.URL.Path)
 			}
 			time.Sleep(f.delay)
 		}

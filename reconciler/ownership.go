@@ -35,12 +35,33 @@ type conflict struct {
 	object string
 	// holder says whose it is, as in "it belongs to Widget ns/other".
 	holder string
-	// adopt is the kubectl command that lets this resource take it over.
+	// adopt is the kubectl command that lets this resource take it over;
+	// empty when another controller holds it and stencil never will.
 	adopt string
+	// predecessor: the object belongs to a deleted resource of the same
+	// kind and name, and the garbage collector is about to delete it.
+	predecessor bool
+	// deleting: the object is being deleted; finalizers names what it
+	// waits for.
+	deleting   bool
+	finalizers []string
 }
 
 func (c conflict) Error() string {
-	return c.object + " exists and is not this resource's (" + c.holder + "); stencil leaves it untouched. Render another name, or let this resource take it over: " + c.adopt
+	waits := ""
+	if len(c.finalizers) > 0 {
+		waits = " It waits for the finalizers " + strings.Join(c.finalizers, ", ") + "."
+	}
+	switch {
+	case c.predecessor:
+		return c.object + " still belongs to the deleted resource of the same name (" + c.holder + "); stencil creates it again once the garbage collector has deleted it." + waits
+	case c.deleting:
+		return c.object + " is being deleted and is not this resource's (" + c.holder + "); stencil creates it once it is gone." + waits
+	case c.adopt == "":
+		return c.object + " exists and is not this resource's (" + c.holder + "); stencil leaves it untouched and cannot take it over while another controller holds it. Render another name"
+	}
+	return c.object + " exists and is not this resource's (" + c.holder + "); stencil leaves it untouched. Render another name, or let this resource take it over: " + c.adopt +
+		" (stencil looks again within a minute, or at once when the resource changes)"
 }
 
 // conflictsError joins the conflicts into one error, at most three named.
@@ -55,41 +76,74 @@ func conflictsError(cs []conflict) error {
 	return errors.Join(errs...)
 }
 
+// goingAway: every conflicting object is on its way out (a deleted
+// predecessor's, or being deleted): the conflict resolves itself, no one
+// has to act.
+func goingAway(cs []conflict) bool {
+	for _, c := range cs {
+		if !c.predecessor && !c.deleting {
+			return false
+		}
+	}
+	return true
+}
+
 // ownedFor reports whether live is the object that stencil rendered as d
-// (d carries its resource's owner label and annotation): by owner UID label,
-// controller ownerReference, or, cluster-scoped, owner annotation.
+// (d carries its resource's owner label and annotation). A controller
+// ownerReference decides when there is one: it must point to the resource.
+// Without one (cluster-scoped objects, or one whose reference someone
+// removed) it takes two proofs, the owner UID label and the owner
+// annotation: a label alone is easily copied, by a pod template for one.
 func ownedFor(live metav1.Object, d *unstructured.Unstructured) bool {
 	uid := d.GetLabels()[v1alpha1.LabelOwnerUID]
-	if live.GetLabels()[v1alpha1.LabelOwnerUID] == uid {
-		return true
-	}
 	if ref := metav1.GetControllerOf(live); ref != nil {
 		return string(ref.UID) == uid
 	}
-	return live.GetNamespace() == "" && live.GetAnnotations()[v1alpha1.AnnotationOwner] == d.GetAnnotations()[v1alpha1.AnnotationOwner]
+	return live.GetLabels()[v1alpha1.LabelOwnerUID] == uid &&
+		live.GetAnnotations()[v1alpha1.AnnotationOwner] == d.GetAnnotations()[v1alpha1.AnnotationOwner]
 }
 
 // adoptedBy reports whether a person asked, on live, that the resource d was
-// rendered for take it over.
+// rendered for take it over. An object that another controller holds is
+// never taken over: its controller would fight for it.
 func adoptedBy(live metav1.Object, d *unstructured.Unstructured) bool {
 	want := d.GetAnnotations()[v1alpha1.AnnotationOwner]
-	return want != "" && live.GetAnnotations()[v1alpha1.AnnotationAdopt] == want
+	return want != "" && live.GetAnnotations()[v1alpha1.AnnotationAdopt] == want && metav1.GetControllerOf(live) == nil
+}
+
+// predecessorOf reports whether live was rendered for a resource of the
+// same kind, namespace and name as d's that has been deleted (its UID
+// differs), and is controlled by it: the garbage collector deletes it.
+func predecessorOf(live metav1.Object, d *unstructured.Unstructured) bool {
+	uid := live.GetLabels()[v1alpha1.LabelOwnerUID]
+	owner := d.GetAnnotations()[v1alpha1.AnnotationOwner]
+	ref := metav1.GetControllerOf(live)
+	gk, _, ok := render.ParseOwnerAnnotation(owner)
+	return ok && uid != "" && uid != d.GetLabels()[v1alpha1.LabelOwnerUID] && live.GetAnnotations()[v1alpha1.AnnotationOwner] == owner &&
+		ref != nil && string(ref.UID) == uid && ref.Kind == gk.Kind
 }
 
 // conflictWith describes live, which is in the way of d.
 func conflictWith(d *unstructured.Unstructured, live metav1.Object) conflict {
 	gvk := d.GroupVersionKind()
-	object := gvk.Kind + " " + quoted(d.GetNamespace(), d.GetName())
+	c := conflict{id: idOf(gvk, d.GetNamespace(), d.GetName()), object: gvk.Kind + " " + quoted(d.GetNamespace(), d.GetName()),
+		holder: holderOf(live), predecessor: predecessorOf(live, d), deleting: live.GetDeletionTimestamp() != nil}
+	if c.predecessor || c.deleting {
+		c.finalizers = live.GetFinalizers()
+	}
+	if metav1.GetControllerOf(live) != nil || c.deleting {
+		return c
+	}
 	resource := strings.ToLower(gvk.Kind)
 	if gvk.Group != "" {
 		resource += "." + gvk.Group
 	}
-	adopt := "kubectl annotate " + resource + " " + d.GetName()
+	c.adopt = "kubectl annotate " + resource + " " + d.GetName()
 	if ns := d.GetNamespace(); ns != "" {
-		adopt += " -n " + ns
+		c.adopt += " -n " + ns
 	}
-	adopt += " " + v1alpha1.AnnotationAdopt + "=" + d.GetAnnotations()[v1alpha1.AnnotationOwner]
-	return conflict{id: idOf(gvk, d.GetNamespace(), d.GetName()), object: object, holder: holderOf(live), adopt: adopt}
+	c.adopt += " " + v1alpha1.AnnotationAdopt + "=" + d.GetAnnotations()[v1alpha1.AnnotationOwner]
+	return c
 }
 
 func quoted(namespace, name string) string {
@@ -99,13 +153,16 @@ func quoted(namespace, name string) string {
 	return fmt.Sprintf("%q in namespace %q", name, namespace)
 }
 
-// holderOf says whose live is: the stencil resource it was rendered for, its
-// controller, or the managers that wrote it.
+// holderOf says whose live is: the stencil resource it was rendered for
+// (when its controller, if any, is that resource), its controller, or the
+// managers that wrote it.
 func holderOf(live metav1.Object) string {
-	if gk, nn, ok := render.ParseOwnerAnnotation(live.GetAnnotations()[v1alpha1.AnnotationOwner]); ok && live.GetLabels()[v1alpha1.LabelOwnerUID] != "" {
-		return fmt.Sprintf("it belongs to %s %s, UID %s", gk.Kind, nn, live.GetLabels()[v1alpha1.LabelOwnerUID])
+	uid := live.GetLabels()[v1alpha1.LabelOwnerUID]
+	ref := metav1.GetControllerOf(live)
+	if gk, nn, ok := render.ParseOwnerAnnotation(live.GetAnnotations()[v1alpha1.AnnotationOwner]); ok && uid != "" && (ref == nil || string(ref.UID) == uid) {
+		return fmt.Sprintf("it belongs to %s %s, UID %s", gk.Kind, nn, uid)
 	}
-	if ref := metav1.GetControllerOf(live); ref != nil {
+	if ref != nil {
 		return fmt.Sprintf("it is controlled by %s %s", ref.Kind, ref.Name)
 	}
 	var managers []string
@@ -200,6 +257,11 @@ func (w *waiters) take(id string) []reconcile.Request {
 // labels. One metadata-only read from the API server tells: absent (apply
 // it), this resource's or adopted (apply it), or someone else's (conflict).
 // This read happens once per object stencil has never seen, never at rest.
+// It is a quorum read, not one from the API server's watch cache
+// (resourceVersion "0"): the watch cache may lag, by seconds behind a busy
+// API server, and a "not found" from it would let a force-apply take an
+// object just created by someone else, or by another resource whose claim
+// was released when its apply returned.
 func (a *applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
 	live := &metav1.PartialObjectMetadata{}
 	live.SetGroupVersionKind(d.GroupVersionKind())
@@ -212,7 +274,7 @@ func (a *applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured)
 	case ownedFor(live, d):
 		return verdict{stale: true}, nil
 	case adoptedBy(live, d):
-		return verdict{stale: true, adopting: true}, nil
+		return verdict{stale: true, adopting: true, resourceVersion: live.GetResourceVersion()}, nil
 	}
 	c := conflictWith(d, live)
 	return verdict{conflict: &c}, nil

@@ -431,3 +431,190 @@ func TestNamespaceDeletionIsQuiet(t *testing.T) {
 		t.Errorf("the operator sent %d PATCH requests in the terminating namespace, want at most one apply per deleted child", n)
 	}
 }
+
+// A resource deleted and created again under its name finds its
+// predecessor's objects still there until the garbage collector deletes
+// them: that resolves itself, so it is Reconciling, not Stalled, and the
+// new resource takes the names as soon as they are gone.
+func TestRecreatedResourceWaitsForItsPredecessor(t *testing.T) {
+	ns := newNamespace(t)
+	old := createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1})
+	waitReady(t, ns, "web")
+	// A finalizer of the test's holds the old ConfigMap after the garbage
+	// collector deleted it.
+	const hold = "test.stencil.dev/hold"
+	cm, _ := get(t, &corev1.ConfigMap{}, ns, "web-config")
+	cm.Finalizers = append(cm.Finalizers, hold)
+	if err := k8s.Update(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	release := func() {
+		cm, err := get(t, &corev1.ConfigMap{}, ns, "web-config")
+		if err != nil {
+			return
+		}
+		cm.Finalizers = slices.DeleteFunc(cm.Finalizers, func(f string) bool { return f == hold })
+		if err := k8s.Update(context.WithoutCancel(t.Context()), cm); err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(release)
+	if err := k8s.Delete(t.Context(), old); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the old Widget gone", func() error {
+		if _, err := get(t, &testv1alpha1.Widget{}, ns, "web"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Widget web: %w", err)
+		}
+		return nil
+	})
+
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1})
+	w := waitCondition(t, ns, "web", v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonOwnershipConflict)
+	if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionStalled); c != nil {
+		t.Errorf("Stalled = %+v; want none, the conflict resolves itself", c)
+	}
+	if msg := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "deleted resource of the same name") || strings.Contains(msg, "kubectl annotate") {
+		t.Errorf("Ready message %q; want it to say the predecessor's object goes by itself", msg)
+	}
+	release()
+	w = waitReady(t, ns, "web")
+	cm, err := get(t, &corev1.ConfigMap{}, ns, "web-config")
+	if err != nil || cm.Labels[v1alpha1.LabelOwnerUID] != string(w.UID) {
+		t.Fatalf("ConfigMap web-config: %v, owner label %q; want the new Widget's %s", err, cm.Labels[v1alpha1.LabelOwnerUID], w.UID)
+	}
+}
+
+// An object that carries the resource's owner label and annotation, but
+// whose controller is someone else, is not the resource's: labels are
+// easily copied. And stencil never takes over an object that another
+// controller holds, even when asked to.
+func TestCopiedLabelsDoNotMakeAnObjectOurs(t *testing.T) {
+	ns := newNamespace(t)
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1})
+	w := waitReady(t, ns, "web")
+	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "parent"}}
+	if err := k8s.Create(t.Context(), parent); err != nil {
+		t.Fatal(err)
+	}
+	owner := "Widget.test.stencil.dev/" + ns + "/web"
+	copied := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "copied",
+			Labels:          map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil, v1alpha1.LabelOwnerUID: string(w.UID)},
+			Annotations:     map[string]string{v1alpha1.AnnotationOwner: owner, v1alpha1.AnnotationAdopt: owner},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "parent", UID: parent.UID, Controller: new(true)}},
+		},
+		Data: map[string]string{"message": "the parent's"},
+	}
+	if err := k8s.Create(t.Context(), copied, client.FieldOwner("parent-controller")); err != nil {
+		t.Fatal(err)
+	}
+	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.ConfigName = "copied" })
+	w = waitCondition(t, ns, "web", v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonOwnershipConflict)
+	msg := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady).Message
+	if !strings.Contains(msg, "controlled by ConfigMap parent") || strings.Contains(msg, "kubectl annotate") {
+		t.Errorf("Ready message %q; want it to name the controller and offer no adoption", msg)
+	}
+	touch(t, ns, "web")
+	time.Sleep(2 * time.Second)
+	cm, _ := get(t, &corev1.ConfigMap{}, ns, "copied")
+	if cm.Data["message"] != "the parent's" || len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != parent.UID {
+		t.Fatalf("the parent's ConfigMap was changed: data %v, ownerReferences %v", cm.Data, cm.OwnerReferences)
+	}
+	for _, e := range cm.ManagedFields {
+		if e.Manager == "stencil" {
+			t.Fatalf("stencil wrote the parent's ConfigMap: %+v", e)
+		}
+	}
+	if _, err := get(t, &corev1.ConfigMap{}, ns, "web-config"); err != nil {
+		t.Errorf("ConfigMap web-config: %v; want it kept (nothing is pruned during a conflict)", err)
+	}
+}
+
+// An adoption applies the object only as it was when stencil read the
+// adopt annotation: withdrawn before the apply lands, it is not adopted.
+func TestWithdrawnAdoptionIsNotApplied(t *testing.T) {
+	ns := newNamespace(t)
+	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-config"}, Data: map[string]string{"message": "mine"}}
+	if err := k8s.Create(t.Context(), mine, client.FieldOwner("kubectl-create")); err != nil {
+		t.Fatal(err)
+	}
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1})
+	waitCondition(t, ns, "web", v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonOwnershipConflict)
+
+	// stencil's apply of the ConfigMap waits 4 s before it is sent; the
+	// annotation is withdrawn meanwhile.
+	undelay := requests.inject(t, fault{method: "PATCH", path: "/namespaces/" + ns + "/configmaps/web-config", delay: 4 * time.Second})
+	cmPath := "/namespaces/" + ns + "/configmaps/web-config"
+	patches := requests.countPath("PATCH", cmPath)
+	setAdopt := func(value *string) {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{v1alpha1.AnnotationAdopt: value}}})
+		if err := k8s.Patch(t.Context(), mine, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owner := "Widget.test.stencil.dev/" + ns + "/web"
+	setAdopt(&owner)
+	touch(t, ns, "web")
+	eventually(t, 30*time.Second, "stencil's apply of the ConfigMap under way", func() error {
+		if requests.countPath("PATCH", cmPath) == patches {
+			return fmt.Errorf("no PATCH of %s yet", cmPath)
+		}
+		return nil
+	})
+	setAdopt(nil)
+	time.Sleep(5 * time.Second)
+	undelay()
+	touch(t, ns, "web")
+	waitCondition(t, ns, "web", v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonOwnershipConflict)
+	cm, _ := get(t, &corev1.ConfigMap{}, ns, "web-config")
+	if cm.Data["message"] != "mine" || len(cm.Labels) != 0 || len(cm.OwnerReferences) != 0 {
+		t.Fatalf("the ConfigMap was adopted after the request was withdrawn: data %v, labels %v, ownerReferences %v", cm.Data, cm.Labels, cm.OwnerReferences)
+	}
+}
+
+// A resource being deleted whose cleanup fails says so in its status, and
+// finishes once the cleanup can go on.
+func TestCleanupFailureIsReported(t *testing.T) {
+	ns := newNamespace(t)
+	w := createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, ClusterRole: true})
+	waitReady(t, ns, "web")
+	role := "widget-" + ns + "-web"
+	restore := requests.inject(t, fault{method: "DELETE", path: "/clusterroles/" + role, fail: true})
+	if err := k8s.Delete(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	w = waitCondition(t, ns, "web", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonCleanupFailed)
+	if !meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.ConditionReconciling) {
+		t.Errorf("conditions = %+v; want Reconciling", w.Status.Conditions)
+	}
+	if msg := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady).Message; !strings.Contains(msg, role) || strings.Contains(msg, "bug") {
+		t.Errorf("Ready message %q; want it to name the ClusterRole, and not call this a bug", msg)
+	}
+	if _, err := get(t, &rbacv1.ClusterRole{}, "", role); err != nil {
+		t.Errorf("ClusterRole: %v; want it still there", err)
+	}
+	restore()
+	eventually(t, 60*time.Second, "the Widget and its ClusterRole gone", func() error {
+		if _, err := get(t, &testv1alpha1.Widget{}, ns, "web"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Widget web: %w", err)
+		}
+		if _, err := get(t, &rbacv1.ClusterRole{}, "", role); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("ClusterRole: %w", err)
+		}
+		return nil
+	})
+}
+
+// Under Report, a field another manager holds with the very value the
+// template sets is not drift.
+func TestHeldFieldWithTheDesiredValueIsNotDrift(t *testing.T) {
+	ns := newNamespace(t)
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 2, DriftPolicy: v1alpha1.DriftReport})
+	waitReady(t, ns, "web")
+	scale(t, ns, "web", 4, "autoscaler")
+	waitCondition(t, ns, "web", v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftFound)
+	scale(t, ns, "web", 2, "autoscaler")
+	waitCondition(t, ns, "web", v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonInSync)
+	assertNotDrifted(t, ns, "web", 2*time.Second)
+}

@@ -10,8 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -49,13 +51,20 @@ type Reconciler struct {
 	// waiters are the resources that found an object held by another
 	// owner; its deletion brings them back.
 	waiters waiters
+	// conflicts holds, per resource in an ownership conflict, when the
+	// conflict began: the retry backs off with its age.
+	conflicts sync.Map // types.NamespacedName → time.Time
 }
 
 // Timings of the reconcile.
 const (
-	// conflictRetry: a resource in an ownership conflict looks again this
-	// often (an object that is not stencil's sends no event when it goes).
-	conflictRetry = 30 * time.Second
+	// A resource in an ownership conflict looks again after as long as the
+	// conflict has lasted, at least conflictRetry and at most
+	// maxConflictRetry, with jitter: an object that is not stencil's sends
+	// no event when it goes or is annotated for adoption, and many
+	// resources in conflict must not look all at once.
+	conflictRetry    = 5 * time.Second
+	maxConflictRetry = time.Minute
 	// cacheBackstop: after an apply, the resource is reconciled once more
 	// this much later, so that an object whose events the cache missed
 	// (deleted before the informer saw it) is still found missing.
@@ -77,7 +86,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !cr.GetDeletionTimestamp().IsZero() {
-		return reconcile.Result{}, r.finalize(ctx, cr)
+		return reconcile.Result{}, r.finalizeAndReport(ctx, cr)
 	}
 	current, err := r.currentStatus(cr)
 	if err != nil {
@@ -110,6 +119,12 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		return reconcile.Result{}, nil
 	}
 	if err := r.ensureFinalizer(ctx, cr, res.desired); err != nil {
+		if apierrors.IsConflict(err) {
+			// The resource changed since the cache saw it: nothing happened
+			// that status should tell; the retry reads the new version.
+			res.quiet = true
+			return reconcile.Result{}, err
+		}
 		return reconcile.Result{}, res.failQuietly(ctx, v1alpha1.ReasonFinalizerFailed, err)
 	}
 	out, err := r.applier.apply(ctx, cr, res.desired)
@@ -118,17 +133,18 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		log.Info("Adopted an existing object on request", "object", o)
 		r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Adopted", "Adopt", "Took over %s, which was annotated %s", o, v1alpha1.AnnotationAdopt)
 	}
+	if errors.Is(err, errAdoptionRaced) {
+		log.Info("An object changed while it was adopted; looking again", "error", err.Error())
+		res.quiet = true
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
 	if err != nil {
 		return reconcile.Result{}, res.failQuietly(ctx, v1alpha1.ReasonApplyFailed, err)
 	}
 	if len(out.conflicts) > 0 {
-		for _, c := range out.conflicts {
-			r.waiters.add(c.id, client.ObjectKeyFromObject(cr))
-		}
-		log.Info("Left objects that are not this resource's untouched; nothing pruned", "conflicts", len(out.conflicts))
-		res.record(v1alpha1.ReasonOwnershipConflict, true, conflictsError(out.conflicts))
-		return reconcile.Result{RequeueAfter: conflictRetry}, nil
+		return r.leaveConflicts(ctx, cr, res, out.conflicts), nil
 	}
+	r.conflicts.Delete(client.ObjectKeyFromObject(cr))
 	if res.pruned, err = r.prune(ctx, cr, res.desired, false); err != nil {
 		return reconcile.Result{}, res.fail(v1alpha1.ReasonPruneFailed, false, err)
 	}
@@ -144,6 +160,30 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	return reconcile.Result{}, nil
 }
 
+// leaveConflicts records that objects in the way were left untouched, and when
+// to look again: at once when the holder of one is deleted (waiters), else
+// after a backoff. A conflict with a deleted predecessor resolves itself, so
+// it is not Stalled.
+func (r *Reconciler) leaveConflicts(ctx context.Context, cr v1alpha1.Object, res *result, cs []conflict) reconcile.Result {
+	nn := client.ObjectKeyFromObject(cr)
+	for _, c := range cs {
+		r.waiters.add(c.id, nn)
+	}
+	ctrl.LoggerFrom(ctx).Info("Left objects that are not this resource's untouched; nothing pruned", "conflicts", len(cs))
+	res.record(v1alpha1.ReasonOwnershipConflict, !goingAway(cs), conflictsError(cs))
+	began, _ := r.conflicts.LoadOrStore(nn, time.Now())
+	return reconcile.Result{RequeueAfter: backoff(time.Since(began.(time.Time)))}
+}
+
+// backoff is how long a resource that has been in conflict for lasted
+// waits before it looks again: as long again, within [conflictRetry,
+// maxConflictRetry], plus up to a fifth more at random. Events (the
+// resource changed, a cached holder deleted) bring it back sooner; they do
+// not make it wait longer.
+func backoff(lasted time.Duration) time.Duration {
+	return wait.Jitter(min(max(lasted, conflictRetry), maxConflictRetry), 0.2)
+}
+
 // finish writes the status of what res saw, unless the namespace is going
 // away, with a deadline of its own (the reconcile's may have passed), and
 // reconciles again at once when another writer changed an object while we
@@ -152,7 +192,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map[string]any, res *result, ret reconcile.Result, err error) (reconcile.Result, error) {
 	countObjects(r.kind.GroupVersionKind().Kind, res, cr.StencilDriftPolicy())
 	if res.quiet {
-		return reconcile.Result{}, nil
+		return ret, err
 	}
 	if errors.Is(ctx.Err(), context.Canceled) {
 		// Shutting down or no longer the leader: say nothing rather than
@@ -178,6 +218,7 @@ func (r *Reconciler) forget(nn types.NamespacedName) {
 	unhealthy.forget(r.kind.GroupVersionKind().Kind, nn)
 	r.written.Delete(nn)
 	r.waiters.forget(nn)
+	r.conflicts.Delete(nn)
 	r.owners.Range(func(uid, owner any) bool {
 		if owner == nn {
 			r.owners.Delete(uid)
@@ -199,7 +240,9 @@ type result struct {
 	drift       []v1alpha1.ObjectDrift
 	// failure is the first phase that failed; nil when all succeeded.
 	failure *failure
-	// quiet: the namespace is being deleted; nothing more is written.
+	// quiet: nothing happened that status should tell (the namespace is
+	// being deleted, or the resource changed under a finalizer patch);
+	// no status is written.
 	quiet bool
 	// kindStatus holds the fields of the kind's status template.
 	kindStatus map[string]any
@@ -253,12 +296,19 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, cr v1alpha1.Object, de
 	if controllerutil.ContainsFinalizer(cr, finalizer) || !anyClusterScoped(desired) {
 		return nil
 	}
-	patch := client.MergeFrom(cr.DeepCopyObject().(client.Object))
+	patch := finalizersPatch(cr)
 	controllerutil.AddFinalizer(cr, finalizer)
 	if err := r.client.Patch(ctx, cr, patch); err != nil {
 		return fmt.Errorf("adding finalizer: %w", err)
 	}
 	return nil
+}
+
+// finalizersPatch is a merge patch from cr that carries cr's resourceVersion:
+// a merge patch replaces the whole finalizers list, so without the lock it
+// would drop a finalizer that another controller added meanwhile.
+func finalizersPatch(cr v1alpha1.Object) client.Patch {
+	return client.MergeFromWithOptions(cr.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
 }
 
 func anyClusterScoped(objs []*unstructured.Unstructured) bool {
@@ -270,20 +320,52 @@ func anyClusterScoped(objs []*unstructured.Unstructured) bool {
 	return false
 }
 
-// finalize deletes the cluster-scoped objects of a custom resource being
-// deleted (namespaced ones go with it through their ownerReference), then
-// removes the finalizer.
-func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) error {
-	if !controllerutil.ContainsFinalizer(cr, finalizer) {
+// finalizeAndReport finalizes cr and says in its status how that went:
+// when it fails, Ready=False with reason CleanupFailed and what is left;
+// when it succeeds after such a failure, Ready=False with reason Deleting
+// (the resource may still wait for other finalizers). The status write has
+// its own deadline, as in finish: a cleanup that ran out of time is
+// reported too.
+func (r *Reconciler) finalizeAndReport(ctx context.Context, cr v1alpha1.Object) error {
+	pruned, err := r.finalize(ctx, cr)
+	if apierrors.IsConflict(err) || errors.Is(ctx.Err(), context.Canceled) {
+		return err
+	}
+	res := &result{generation: cr.GetGeneration(), pruned: pruned}
+	switch ready := meta.FindStatusCondition(cr.StencilStatus().Conditions, v1alpha1.ConditionReady); {
+	case err != nil:
+		res.record(v1alpha1.ReasonCleanupFailed, false, err)
+	case ready != nil && ready.Reason == v1alpha1.ReasonCleanupFailed:
+		res.record(v1alpha1.ReasonDeleting, false, errCleanedUp)
+	default:
 		return nil
 	}
-	if _, err := r.prune(ctx, cr, nil, true); err != nil {
-		return fmt.Errorf("cleaning up before deletion: %w", err)
+	current, serr := r.currentStatus(cr)
+	if serr == nil {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
+		defer cancel()
+		serr = r.writeStatus(wctx, cr, current, res)
 	}
-	patch := client.MergeFrom(cr.DeepCopyObject().(client.Object))
+	return errors.Join(err, serr)
+}
+
+var errCleanedUp = errors.New("stencil deleted the resource's cluster-scoped objects and removed its finalizer")
+
+// finalize deletes the cluster-scoped objects of a custom resource being
+// deleted (namespaced ones go with it through their ownerReference), then
+// removes the finalizer. It returns what it deleted.
+func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) ([]v1alpha1.InventoryEntry, error) {
+	if !controllerutil.ContainsFinalizer(cr, finalizer) {
+		return nil, nil
+	}
+	pruned, err := r.prune(ctx, cr, nil, true)
+	if err != nil {
+		return pruned, fmt.Errorf("cleaning up before deletion: %w", err)
+	}
+	patch := finalizersPatch(cr)
 	controllerutil.RemoveFinalizer(cr, finalizer)
 	if err := r.client.Patch(ctx, cr, patch); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removing finalizer: %w", err)
+		return pruned, fmt.Errorf("removing finalizer: %w", err)
 	}
-	return nil
+	return pruned, nil
 }

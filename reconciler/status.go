@@ -232,6 +232,10 @@ func failureMessage(s *v1alpha1.Status, f *failure) string {
 		return "Apply failed: " + f.err.Error() + ". Nothing was pruned; stencil retries with backoff."
 	case v1alpha1.ReasonPruneFailed:
 		return "Prune failed: " + f.err.Error() + ". stencil retries with backoff."
+	case v1alpha1.ReasonCleanupFailed:
+		return "The resource is being deleted, and deleting its cluster-scoped objects failed: " + f.err.Error() + ". Its finalizer stays until they are gone; stencil retries with backoff."
+	case v1alpha1.ReasonDeleting:
+		return "The resource is being deleted: " + f.err.Error() + ". It may still wait for other finalizers."
 	case v1alpha1.ReasonStatusFailed:
 		return "Status failed: " + f.err.Error() + ". The objects are applied; fix the status template."
 	}
@@ -261,7 +265,7 @@ func setProgressConditions(s *v1alpha1.Status, res *result) {
 // Drifted stays False; status.drift keeps what was last reverted.
 func setDriftedCondition(s *v1alpha1.Status, res *result, policy v1alpha1.DriftPolicy) {
 	c := metav1.Condition{Type: v1alpha1.ConditionDrifted, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonInSync,
-		Message: "Every field the templates set is held by stencil.", ObservedGeneration: res.generation}
+		Message: "Every field the templates set has the value they set.", ObservedGeneration: res.generation}
 	switch {
 	case policy == v1alpha1.DriftReport && len(res.drift) > 0:
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonDriftFound

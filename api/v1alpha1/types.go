@@ -166,6 +166,9 @@ const (
 	ReasonOwnershipConflict = "OwnershipConflict"
 	// ReasonFinalizerFailed: the cleanup finalizer could not be added.
 	ReasonFinalizerFailed = "FinalizerFailed"
+	// ReasonCleanupFailed: the resource is being deleted and deleting its
+	// cluster-scoped objects failed; the finalizer stays until it succeeds.
+	ReasonCleanupFailed = "CleanupFailed"
 	// ReasonStatusFailed: the kind's status template failed.
 	ReasonStatusFailed = "StatusTemplateFailed"
 	// ReasonPanicked: the reconcile panicked (a bug in stencil).

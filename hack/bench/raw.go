@@ -212,7 +212,7 @@ func readyStatus(objs []*unstructured.Unstructured, generation int64, now metav1
 		"observedGeneration": generation,
 		"conditions": []any{
 			condition(v1alpha1.ConditionReady, "True", v1alpha1.ReasonReconciled, "All "+strconv.Itoa(len(objs))+" rendered objects are applied."),
-			condition(v1alpha1.ConditionDrifted, "False", v1alpha1.ReasonInSync, "Every field the templates set is held by stencil."),
+			condition(v1alpha1.ConditionDrifted, "False", v1alpha1.ReasonInSync, "Every field the templates set has the value they set."),
 		},
 		"inventory": inventory,
 		"completed": false, // no Deployment becomes available here: the bench runs no controller manager

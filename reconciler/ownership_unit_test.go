@@ -1,0 +1,73 @@
+package reconciler
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+func TestOwnership(t *testing.T) {
+	const owner = "Widget.test.stencil.dev/ns/web"
+	desired := &unstructured.Unstructured{}
+	desired.SetLabels(map[string]string{v1alpha1.LabelOwnerUID: "uid-web"})
+	desired.SetAnnotations(map[string]string{v1alpha1.AnnotationOwner: owner})
+	controller := func(uid string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{Kind: "Widget", Name: "web", UID: types.UID(uid), Controller: new(true)}}
+	}
+	tests := []struct {
+		name                         string
+		labels, annotations          map[string]string
+		refs                         []metav1.OwnerReference
+		owned, adopted, predecessors bool
+	}{
+		{name: "ours, namespaced", labels: map[string]string{v1alpha1.LabelOwnerUID: "uid-web"}, annotations: map[string]string{v1alpha1.AnnotationOwner: owner}, refs: controller("uid-web"), owned: true},
+		{name: "ours, cluster-scoped", labels: map[string]string{v1alpha1.LabelOwnerUID: "uid-web"}, annotations: map[string]string{v1alpha1.AnnotationOwner: owner}, owned: true},
+		{name: "our controller reference alone", refs: controller("uid-web"), owned: true},
+		{name: "a copied label", labels: map[string]string{v1alpha1.LabelOwnerUID: "uid-web"}},
+		{name: "copied label and annotation, another controller", labels: map[string]string{v1alpha1.LabelOwnerUID: "uid-web"},
+			annotations: map[string]string{v1alpha1.AnnotationOwner: owner, v1alpha1.AnnotationAdopt: owner}, refs: controller("uid-other")},
+		{name: "a user's object, adoption asked", annotations: map[string]string{v1alpha1.AnnotationAdopt: owner}, adopted: true},
+		{name: "adoption asked for another resource", annotations: map[string]string{v1alpha1.AnnotationAdopt: "Widget.test.stencil.dev/ns/other"}},
+		{name: "the deleted predecessor's", labels: map[string]string{v1alpha1.LabelOwnerUID: "uid-old"}, annotations: map[string]string{v1alpha1.AnnotationOwner: owner}, refs: controller("uid-old"), predecessors: true},
+		{name: "an orphaned predecessor's", labels: map[string]string{v1alpha1.LabelOwnerUID: "uid-old"}, annotations: map[string]string{v1alpha1.AnnotationOwner: owner}},
+		{name: "another resource's", labels: map[string]string{v1alpha1.LabelOwnerUID: "uid-other"}, annotations: map[string]string{v1alpha1.AnnotationOwner: "Widget.test.stencil.dev/ns/other"}, refs: controller("uid-other")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			live := &metav1.ObjectMeta{Labels: tt.labels, Annotations: tt.annotations, OwnerReferences: tt.refs}
+			if got := ownedFor(live, desired); got != tt.owned {
+				t.Errorf("ownedFor = %v, want %v", got, tt.owned)
+			}
+			if got := adoptedBy(live, desired); got != tt.adopted {
+				t.Errorf("adoptedBy = %v, want %v", got, tt.adopted)
+			}
+			if got := predecessorOf(live, desired); got != tt.predecessors {
+				t.Errorf("predecessorOf = %v, want %v", got, tt.predecessors)
+			}
+		})
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	tests := []struct {
+		lasted   time.Duration
+		min, max time.Duration
+	}{
+		{0, 5 * time.Second, 6 * time.Second},
+		{3 * time.Second, 5 * time.Second, 6 * time.Second},
+		{20 * time.Second, 20 * time.Second, 24 * time.Second},
+		{time.Hour, time.Minute, 72 * time.Second},
+	}
+	for _, tt := range tests {
+		for range 20 {
+			if got := backoff(tt.lasted); got < tt.min || got > tt.max {
+				t.Errorf("backoff after a conflict of %v = %v, want within [%v, %v]", tt.lasted, got, tt.min, tt.max)
+			}
+		}
+	}
+}
