@@ -39,6 +39,9 @@ type applier struct {
 	// claims, shared by every kind, let one resource at a time create an
 	// object name.
 	claims *claims
+	// fights paces the corrections of objects another writer keeps
+	// changing back.
+	fights *fights
 }
 
 type objectKey struct {
@@ -92,6 +95,16 @@ type applyOutcome struct {
 	waiting bool
 	// adopted names the objects it took over on a person's request.
 	adopted []string
+	// immutable are the refusals of applies that would change a field that
+	// cannot change; the other objects were still applied.
+	immutable []error
+	// deferred are the corrections that wait because of a fight, and
+	// fightsStarted counts the fights this apply started.
+	deferred      []deferredCorrection
+	fightsStarted int
+	// fightCorrections counts the corrections made during fights (their
+	// drift is not reported anew).
+	fightCorrections int
 }
 
 // verdict is what check decided about one desired object.
@@ -118,14 +131,20 @@ type verdict struct {
 }
 
 // apply brings every desired object that is this resource's to its desired
-// state and reports what it applied, the drift it found, and the objects it
-// left alone because they are someone else's. It stops at the first error,
-// and the caller must then not prune.
+// state and reports what it applied, the drift it found, the objects it
+// left alone because they are someone else's, and those whose apply would
+// change an immutable field. It stops at any other error. After conflicts,
+// immutable fields or an error the caller must not prune.
 func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) (applyOutcome, error) {
 	out := applyOutcome{live: map[string]client.Object{}}
 	report := cr.StencilDriftPolicy() == v1alpha1.DriftReport
 	for _, d := range desired {
-		if err := a.applyObject(ctx, d, report, &out); err != nil {
+		err := a.applyObject(ctx, d, report || createOnly(d), &out)
+		if fields := immutableFields(err); len(fields) > 0 {
+			out.immutable = append(out.immutable, immutableError{object: d, fields: fields, err: err})
+			continue
+		}
+		if err != nil {
 			return out, err
 		}
 	}
@@ -146,16 +165,40 @@ func (a *applier) applyObject(ctx context.Context, d *unstructured.Unstructured,
 		return nil
 	}
 	out.waiting = out.waiting || v.waiting
-	if v.missing != nil && !v.missing.Empty() {
+	now, key := time.Now(), keyOf(d)
+	if f, fighting := a.fights.fighting(key, now); fighting && !report && v.missing != nil && !v.missing.Empty() {
+		if now.Before(f.until) {
+			out.deferred = append(out.deferred, f)
+			return nil
+		}
+		// The fight goes on: correct again, without a new report.
+		f, _ = a.fights.corrected(key, f.drift, now)
+		out.deferred = append(out.deferred, f)
+		out.fightCorrections++
+		v.stale = true
+	} else if v.missing != nil && !v.missing.Empty() {
 		drift, err := a.report(ctx, d, v.missing)
 		if err != nil {
 			return err
 		}
 		drift.Reverted = !report
-		if len(drift.Fields) > 0 {
+		switch {
+		case len(drift.Fields) == 0:
+		case !drift.Reverted:
 			out.drift = append(out.drift, drift)
+		default:
+			f, started := a.fights.corrected(key, drift, now)
+			if started {
+				out.fightsStarted++
+				out.fightCorrections++
+				out.deferred = append(out.deferred, f)
+			} else {
+				out.drift = append(out.drift, drift)
+			}
 		}
 		v.stale = v.stale || !report
+	} else if f, fighting := a.fights.calm(key, now); fighting {
+		out.deferred = append(out.deferred, f) // still shown until it is over
 	}
 	if !v.stale {
 		return nil
@@ -168,10 +211,19 @@ func (a *applier) applyObject(ctx context.Context, d *unstructured.Unstructured,
 // reports), and reports them.
 func (a *applier) applyStale(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *applyOutcome) error {
 	body, held := d, (*fieldpath.Set)(nil)
-	if report && v.live != nil {
+	if v.live != nil {
 		var err error
-		if body, held, err = withoutOthersFields(d, v.live.GetManagedFields(), FieldManager); err != nil {
+		if report {
+			body, held, err = withoutOthersFields(d, v.live.GetManagedFields(), FieldManager)
+		}
+		if err == nil {
+			body, err = withoutHandedOver(body, d, v.live.GetManagedFields())
+		}
+		if err != nil {
 			return fmt.Errorf("reading the managers of %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+		}
+		if h := handOver(d); h != nil && held != nil {
+			held = held.RecursiveDifference(h)
 		}
 	}
 	if v.adopting {
@@ -209,6 +261,24 @@ func (a *applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 	return nil
 }
 
+// createOnly: d's template asks that it be created when missing and never
+// updated (v1alpha1.AnnotationSSA).
+func createOnly(d *unstructured.Unstructured) bool {
+	return d.GetAnnotations()[v1alpha1.AnnotationSSA] == v1alpha1.SSAIfNotPresent
+}
+
+// createOnlyDrift is the verdict on a create-only object that an earlier
+// render created: the fields our manager owned right after creating it and
+// no longer owns, if this process created it; else nothing is known.
+func (a *applier) createOnlyDrift(d *unstructured.Unstructured, live client.Object) (verdict, error) {
+	b, ok := a.baselines.Load(keyOf(d))
+	if !ok || b.(baseline).hash != live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] {
+		return verdict{live: live}, nil
+	}
+	missing, err := missingFields(b.(baseline).owned, ownedRecord(live.GetManagedFields(), FieldManager), nil)
+	return verdict{missing: missing, live: live}, err
+}
+
 // errAdoptionRaced: an object being adopted changed after stencil read it
 // (its adopt annotation withdrawn, say), and the API server refused the
 // apply; the next reconcile looks at it again.
@@ -241,6 +311,13 @@ func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (verd
 		return verdict{conflict: &c}, nil
 	case !ownedFor(live, d):
 		return verdict{stale: true, live: live, adopting: true, resourceVersion: live.GetResourceVersion()}, nil
+	case createOnly(d) && live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != hash:
+		// Created from an earlier render, and never applied again. Its
+		// drift is measured against what that render's apply owned, when
+		// this process remembers it; a dry run of the new render could
+		// itself be refused (an immutable Job template) and would count
+		// the fields the new render adds as drift.
+		return a.createOnlyDrift(d, live)
 	case live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != hash:
 		if a.appliedNewer(d, hash, resourceVersion(live)) {
 			return verdict{waiting: true}, nil
@@ -256,6 +333,9 @@ func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (verd
 		return verdict{}, err
 	}
 	missing, err := missingFields(base.owned, ownedRecord(live.GetManagedFields(), FieldManager), base.held)
+	if h := handOver(d); h != nil && missing != nil {
+		missing = missing.RecursiveDifference(h) // taken as the template allows: not drift
+	}
 	return verdict{missing: missing, live: live}, err
 }
 
@@ -344,9 +424,12 @@ func resourceVersion(o metav1.Object) uint64 {
 // next reconcile applies it again instead of waiting for the cache.
 func (a *applier) forgetDeleted(gvk string, o metav1.Object) {
 	a.baselines.Delete(objectKeyOf(gvk, o))
+	a.fights.forget(objectKeyOf(gvk, o))
 }
 
 // forget drops the baseline of a pruned object.
 func (a *applier) forget(gvk, namespace, name string, uid types.UID) {
-	a.baselines.Delete(objectKey{gvk: gvk, namespace: namespace, name: name, uid: string(uid)})
+	key := objectKey{gvk: gvk, namespace: namespace, name: name, uid: string(uid)}
+	a.baselines.Delete(key)
+	a.fights.forget(key)
 }

@@ -106,11 +106,21 @@ func (c *counter) countPath(method, path string) int {
 	return n
 }
 
-// countIn is the number of requests with method in namespace ns so far.
+// countIn is the number of requests with method (any, when empty) in
+// namespace ns so far.
 func (c *counter) countIn(method, ns string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.inNamespace[method+" "+ns]
+	if method != "" {
+		return c.inNamespace[method+" "+ns]
+	}
+	n := 0
+	for k, v := range c.inNamespace {
+		if strings.HasSuffix(k, " "+ns) {
+			n += v
+		}
+	}
+	return n
 }
 
 // fault changes the operator's requests whose path contains path (and whose

@@ -27,20 +27,39 @@ var (
 		Name: "stencil_drift_reverted_objects_total",
 		Help: "Objects whose fields another manager had taken and stencil re-applied (drift policy Correct).",
 	}, []string{"kind"})
+	fightsStarted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stencil_fights_total",
+		Help: "Fights started: objects whose fields another writer took back 3 times in a row after stencil reverted them, from when stencil paces its corrections.",
+	}, []string{"kind"})
 	unhealthy = newUnhealthyResources()
 )
 
 func init() {
-	metrics.Registry.MustRegister(appliedObjects, prunedObjects, revertedObjects, unhealthy)
+	metrics.Registry.MustRegister(appliedObjects, prunedObjects, revertedObjects, fightsStarted, unhealthy)
+}
+
+// countFights adds the fights one reconcile started, and the corrections
+// it made during fights (whose drift is not reported anew).
+func countFights(kind string, started, corrections int) {
+	if started > 0 {
+		fightsStarted.WithLabelValues(kind).Add(float64(started))
+	}
+	if corrections > 0 {
+		revertedObjects.WithLabelValues(kind).Add(float64(corrections))
+	}
 }
 
 // countObjects adds what one reconcile applied, pruned and reverted.
-func countObjects(kind string, res *result, policy v1alpha1.DriftPolicy) {
+func countObjects(kind string, res *result) {
 	appliedObjects.WithLabelValues(kind).Add(float64(len(res.applied)))
 	prunedObjects.WithLabelValues(kind).Add(float64(len(res.pruned)))
-	if policy.OrDefault() == v1alpha1.DriftCorrect {
-		revertedObjects.WithLabelValues(kind).Add(float64(len(res.drift)))
+	reverted := 0
+	for _, d := range res.drift {
+		if d.Reverted {
+			reverted++
+		}
 	}
+	revertedObjects.WithLabelValues(kind).Add(float64(reverted))
 }
 
 // watchedConditions are the conditions whose unhealthy state is counted.

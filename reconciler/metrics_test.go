@@ -66,29 +66,25 @@ stencil_unhealthy_resources{condition="Ready",kind="Web"} ` + strconv.Itoa(tt.no
 }
 
 func TestCountObjects(t *testing.T) {
-	res := &result{
-		applied: objs(nil, nil),
-		pruned:  []v1alpha1.InventoryEntry{{Kind: "Service", Name: "web"}},
-		drift:   []v1alpha1.ObjectDrift{{Kind: "Deployment", Name: "web"}},
-	}
 	tests := []struct {
-		policy       v1alpha1.DriftPolicy
+		name         string
+		drift        []v1alpha1.ObjectDrift
 		wantReverted float64
 	}{
-		{"", 1},
-		{v1alpha1.DriftCorrect, 1},
-		{v1alpha1.DriftReport, 0}, // found, left alone
+		{"Reverted", []v1alpha1.ObjectDrift{{Kind: "Deployment", Name: "web", Reverted: true}}, 1},
+		{"Left", []v1alpha1.ObjectDrift{{Kind: "Deployment", Name: "web"}}, 0}, // found, left alone
+		{"Both", []v1alpha1.ObjectDrift{{Kind: "Deployment", Name: "web", Reverted: true}, {Kind: "ConfigMap", Name: "web"}}, 1},
 	}
 	for _, tt := range tests {
-		kind := "Count" + string(tt.policy)
-		countObjects(kind, res, tt.policy)
+		kind := "Count" + tt.name
+		countObjects(kind, &result{applied: objs(nil, nil), pruned: []v1alpha1.InventoryEntry{{Kind: "Service", Name: "web"}}, drift: tt.drift})
 		got := []float64{
 			testutil.ToFloat64(appliedObjects.WithLabelValues(kind)),
 			testutil.ToFloat64(prunedObjects.WithLabelValues(kind)),
 			testutil.ToFloat64(revertedObjects.WithLabelValues(kind)),
 		}
 		if got[0] != 2 || got[1] != 1 || got[2] != tt.wantReverted {
-			t.Errorf("policy %q: applied, pruned, reverted = %v; want 2, 1, %v", tt.policy, got, tt.wantReverted)
+			t.Errorf("%s: applied, pruned, reverted = %v; want 2, 1, %v", tt.name, got, tt.wantReverted)
 		}
 	}
 }

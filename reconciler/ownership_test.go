@@ -618,3 +618,201 @@ func TestHeldFieldWithTheDesiredValueIsNotDrift(t *testing.T) {
 	waitCondition(t, ns, "web", v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonInSync)
 	assertNotDrifted(t, ns, "web", 2*time.Second)
 }
+
+// A render that changes a field the API server does not let change (a
+// Deployment's selector) leaves the object as it is: the resource is
+// Stalled with a message naming the object and the field, its other
+// objects are applied, and nothing is pruned. Deleting the object lets
+// stencil create it anew, and the resource converges.
+func TestImmutableFieldChangeStalls(t *testing.T) {
+	ns := newNamespace(t)
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, Track: "stable", Service: true})
+	waitReady(t, ns, "web")
+	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.Track, s.Message, s.Service = "canary", "m2", false })
+	w := waitCondition(t, ns, "web", v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonImmutableField)
+	msg := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady).Message
+	for _, want := range []string{`Deployment "web"`, "spec.selector", "kubectl delete deployment.apps web -n " + ns} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Ready message %q does not contain %q", msg, want)
+		}
+	}
+	if w.Status.ObservedGeneration == w.Generation {
+		t.Errorf("observedGeneration = %d: the refused generation is claimed", w.Status.ObservedGeneration)
+	}
+	if cm, _ := get(t, &corev1.ConfigMap{}, ns, "web-config"); cm.Data["message"] != "m2" {
+		t.Errorf("ConfigMap message = %q, want m2: the other objects are applied", cm.Data["message"])
+	}
+	if _, err := get(t, &corev1.Service{}, ns, "web"); err != nil {
+		t.Errorf("Service: %v; want it kept, nothing is pruned while the resource is stalled", err)
+	}
+
+	if err := k8s.Delete(t.Context(), &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ns, "web")
+	eventually(t, 30*time.Second, "the Deployment created anew, and the Service pruned", func() error {
+		d, err := get(t, &appsv1.Deployment{}, ns, "web")
+		if err != nil {
+			return fmt.Errorf("Deployment: %w", err)
+		}
+		if d.Spec.Selector.MatchLabels["track"] != "canary" {
+			return fmt.Errorf("Deployment selector %v, want track canary", d.Spec.Selector.MatchLabels)
+		}
+		if _, err := get(t, &corev1.Service{}, ns, "web"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Service: %w", err)
+		}
+		return nil
+	})
+}
+
+// fight scales the Deployment every 100 ms for d as an autoscaler does
+// (through the scale subresource, manager "autoscaler"), between 3 and 4
+// replicas, and returns the operator's requests in ns meanwhile.
+func fight(t *testing.T, ns, name string, d time.Duration) int {
+	t.Helper()
+	before := requests.countIn("", ns)
+	for i := 0; i*100 < int(d.Milliseconds()); i++ {
+		scale(t, ns, name, 3+i%2, "autoscaler")
+		time.Sleep(100 * time.Millisecond)
+	}
+	return requests.countIn("", ns) - before
+}
+
+// A field the template hands over (stencil.dev/hand-over) is left to the
+// manager that takes it: an autoscaler scaling every 100 ms for 10 s costs
+// no request, the value stays the autoscaler's and is not drift, and a
+// later render (a spec change) leaves it too.
+func TestHandedOverFieldIsLeftToItsNewManager(t *testing.T) {
+	ns := newNamespace(t)
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 2, HandOverReplicas: true})
+	waitReady(t, ns, "web")
+	n := fight(t, ns, "web", 10*time.Second)
+	t.Logf("stencil sent %d requests during a 10 s fight over a handed-over field", n)
+	if n > 0 {
+		t.Errorf("stencil sent %d requests while the autoscaler scaled; want none", n)
+	}
+	if got := replicas(t, ns, "web"); got != 4 {
+		t.Errorf("replicas = %d, want the autoscaler's 4", got)
+	}
+	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.Message, s.Replicas = "m2", 5 })
+	eventually(t, 15*time.Second, "the new render applied", func() error {
+		if cm, _ := get(t, &corev1.ConfigMap{}, ns, "web-config"); cm.Data["message"] != "m2" {
+			return fmt.Errorf("ConfigMap message %q", cm.Data["message"])
+		}
+		return nil
+	})
+	w := waitReady(t, ns, "web")
+	if got := replicas(t, ns, "web"); got != 4 {
+		t.Errorf("replicas = %d after a new render, want the autoscaler's 4", got)
+	}
+	if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionDrifted); c == nil || c.Status != metav1.ConditionFalse || len(w.Status.Drift) > 0 {
+		t.Errorf("Drifted = %+v, drift = %+v; want none", c, w.Status.Drift)
+	}
+}
+
+// An object whose template disables its pruning (stencil.dev/prune:
+// disabled) carries no ownerReference, and survives both a render that no
+// longer holds it and the deletion of its custom resource.
+func TestKeptObjectSurvivesPruneAndDeletion(t *testing.T) {
+	ns := newNamespace(t)
+	w := createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, KeepConfig: true, ConfigName: "first"})
+	waitReady(t, ns, "web")
+	cm, err := get(t, &corev1.ConfigMap{}, ns, "first")
+	if err != nil || len(cm.OwnerReferences) != 0 || cm.Labels[v1alpha1.LabelOwnerUID] != string(w.UID) {
+		t.Fatalf("ConfigMap first: %v, ownerReferences %v, labels %v; want ours, without ownerReference", err, cm.OwnerReferences, cm.Labels)
+	}
+	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.ConfigName = "second" })
+	eventually(t, 30*time.Second, "ConfigMap second applied", func() error {
+		_, err := get(t, &corev1.ConfigMap{}, ns, "second")
+		return err
+	})
+	waitReady(t, ns, "web")
+	if _, err := get(t, &corev1.ConfigMap{}, ns, "first"); err != nil {
+		t.Errorf("ConfigMap first: %v; want it kept on prune", err)
+	}
+	if err := k8s.Delete(t.Context(), getWidget(t, ns, "web")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "the Deployment garbage-collected", func() error {
+		if _, err := get(t, &appsv1.Deployment{}, ns, "web"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Deployment web: %w", err)
+		}
+		return nil
+	})
+	for _, name := range []string{"first", "second"} {
+		if _, err := get(t, &corev1.ConfigMap{}, ns, name); err != nil {
+			t.Errorf("ConfigMap %s: %v; want it kept after the Widget's deletion", name, err)
+		}
+	}
+}
+
+// A create-only object (stencil.dev/ssa: IfNotPresent) is created when
+// missing and never updated: a user's edit is reported as drift, not
+// reverted, and a new render leaves the object as it is.
+func TestCreateOnlyObjectIsNeverUpdated(t *testing.T) {
+	ns := newNamespace(t)
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, CreateOnlyConfig: true})
+	waitReady(t, ns, "web")
+	cm, _ := get(t, &corev1.ConfigMap{}, ns, "web-config")
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"data":{"message":"edited"}}`))
+	if err := k8s.Patch(t.Context(), cm, patch, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	w := waitCondition(t, ns, "web", v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftFound)
+	if f := findField(w, "ConfigMap", ".data.message"); f == nil || f.Live != `"edited"` || f.Manager != "kubectl-edit" {
+		t.Errorf("drift = %+v; want .data.message edited by kubectl-edit", w.Status.Drift)
+	}
+	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.Message = "m2" })
+	eventually(t, 15*time.Second, "the new generation reconciled", func() error {
+		w := getWidget(t, ns, "web")
+		if w.Status.ObservedGeneration != w.Generation {
+			return fmt.Errorf("observedGeneration %d, generation %d", w.Status.ObservedGeneration, w.Generation)
+		}
+		return nil
+	})
+	time.Sleep(time.Second)
+	if cm, _ := get(t, &corev1.ConfigMap{}, ns, "web-config"); cm.Data["message"] != "edited" {
+		t.Errorf("ConfigMap message = %q, want the user's edit kept", cm.Data["message"])
+	}
+	if err := k8s.Delete(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the ConfigMap created anew from the new render", func() error {
+		cm, err := get(t, &corev1.ConfigMap{}, ns, "web-config")
+		if err != nil || cm.Data["message"] != "m2" {
+			return fmt.Errorf("ConfigMap: %w, message %q", err, cm.Data["message"])
+		}
+		return nil
+	})
+}
+
+// A writer that keeps taking a field back (an autoscaler scaling every
+// 100 ms for 10 s, with no hand-over rule) does not get a fight at API
+// speed: stencil paces its corrections, says who it fights with over what
+// in Drifted (reason FieldFight) and an event, counts the fight, and
+// corrects the field once the writer stops.
+func TestFightIsPaced(t *testing.T) {
+	ns := newNamespace(t)
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 2})
+	waitReady(t, ns, "web")
+	fightsBefore := metric(t, "stencil_fights_total", map[string]string{"kind": "Widget"})
+	n := fight(t, ns, "web", 10*time.Second)
+	t.Logf("stencil sent %d requests during a 10 s fight with a writer that scales every 100 ms", n)
+	if n > 40 {
+		t.Errorf("stencil sent %d requests during a 10 s fight; want at most 40 (a few a second)", n)
+	}
+	w := waitCondition(t, ns, "web", v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonFighting)
+	if msg := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionDrifted).Message; !strings.Contains(msg, "autoscaler") || !strings.Contains(msg, ".spec.replicas") || !strings.Contains(msg, "stencil.dev/hand-over") {
+		t.Errorf("Drifted message %q; want the other manager, the field and the hand-over rule", msg)
+	}
+	waitEvent(t, ns, "web", v1alpha1.ReasonFighting)
+	if got := metric(t, "stencil_fights_total", map[string]string{"kind": "Widget"}); got != fightsBefore+1 {
+		t.Errorf("stencil_fights_total = %v, want %v", got, fightsBefore+1)
+	}
+	eventually(t, 60*time.Second, "replicas corrected once the writer stopped", func() error {
+		if got := replicas(t, ns, "web"); got != 2 {
+			return fmt.Errorf("replicas = %d", got)
+		}
+		return nil
+	})
+}

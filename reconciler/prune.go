@@ -42,6 +42,10 @@ func (r *Reconciler) prune(ctx context.Context, cr v1alpha1.Object, desired []*u
 			if keep[idOf(gvk, item.GetNamespace(), item.GetName())] {
 				continue
 			}
+			if item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled {
+				ctrl.LoggerFrom(ctx).V(1).Info("Keeping an object whose template disabled its pruning", "kind", gvk.Kind, "object", klog.KObj(item))
+				continue
+			}
 			if !r.ownedBy(item, cr) {
 				ctrl.LoggerFrom(ctx).Info("Not pruning an object that carries our owner label but no proof of ownership", "kind", gvk.Kind, "object", klog.KObj(item))
 				continue

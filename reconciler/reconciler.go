@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,6 +52,10 @@ type Reconciler struct {
 	// waiters are the resources that found an object held by another
 	// owner; its deletion brings them back.
 	waiters waiters
+	// rewrites paces the reconciles again that follow another writer's
+	// change to an object while stencil wrote it: at once at first, then
+	// backing off while it keeps happening (a fight).
+	rewrites workqueue.TypedRateLimiter[types.NamespacedName]
 	// conflicts holds, per resource in an ownership conflict, when the
 	// conflict began: the retry backs off with its age.
 	conflicts sync.Map // types.NamespacedName → time.Time
@@ -72,6 +77,11 @@ const (
 	// statusWriteTimeout bounds the status write, which runs even when the
 	// reconcile's own deadline has passed.
 	statusWriteTimeout = 15 * time.Second
+	// After another writer changed an object while stencil wrote it, the
+	// resource is reconciled again after rewriteBase, doubling while it
+	// keeps happening, up to rewriteMax.
+	rewriteBase = 5 * time.Millisecond
+	rewriteMax  = time.Minute
 )
 
 // Reconcile renders, applies, prunes and writes status, in that order. The
@@ -128,7 +138,11 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		return reconcile.Result{}, res.failQuietly(ctx, v1alpha1.ReasonFinalizerFailed, err)
 	}
 	out, err := r.applier.apply(ctx, cr, res.desired)
-	res.applied, res.live, res.drift, res.othersWrote = out.applied, out.live, out.drift, out.othersWrote
+	res.applied, res.live, res.drift, res.othersWrote, res.fights = out.applied, out.live, out.drift, out.othersWrote, out.deferred
+	for _, d := range out.deferred {
+		res.drift = append(res.drift, d.drift)
+	}
+	countFights(r.kind.GroupVersionKind().Kind, out.fightsStarted, out.fightCorrections)
 	for _, o := range out.adopted {
 		log.Info("Adopted an existing object on request", "object", o)
 		r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Adopted", "Adopt", "Took over %s, which was annotated %s", o, v1alpha1.AnnotationAdopt)
@@ -141,10 +155,23 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	if err != nil {
 		return reconcile.Result{}, res.failQuietly(ctx, v1alpha1.ReasonApplyFailed, err)
 	}
+	if len(out.immutable) > 0 {
+		// Retrying cannot help: a change of spec or template, or the
+		// object's deletion, brings the resource back.
+		log.Info("The API server refused to change immutable fields; nothing pruned", "objects", len(out.immutable))
+		res.record(v1alpha1.ReasonImmutableField, true, errors.Join(out.immutable...))
+	}
 	if len(out.conflicts) > 0 {
-		return r.leaveConflicts(ctx, cr, res, out.conflicts), nil
+		retry := r.leaveConflicts(ctx, cr, res, out.conflicts)
+		if next := nextLook(res, out.waiting); next > 0 && next < retry {
+			retry = next
+		}
+		return reconcile.Result{RequeueAfter: retry}, nil
 	}
 	r.conflicts.Delete(client.ObjectKeyFromObject(cr))
+	if len(out.immutable) > 0 {
+		return reconcile.Result{RequeueAfter: nextLook(res, out.waiting)}, nil
+	}
 	if res.pruned, err = r.prune(ctx, cr, res.desired, false); err != nil {
 		return reconcile.Result{}, res.fail(v1alpha1.ReasonPruneFailed, false, err)
 	}
@@ -154,25 +181,45 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	if len(res.applied)+len(res.pruned) > 0 {
 		log.V(1).Info("Reconciled", "applied", len(res.applied), "pruned", len(res.pruned), "cr", klog.KObj(cr))
 	}
-	if len(res.applied) > 0 || out.waiting {
-		return reconcile.Result{RequeueAfter: cacheBackstop}, nil
+	return reconcile.Result{RequeueAfter: nextLook(res, out.waiting)}, nil
+}
+
+func newRewrites() workqueue.TypedRateLimiter[types.NamespacedName] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](rewriteBase, rewriteMax)
+}
+
+// nextLook is when a reconcile that succeeded looks again: when a
+// correction that waits because of a fight may go ahead, and after an
+// apply at cacheBackstop; else never (0).
+func nextLook(res *result, waiting bool) time.Duration {
+	var next time.Duration
+	if len(res.applied) > 0 || waiting {
+		next = cacheBackstop
 	}
-	return reconcile.Result{}, nil
+	for _, d := range res.fights {
+		if wait := max(time.Until(d.until), time.Millisecond); next == 0 || wait < next {
+			next = wait
+		}
+	}
+	return next
 }
 
 // leaveConflicts records that objects in the way were left untouched, and when
 // to look again: at once when the holder of one is deleted (waiters), else
 // after a backoff. A conflict with a deleted predecessor resolves itself, so
 // it is not Stalled.
-func (r *Reconciler) leaveConflicts(ctx context.Context, cr v1alpha1.Object, res *result, cs []conflict) reconcile.Result {
+func (r *Reconciler) leaveConflicts(ctx context.Context, cr v1alpha1.Object, res *result, cs []conflict) time.Duration {
 	nn := client.ObjectKeyFromObject(cr)
 	for _, c := range cs {
 		r.waiters.add(c.id, nn)
 	}
 	ctrl.LoggerFrom(ctx).Info("Left objects that are not this resource's untouched; nothing pruned", "conflicts", len(cs))
+	if res.failure != nil { // immutable fields too: say both
+		res.failure.err = errors.Join(res.failure.err, conflictsError(cs))
+	}
 	res.record(v1alpha1.ReasonOwnershipConflict, !goingAway(cs), conflictsError(cs))
 	began, _ := r.conflicts.LoadOrStore(nn, time.Now())
-	return reconcile.Result{RequeueAfter: backoff(time.Since(began.(time.Time)))}
+	return backoff(time.Since(began.(time.Time)))
 }
 
 // backoff is how long a resource that has been in conflict for lasted
@@ -190,7 +237,7 @@ func backoff(lasted time.Duration) time.Duration {
 // wrote it: even after a failure a retry cannot fix, as that write may be
 // the fix.
 func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map[string]any, res *result, ret reconcile.Result, err error) (reconcile.Result, error) {
-	countObjects(r.kind.GroupVersionKind().Kind, res, cr.StencilDriftPolicy())
+	countObjects(r.kind.GroupVersionKind().Kind, res)
 	if res.quiet {
 		return ret, err
 	}
@@ -202,13 +249,16 @@ func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
 	defer cancel()
 	err = errors.Join(err, r.writeStatus(wctx, cr, current, res))
-	if res.othersWrote {
-		if errors.Is(err, reconcile.TerminalError(nil)) {
-			err = nil
-		}
-		if err == nil {
-			ret.RequeueAfter = time.Millisecond
-		}
+	nn := client.ObjectKeyFromObject(cr)
+	if !res.othersWrote {
+		r.rewrites.Forget(nn)
+		return ret, err
+	}
+	if errors.Is(err, reconcile.TerminalError(nil)) {
+		err = nil
+	}
+	if err == nil {
+		ret.RequeueAfter = r.rewrites.When(nn)
 	}
 	return ret, err
 }
@@ -217,6 +267,7 @@ func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map
 func (r *Reconciler) forget(nn types.NamespacedName) {
 	unhealthy.forget(r.kind.GroupVersionKind().Kind, nn)
 	r.written.Delete(nn)
+	r.rewrites.Forget(nn)
 	r.waiters.forget(nn)
 	r.conflicts.Delete(nn)
 	r.owners.Range(func(uid, owner any) bool {
@@ -246,6 +297,9 @@ type result struct {
 	quiet bool
 	// kindStatus holds the fields of the kind's status template.
 	kindStatus map[string]any
+	// fights are the corrections that wait because another writer keeps
+	// changing the fields back.
+	fights []deferredCorrection
 }
 
 // failure is why a reconcile did not reach the desired state.

@@ -83,7 +83,8 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 			client:   mgr.GetClient(),
 			reader:   mgr.GetAPIReader(),
 			recorder: mgr.GetEventRecorder("stencil"),
-			applier:  &applier{client: mgr.GetClient(), reader: mgr.GetAPIReader(), types: types, claims: firstApplies},
+			applier:  &applier{client: mgr.GetClient(), reader: mgr.GetAPIReader(), types: types, claims: firstApplies, fights: newFights()},
+			rewrites: newRewrites(),
 		}
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(strings.ToLower(gvk.Kind)).

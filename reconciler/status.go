@@ -226,6 +226,8 @@ func failureMessage(s *v1alpha1.Status, f *failure) string {
 		return "The templates rendered no objects, but " + strconv.Itoa(len(s.Inventory)) + " were applied before; stencil did not prune them. Check the spec, or delete the resource to remove them."
 	case v1alpha1.ReasonOwnershipConflict:
 		return f.err.Error() + ". The resource's other objects are applied; nothing was pruned."
+	case v1alpha1.ReasonImmutableField:
+		return f.err.Error() + ". The resource's other objects are applied; nothing was pruned."
 	case v1alpha1.ReasonFinalizerFailed:
 		return "Adding the cleanup finalizer failed: " + f.err.Error() + ". Nothing was applied or pruned; stencil retries with backoff."
 	case v1alpha1.ReasonApplyFailed:
@@ -260,16 +262,34 @@ func setProgressConditions(s *v1alpha1.Status, res *result) {
 	meta.SetStatusCondition(&s.Conditions, c)
 }
 
-// setDriftedCondition: under Report, Drifted is True while any field is held
-// by another manager, and status.drift shows what differs now. Under Correct,
-// Drifted stays False; status.drift keeps what was last reverted.
+// setDriftedCondition: Drifted is True while any field is held by another
+// manager and left as it is (policy Report, or a create-only object), and
+// status.drift shows what differs now. When every drift was reverted
+// (policy Correct), Drifted stays False and status.drift keeps what was last
+// reverted.
 func setDriftedCondition(s *v1alpha1.Status, res *result, policy v1alpha1.DriftPolicy) {
 	c := metav1.Condition{Type: v1alpha1.ConditionDrifted, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonInSync,
 		Message: "Every field the templates set has the value they set.", ObservedGeneration: res.generation}
+	left := 0
+	for _, d := range res.drift {
+		if !d.Reverted {
+			left++
+		}
+	}
 	switch {
-	case policy == v1alpha1.DriftReport && len(res.drift) > 0:
+	case len(res.fights) > 0:
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonFighting
+		c.Message = res.fights[0].describe() + "."
+		if len(res.fights) > 1 {
+			c.Message += " And " + strconv.Itoa(len(res.fights)-1) + " more objects (see status.drift)."
+		}
+		s.Drift = boundDrift(res.drift)
+	case left > 0:
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonDriftFound
-		c.Message = strconv.Itoa(len(res.drift)) + " objects have fields that another manager changed (see status.drift). Policy Report leaves them; set spec.driftPolicy to Correct to revert them."
+		c.Message = strconv.Itoa(left) + " objects have fields that another manager changed (see status.drift). stencil leaves them: policy Report, or objects their template creates only (stencil.dev/ssa: IfNotPresent)."
+		if policy == v1alpha1.DriftReport {
+			c.Message += " Set spec.driftPolicy to Correct to revert them."
+		}
 		s.Drift = boundDrift(res.drift)
 	case policy == v1alpha1.DriftReport:
 		s.Drift = nil

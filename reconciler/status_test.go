@@ -24,6 +24,8 @@ func TestComputeStatus(t *testing.T) {
 	cm.SetNamespace("ns")
 	cm.SetName("a")
 	drift := []v1alpha1.ObjectDrift{{APIVersion: "v1", Kind: "ConfigMap", Name: "a", Fields: []v1alpha1.FieldDrift{{Path: ".data.x"}}}}
+	reverted := []v1alpha1.ObjectDrift{{APIVersion: "v1", Kind: "ConfigMap", Name: "a", Fields: []v1alpha1.FieldDrift{{Path: ".data.x"}}, Reverted: true}}
+	fights := []deferredCorrection{{drift: drift[0]}}
 	oldInventory := []v1alpha1.InventoryEntry{{APIVersion: "v1", Kind: "Service", Namespace: "ns", Name: "old"}}
 	corrected := metav1.Condition{Type: v1alpha1.ConditionDrifted, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDriftFixed, Message: "earlier"}
 
@@ -55,7 +57,9 @@ func TestComputeStatus(t *testing.T) {
 		{"success clears Stalled", v1alpha1.Status{Conditions: []metav1.Condition{{Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue, Reason: "x"}}}, result{generation: 2, desired: objs(cm)}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonInSync, "", 2, 1, 0},
 		{"report drift", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift}, v1alpha1.DriftReport, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFound, "", 1, 1, 1},
 		{"report clears drift once gone", v1alpha1.Status{Drift: drift}, result{generation: 1, desired: objs(cm)}, v1alpha1.DriftReport, v1alpha1.ReasonReconciled, v1alpha1.ReasonInSync, "", 1, 1, 0},
-		{"correct records reverted drift", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFixed, "", 1, 1, 1},
+		{"correct records reverted drift", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: reverted}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFixed, "", 1, 1, 1},
+		{"correct reports drift it leaves (create only)", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFound, "", 1, 1, 1},
+		{"a fight", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift, fights: fights}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonFighting, "", 1, 1, 1},
 		{"correct keeps the last record", v1alpha1.Status{Drift: drift, Conditions: []metav1.Condition{corrected}}, result{generation: 1, desired: objs(cm)}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFixed, "", 1, 1, 1},
 	}
 	for _, tt := range tests {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +46,27 @@ func ParseOwnerAnnotation(value string) (schema.GroupKind, types.NamespacedName,
 	return schema.GroupKind{Group: group, Kind: kind}, types.NamespacedName{Namespace: parts[1], Name: parts[2]}, true
 }
 
+// checkHandOver checks the value of [v1alpha1.AnnotationHandOver]: dotted
+// paths of map keys, comma-separated, never into metadata (which carries
+// stencil's own stamp) or apiVersion and kind.
+func checkHandOver(value string) error {
+	if value == "" {
+		return nil
+	}
+	for spec := range strings.SplitSeq(value, ",") {
+		spec = strings.TrimSpace(spec)
+		names := strings.Split(spec, ".")
+		if slices.Contains(names, "") || strings.ContainsAny(spec, "[]=\" ") {
+			return fmt.Errorf("%q is not a dotted path of map keys, such as spec.replicas", spec)
+		}
+		switch names[0] {
+		case "metadata", "apiVersion", "kind":
+			return fmt.Errorf("%q: stencil never hands over %s", spec, names[0])
+		}
+	}
+	return nil
+}
+
 // check enforces the kind's rules on one rendered object: a declared type, a
 // valid name, and the custom resource's namespace for namespaced types (set
 // when the template leaves it empty).
@@ -56,6 +78,9 @@ func (k *Kind) check(o *unstructured.Unstructured, own owner) error {
 	}
 	if errs := validation.IsDNS1123Subdomain(o.GetName()); len(errs) > 0 {
 		return fmt.Errorf("%s %q: invalid name: %s", gvk.Kind, o.GetName(), strings.Join(errs, "; "))
+	}
+	if err := checkHandOver(o.GetAnnotations()[v1alpha1.AnnotationHandOver]); err != nil {
+		return fmt.Errorf("%s %q: annotation %s: %w", gvk.Kind, o.GetName(), v1alpha1.AnnotationHandOver, err)
 	}
 	switch ns := o.GetNamespace(); {
 	case ref.ClusterScoped && ns != "":
@@ -69,7 +94,8 @@ func (k *Kind) check(o *unstructured.Unstructured, own owner) error {
 }
 
 // stamp adds stencil's labels and annotations, a controller ownerReference
-// for namespaced objects, and, last, the hash of the result.
+// for namespaced objects (unless the template keeps them, see
+// v1alpha1.AnnotationPrune), and, last, the hash of the result.
 func stamp(o *unstructured.Unstructured, own owner) error {
 	labels := o.GetLabels()
 	if labels == nil {
@@ -85,7 +111,9 @@ func stamp(o *unstructured.Unstructured, own owner) error {
 	ann[v1alpha1.AnnotationOwner] = OwnerAnnotation(own.gvk, own.namespace, own.name)
 	o.SetAnnotations(ann)
 
-	if o.GetNamespace() != "" {
+	// A kept object (prune disabled) gets no ownerReference: the garbage
+	// collector would delete it with the custom resource.
+	if o.GetNamespace() != "" && ann[v1alpha1.AnnotationPrune] != v1alpha1.PruneDisabled {
 		o.SetOwnerReferences([]metav1.OwnerReference{{
 			APIVersion:         own.gvk.GroupVersion().String(),
 			Kind:               own.gvk.Kind,

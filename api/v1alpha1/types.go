@@ -160,7 +160,10 @@ const (
 	ReasonInSync       = "InSync"
 	ReasonDriftFound   = "DriftDetected"
 	ReasonDriftFixed   = "DriftCorrected"
-	ReasonDeleting     = "Deleting"
+	// ReasonFighting: another writer keeps taking back fields stencil
+	// reverts; stencil paces its corrections.
+	ReasonFighting = "FieldFight"
+	ReasonDeleting = "Deleting"
 	// ReasonOwnershipConflict: a rendered object exists and is not this
 	// resource's; stencil leaves it untouched.
 	ReasonOwnershipConflict = "OwnershipConflict"
@@ -169,6 +172,9 @@ const (
 	// ReasonCleanupFailed: the resource is being deleted and deleting its
 	// cluster-scoped objects failed; the finalizer stays until it succeeds.
 	ReasonCleanupFailed = "CleanupFailed"
+	// ReasonImmutableField: the API server refused to change a field that
+	// cannot change once set (a Deployment's selector, say).
+	ReasonImmutableField = "ImmutableField"
 	// ReasonStatusFailed: the kind's status template failed.
 	ReasonStatusFailed = "StatusTemplateFailed"
 	// ReasonPanicked: the reconcile panicked (a bug in stencil).
@@ -197,6 +203,24 @@ const (
 	// over. Without it stencil never applies to an object it did not
 	// create for that resource.
 	AnnotationAdopt = "stencil.dev/adopt"
+	// AnnotationHandOver, set by a template on an object it renders, lists
+	// fields (comma-separated dotted paths, as "spec.replicas") that
+	// stencil sets only until another field manager takes them, as an
+	// autoscaler takes a Deployment's replicas: from then on stencil leaves
+	// them as they are, and their value is not drift.
+	AnnotationHandOver = "stencil.dev/hand-over"
+	// AnnotationPrune, set by a template to PruneDisabled on an object it
+	// renders, keeps the object when the template stops rendering it and
+	// when the custom resource is deleted (no ownerReference: the garbage
+	// collector leaves it too). As Flux's kustomize.toolkit.fluxcd.io/prune.
+	AnnotationPrune = "stencil.dev/prune"
+	PruneDisabled   = "disabled"
+	// AnnotationSSA, set by a template to SSAIfNotPresent on an object it
+	// renders, makes stencil create the object when it does not exist and
+	// never update it afterwards; what others change in it is reported as
+	// drift, never reverted. As Flux's kustomize.toolkit.fluxcd.io/ssa.
+	AnnotationSSA   = "stencil.dev/ssa"
+	SSAIfNotPresent = "IfNotPresent"
 )
 
 // OrDefault returns the policy, or DriftCorrect when it is unset.

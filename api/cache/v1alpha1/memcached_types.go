@@ -12,6 +12,11 @@ type MemcachedSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	Size int32 `json:"size"`
+	// Autoscaled hands the Deployment's replicas over to an autoscaler
+	// (a HorizontalPodAutoscaler): size sets the first count, and once the
+	// autoscaler scales, stencil leaves replicas to it.
+	// +optional
+	Autoscaled bool `json:"autoscaled,omitempty"`
 	// DriftPolicy says what stencil does when another manager changes a
 	// field that the templates set: Correct (default) or Report.
 	// +optional

@@ -30,6 +30,22 @@ type WidgetSpec struct {
 	// ownerReference can clean up.
 	// +optional
 	ClusterRole bool `json:"clusterRole,omitempty"`
+	// Track, when set, joins the Deployment's selector as label "track":
+	// changing it changes an immutable field.
+	// +optional
+	Track string `json:"track,omitempty"`
+	// HandOverReplicas hands the Deployment's replicas over to the first
+	// other manager that takes them (stencil.dev/hand-over).
+	// +optional
+	HandOverReplicas bool `json:"handOverReplicas,omitempty"`
+	// KeepConfig keeps the ConfigMap on prune and on the Widget's deletion
+	// (stencil.dev/prune: disabled).
+	// +optional
+	KeepConfig bool `json:"keepConfig,omitempty"`
+	// CreateOnlyConfig creates the ConfigMap once and never updates it
+	// (stencil.dev/ssa: IfNotPresent).
+	// +optional
+	CreateOnlyConfig bool `json:"createOnlyConfig,omitempty"`
 	// Fail makes a template call fail.
 	// +optional
 	Fail bool `json:"fail,omitempty"`

@@ -1,0 +1,37 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHandedOverReplicas follows docs/sharing.md: a Memcached with
+// autoscaled: true leaves replicas to whoever scales it (kubectl scale
+// here, an autoscaler in a cluster), on the next render too, and reports
+// no drift.
+func TestHandedOverReplicas(t *testing.T) {
+	ns := "sharing"
+	mustKubectl(t, "create", "namespace", ns)
+	mustKubectl(t, "apply", "-f", "../docs/examples/sharing/memcached-autoscaled.yaml")
+	waitReady(t, ns, "memcached/cache")
+	mustKubectl(t, "-n", ns, "scale", "deployment", "cache", "--replicas=5")
+	mustKubectl(t, "-n", ns, "patch", "memcached", "cache", "--type=merge", "-p", `{"spec":{"size":3}}`)
+	eventually(t, 30*time.Second, "the new render reconciled", func() error {
+		gen := mustKubectl(t, "-n", ns, "get", "memcached", "cache", "-o", "jsonpath={.metadata.generation}/{.status.observedGeneration}")
+		if a, b, _ := strings.Cut(gen, "/"); a != b {
+			return fmt.Errorf("generation/observedGeneration = %s", gen)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second)
+	if got := mustKubectl(t, "-n", ns, "get", "deployment", "cache", "-o", "jsonpath={.spec.replicas}"); got != "5" {
+		t.Errorf("replicas = %s, want 5 (kubectl scale's)", got)
+	}
+	if got := mustKubectl(t, "-n", ns, "get", "memcached", "cache", "-o", `jsonpath={.status.conditions[?(@.type=="Drifted")].status}`); got != "False" {
+		t.Errorf("Drifted = %q, want False", got)
+	}
+}

@@ -1,0 +1,68 @@
+package reconciler
+
+import (
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+// Hand-over fields (v1alpha1.AnnotationHandOver): a template sets them
+// until another field manager takes one; from then on stencil leaves it to
+// that manager. It is never drift, and stencil's applies leave it out, so
+// that server-side apply neither reverts nor removes it.
+
+// handOver is the set of fields d's template hands over; nil when none.
+func handOver(d *unstructured.Unstructured) *fieldpath.Set {
+	value := d.GetAnnotations()[v1alpha1.AnnotationHandOver]
+	if value == "" {
+		return nil
+	}
+	set := &fieldpath.Set{}
+	for spec := range strings.SplitSeq(value, ",") {
+		var path fieldpath.Path
+		for name := range strings.SplitSeq(strings.TrimSpace(spec), ".") {
+			if name != "" {
+				path = append(path, fieldpath.PathElement{FieldName: &name})
+			}
+		}
+		if len(path) > 0 {
+			set.Insert(path)
+		}
+	}
+	return set
+}
+
+// withoutHandedOver is body without the fields at or under the hand-over
+// paths that another manager holds now (a copy when anything is left out).
+// Only those very fields go, never a whole subtree: what stencil alone
+// still sets under a handed-over map stays in the apply, so server-side
+// apply keeps it. The key fields of list items stay too.
+func withoutHandedOver(body, d *unstructured.Unstructured, entries []metav1.ManagedFieldsEntry) (*unstructured.Unstructured, error) {
+	fields := handOver(d)
+	if fields == nil {
+		return body, nil
+	}
+	theirs, err := othersFields(entries, FieldManager)
+	if err != nil || theirs.Empty() {
+		return body, err
+	}
+	taken := theirs.Leaves().Difference(theirs.Leaves().RecursiveDifference(fields))
+	out := body
+	taken.Iterate(func(p fieldpath.Path) {
+		if isItemKey(p) || isMetadata(p) {
+			return
+		}
+		if _, found := valueAt(out.Object, p); !found {
+			return
+		}
+		if out == body {
+			out = body.DeepCopy()
+		}
+		removeAt(out.Object, p)
+	})
+	return out, nil
+}
