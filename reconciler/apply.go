@@ -98,6 +98,8 @@ type applyOutcome struct {
 	// immutable are the refusals of applies that would change a field that
 	// cannot change; the other objects were still applied.
 	immutable []error
+	// recreating names the objects deleted to be created anew.
+	recreating []string
 	// deferred are the corrections that wait because of a fight, and
 	// fightsStarted counts the fights this apply started.
 	deferred      []deferredCorrection
@@ -141,7 +143,9 @@ func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unst
 	for _, d := range desired {
 		err := a.applyObject(ctx, d, report || createOnly(d), &out)
 		if fields := immutableFields(err); len(fields) > 0 {
-			out.immutable = append(out.immutable, immutableError{object: d, fields: fields, err: err})
+			if err := a.recreate(ctx, d, fields, err, &out); err != nil {
+				return out, err
+			}
 			continue
 		}
 		if err != nil {

@@ -1,13 +1,19 @@
 package reconciler
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
 
 // immutableFields are the fields that err, an apply's error, says cannot
@@ -42,6 +48,9 @@ type immutableError struct {
 	object *unstructured.Unstructured
 	fields []string
 	err    error
+	// holdsData: its template allows recreating it, but not losing the
+	// data it holds.
+	holdsData bool
 }
 
 func (e immutableError) Error() string {
@@ -55,8 +64,49 @@ func (e immutableError) Error() string {
 	if ns := d.GetNamespace(); ns != "" {
 		del += " -n " + ns
 	}
-	return gvk.Kind + " " + quoted(d.GetNamespace(), d.GetName()) + ": the new render changes " + strings.Join(e.fields, ", ") +
-		", which the API server does not let change once set. stencil leaves the object as it is. Change the spec or template back, or delete the object and stencil creates it anew (" + del + ")"
+	msg := gvk.Kind + " " + quoted(d.GetNamespace(), d.GetName()) + ": the new render changes " + strings.Join(e.fields, ", ") +
+		", which the API server does not let change once set. stencil leaves the object as it is"
+	if e.holdsData {
+		return msg + ": it holds data, which recreating it would lose. Change the spec or template back, set " + v1alpha1.AnnotationForce + ": " + v1alpha1.ForceEnabledDataLoss +
+			" in its template to allow that, or delete it yourself (" + del + ")"
+	}
+	return msg + ". Change the spec or template back, let stencil recreate it (" + v1alpha1.AnnotationForce + ": " + v1alpha1.ForceEnabled +
+		" in its template), or delete it and stencil creates it anew (" + del + ")"
 }
 
 func (e immutableError) Unwrap() error { return e.err }
+
+// recreate handles an apply of d that the API server refused because it
+// changes the immutable fields: when d's template allows it (and d holds no
+// data, or the template allows losing it), it deletes the object, which the
+// next reconcile creates anew from d; else it records the refusal. Only an
+// error of the delete is returned.
+func (a *applier) recreate(ctx context.Context, d *unstructured.Unstructured, fields []string, refused error, out *applyOutcome) error {
+	immutable := immutableError{object: d, fields: fields, err: refused}
+	switch force := d.GetAnnotations()[v1alpha1.AnnotationForce]; {
+	case force != v1alpha1.ForceEnabled && force != v1alpha1.ForceEnabledDataLoss:
+		out.immutable = append(out.immutable, immutable)
+		return nil
+	case holdsData(d) && force != v1alpha1.ForceEnabledDataLoss:
+		immutable.holdsData = true
+		out.immutable = append(out.immutable, immutable)
+		return nil
+	}
+	live, err := a.cached(ctx, d)
+	if err != nil {
+		return fmt.Errorf("reading %s %s to recreate it: %w", d.GetKind(), client.ObjectKeyFromObject(d), client.IgnoreNotFound(err))
+	}
+	uid := live.GetUID()
+	err = a.client.Delete(ctx, live, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting %s %s to recreate it: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	}
+	out.recreating = append(out.recreating, d.GetKind()+" "+quoted(d.GetNamespace(), d.GetName())+" (to change "+strings.Join(fields, ", ")+")")
+	return nil
+}
+
+// holdsData: deleting an object of d's type loses data.
+func holdsData(d *unstructured.Unstructured) bool {
+	gvk := d.GroupVersionKind()
+	return gvk.Group == "" && (gvk.Kind == "PersistentVolumeClaim" || gvk.Kind == "PersistentVolume")
+}

@@ -4,13 +4,42 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
+
+func TestImmutableErrorSaysWhatToDo(t *testing.T) {
+	pvc := &unstructured.Unstructured{}
+	pvc.SetAPIVersion("v1")
+	pvc.SetKind("PersistentVolumeClaim")
+	pvc.SetNamespace("ns")
+	pvc.SetName("data")
+	deployment := pvc.DeepCopy()
+	deployment.SetAPIVersion("apps/v1")
+	deployment.SetKind("Deployment")
+	if !holdsData(pvc) || holdsData(deployment) {
+		t.Errorf("holdsData: PersistentVolumeClaim %v, Deployment %v; want true, false", holdsData(pvc), holdsData(deployment))
+	}
+	for _, tt := range []struct {
+		e    immutableError
+		want []string
+	}{
+		{immutableError{object: deployment, fields: []string{"spec.selector"}}, []string{`Deployment "data" in namespace "ns"`, "spec.selector", "stencil.dev/force: enabled", "kubectl delete deployment.apps data -n ns"}},
+		{immutableError{object: pvc, fields: []string{"spec"}, holdsData: true}, []string{"holds data", "stencil.dev/force: enabled-data-loss", "kubectl delete persistentvolumeclaim data -n ns"}},
+	} {
+		for _, want := range tt.want {
+			if !strings.Contains(tt.e.Error(), want) {
+				t.Errorf("%q does not contain %q", tt.e.Error(), want)
+			}
+		}
+	}
+}
 
 func TestImmutableFields(t *testing.T) {
 	deployment := schema.GroupKind{Group: "apps", Kind: "Deployment"}

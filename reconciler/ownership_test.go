@@ -816,3 +816,39 @@ func TestFightIsPaced(t *testing.T) {
 		return nil
 	})
 }
+
+// With stencil.dev/force: enabled, a render that changes an immutable field
+// deletes the object and creates it anew, with a Normal event Recreated.
+func TestImmutableFieldChangeRecreates(t *testing.T) {
+	ns := newNamespace(t)
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, Track: "stable", RecreateDeployment: true})
+	waitReady(t, ns, "web")
+	old, _ := get(t, &appsv1.Deployment{}, ns, "web")
+	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.Track = "canary" })
+	eventually(t, 30*time.Second, "the Deployment created anew with the new selector", func() error {
+		d, err := get(t, &appsv1.Deployment{}, ns, "web")
+		if err != nil {
+			return fmt.Errorf("Deployment: %w", err)
+		}
+		if d.UID == old.UID || d.Spec.Selector.MatchLabels["track"] != "canary" {
+			return fmt.Errorf("Deployment UID %s (old %s), selector %v", d.UID, old.UID, d.Spec.Selector.MatchLabels)
+		}
+		return nil
+	})
+	w := waitReady(t, ns, "web")
+	if w.Status.ObservedGeneration != w.Generation {
+		t.Errorf("observedGeneration %d, generation %d", w.Status.ObservedGeneration, w.Generation)
+	}
+	eventually(t, 10*time.Second, "a Recreated event", func() error {
+		events := &eventsv1.EventList{}
+		if err := k8s.List(t.Context(), events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Name == "web" && e.Reason == "Recreated" && strings.Contains(e.Note, "spec.selector") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Recreated event among %d", len(events.Items))
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,6 +83,9 @@ const (
 	// keeps happening, up to rewriteMax.
 	rewriteBase = 5 * time.Millisecond
 	rewriteMax  = time.Minute
+	// recreateBackstop: after deleting objects to create them anew, look
+	// again this soon even if the deletions' events were missed.
+	recreateBackstop = 5 * time.Second
 )
 
 // Reconcile renders, applies, prunes and writes status, in that order. The
@@ -161,6 +165,19 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		log.Info("The API server refused to change immutable fields; nothing pruned", "objects", len(out.immutable))
 		res.record(v1alpha1.ReasonImmutableField, true, errors.Join(out.immutable...))
 	}
+	if len(out.recreating) > 0 {
+		// The deletions' events bring the resource back to create them;
+		// the requeue is a backstop.
+		for _, o := range out.recreating {
+			log.Info("Deleted an object to create it anew", "object", o)
+			r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Recreated", "Recreate", "Deleted %s; stencil creates it anew", o)
+		}
+		recreating := fmt.Errorf("deleted %s; stencil creates them anew", strings.Join(out.recreating, ", "))
+		if res.failure != nil {
+			res.failure.err = errors.Join(res.failure.err, recreating)
+		}
+		res.record(v1alpha1.ReasonRecreating, false, recreating)
+	}
 	if len(out.conflicts) > 0 {
 		retry := r.leaveConflicts(ctx, cr, res, out.conflicts)
 		if next := nextLook(res, out.waiting); next > 0 && next < retry {
@@ -169,6 +186,9 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		return reconcile.Result{RequeueAfter: retry}, nil
 	}
 	r.conflicts.Delete(client.ObjectKeyFromObject(cr))
+	if len(out.recreating) > 0 {
+		return reconcile.Result{RequeueAfter: recreateBackstop}, nil
+	}
 	if len(out.immutable) > 0 {
 		return reconcile.Result{RequeueAfter: nextLook(res, out.waiting)}, nil
 	}

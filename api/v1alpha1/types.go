@@ -221,6 +221,18 @@ const (
 	// drift, never reverted. As Flux's kustomize.toolkit.fluxcd.io/ssa.
 	AnnotationSSA   = "stencil.dev/ssa"
 	SSAIfNotPresent = "IfNotPresent"
+	// AnnotationForce, set by a template on an object it renders, lets
+	// stencil delete and create the object anew when an apply is refused
+	// because it changes an immutable field. ForceEnabled does so except
+	// for objects that hold data (PersistentVolumeClaims,
+	// PersistentVolumes), which need ForceEnabledDataLoss. As Flux's
+	// kustomize.toolkit.fluxcd.io/force.
+	AnnotationForce      = "stencil.dev/force"
+	ForceEnabled         = "enabled"
+	ForceEnabledDataLoss = "enabled-data-loss"
+	// ReasonRecreating: stencil deleted an object to create it anew (an
+	// immutable field changed and its template allows it).
+	ReasonRecreating = "Recreating"
 )
 
 // OrDefault returns the policy, or DriftCorrect when it is unset.

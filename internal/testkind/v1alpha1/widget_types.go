@@ -46,6 +46,10 @@ type WidgetSpec struct {
 	// (stencil.dev/ssa: IfNotPresent).
 	// +optional
 	CreateOnlyConfig bool `json:"createOnlyConfig,omitempty"`
+	// RecreateDeployment lets stencil delete and create the Deployment anew
+	// when a render changes an immutable field (stencil.dev/force).
+	// +optional
+	RecreateDeployment bool `json:"recreateDeployment,omitempty"`
 	// Fail makes a template call fail.
 	// +optional
 	Fail bool `json:"fail,omitempty"`
