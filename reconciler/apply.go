@@ -313,6 +313,11 @@ func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (verd
 	case !ownedFor(live, d) && !adoptedBy(live, d):
 		c := conflictWith(d, live)
 		return verdict{conflict: &c}, nil
+	case live.GetDeletionTimestamp() != nil:
+		// Ours, and on its way out (finalizers hold it): an apply would
+		// only update what is about to go. Its deletion brings us back.
+		c := conflictWith(d, live)
+		return verdict{conflict: &c}, nil
 	case !ownedFor(live, d):
 		return verdict{stale: true, live: live, adopting: true, resourceVersion: live.GetResourceVersion()}, nil
 	case createOnly(d) && live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != hash:

@@ -25,11 +25,14 @@ func immutableFields(err error) []string {
 	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
 		return nil
 	}
+	// Every cause must be one: an object deleted to be recreated must not
+	// then fail to be created for another reason.
 	var fields []string
 	for _, c := range status.Status().Details.Causes {
-		if slices.ContainsFunc(immutableWordings, func(w string) bool { return strings.Contains(c.Message, w) }) {
-			fields = append(fields, c.Field)
+		if !slices.ContainsFunc(immutableWordings, func(w string) bool { return strings.Contains(c.Message, w) }) {
+			return nil
 		}
+		fields = append(fields, c.Field)
 	}
 	return fields
 }
@@ -92,12 +95,17 @@ func (a *applier) recreate(ctx context.Context, d *unstructured.Unstructured, fi
 		out.immutable = append(out.immutable, immutable)
 		return nil
 	}
-	live, err := a.cached(ctx, d)
-	if err != nil {
-		return fmt.Errorf("reading %s %s to recreate it: %w", d.GetKind(), client.ObjectKeyFromObject(d), client.IgnoreNotFound(err))
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(d.GroupVersionKind())
+	if err := a.reader.Get(ctx, client.ObjectKeyFromObject(d), live); err != nil {
+		return fmt.Errorf("reading %s %s to recreate it: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	}
+	if !ownedFor(live, d) { // being adopted: a person's object is never deleted
+		out.immutable = append(out.immutable, immutable)
+		return nil
 	}
 	uid := live.GetUID()
-	err = a.client.Delete(ctx, live, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	err := a.client.Delete(ctx, live, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting %s %s to recreate it: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
@@ -105,8 +113,17 @@ func (a *applier) recreate(ctx context.Context, d *unstructured.Unstructured, fi
 	return nil
 }
 
-// holdsData: deleting an object of d's type loses data.
+// holdsData: deleting d loses data: a volume or its claim, a Namespace (all
+// in it), a CustomResourceDefinition (all its custom resources), a
+// StatefulSet that deletes its claims with it.
 func holdsData(d *unstructured.Unstructured) bool {
 	gvk := d.GroupVersionKind()
-	return gvk.Group == "" && (gvk.Kind == "PersistentVolumeClaim" || gvk.Kind == "PersistentVolume")
+	switch gvk.GroupKind().String() {
+	case "PersistentVolumeClaim", "PersistentVolume", "Namespace", "CustomResourceDefinition.apiextensions.k8s.io":
+		return true
+	case "StatefulSet.apps":
+		policy, _, _ := unstructured.NestedString(d.Object, "spec", "persistentVolumeClaimRetentionPolicy", "whenDeleted")
+		return policy == "Delete"
+	}
+	return false
 }

@@ -51,10 +51,10 @@ func TestImmutableFields(t *testing.T) {
 		{"selector changed", apierrors.NewInvalid(deployment, "web", field.ErrorList{
 			field.Invalid(field.NewPath("spec", "selector"), "x", apimachineryvalidation.FieldImmutableErrorMsg),
 		}), []string{"spec.selector"}},
-		{"wrapped, among other causes", fmt.Errorf("applying Deployment ns/web: %w", apierrors.NewInvalid(deployment, "web", field.ErrorList{
-			field.Required(field.NewPath("spec", "template"), ""),
+		{"wrapped, two fields", fmt.Errorf("applying Deployment ns/web: %w", apierrors.NewInvalid(deployment, "web", field.ErrorList{
+			field.Invalid(field.NewPath("spec", "template"), "x", apimachineryvalidation.FieldImmutableErrorMsg),
 			field.Invalid(field.NewPath("spec", "selector"), "x", apimachineryvalidation.FieldImmutableErrorMsg),
-		})), []string{"spec.selector"}},
+		})), []string{"spec.template", "spec.selector"}},
 		{"a ConfigMap's wording", apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "c", field.ErrorList{
 			field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set"),
 		}), []string{"data"}},
@@ -64,6 +64,10 @@ func TestImmutableFields(t *testing.T) {
 		{"a StatefulSet's spec", apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "StatefulSet"}, "s", field.ErrorList{
 			field.Forbidden(field.NewPath("spec"), "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template' are forbidden"),
 		}), []string{"spec"}},
+		{"an immutable field and another refusal", apierrors.NewInvalid(deployment, "web", field.ErrorList{
+			field.Invalid(field.NewPath("spec", "selector"), "x", apimachineryvalidation.FieldImmutableErrorMsg),
+			field.Required(field.NewPath("spec", "template"), ""),
+		}), nil},
 		{"another invalid value", apierrors.NewInvalid(deployment, "web", field.ErrorList{
 			field.Invalid(field.NewPath("spec", "replicas"), -1, "must be greater than or equal to 0"),
 		}), nil},

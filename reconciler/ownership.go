@@ -45,6 +45,8 @@ type conflict struct {
 	// waits for.
 	deleting   bool
 	finalizers []string
+	// ours: the object is this resource's (being deleted).
+	ours bool
 }
 
 func (c conflict) Error() string {
@@ -55,6 +57,8 @@ func (c conflict) Error() string {
 	switch {
 	case c.predecessor:
 		return c.object + " still belongs to the deleted resource of the same name (" + c.holder + "); stencil creates it again once the garbage collector has deleted it." + waits
+	case c.deleting && c.ours:
+		return c.object + " is being deleted; stencil creates it anew once it is gone." + waits
 	case c.deleting:
 		return c.object + " is being deleted and is not this resource's (" + c.holder + "); stencil creates it once it is gone." + waits
 	case c.adopt == "":
@@ -127,7 +131,7 @@ func predecessorOf(live metav1.Object, d *unstructured.Unstructured) bool {
 func conflictWith(d *unstructured.Unstructured, live metav1.Object) conflict {
 	gvk := d.GroupVersionKind()
 	c := conflict{id: idOf(gvk, d.GetNamespace(), d.GetName()), object: gvk.Kind + " " + quoted(d.GetNamespace(), d.GetName()),
-		holder: holderOf(live), predecessor: predecessorOf(live, d), deleting: live.GetDeletionTimestamp() != nil}
+		holder: holderOf(live), predecessor: predecessorOf(live, d), deleting: live.GetDeletionTimestamp() != nil, ours: ownedFor(live, d)}
 	if c.predecessor || c.deleting {
 		c.finalizers = live.GetFinalizers()
 	}
@@ -271,6 +275,11 @@ func (a *applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured)
 		return verdict{stale: true}, nil
 	case err != nil:
 		return verdict{}, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	case ownedFor(live, d) && live.GetDeletionTimestamp() != nil:
+		c := conflictWith(d, live)
+		return verdict{conflict: &c}, nil
+	case ownedFor(live, d) && createOnly(d):
+		return verdict{}, nil // it exists: a create-only object is not applied again
 	case ownedFor(live, d):
 		return verdict{stale: true}, nil
 	case adoptedBy(live, d):

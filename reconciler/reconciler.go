@@ -277,8 +277,8 @@ func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map
 	if errors.Is(err, reconcile.TerminalError(nil)) {
 		err = nil
 	}
-	if err == nil {
-		ret.RequeueAfter = r.rewrites.When(nn)
+	if wait := r.rewrites.When(nn); err == nil && (ret.RequeueAfter == 0 || wait < ret.RequeueAfter) {
+		ret.RequeueAfter = wait
 	}
 	return ret, err
 }
