@@ -169,45 +169,56 @@ func (a *applier) applyObject(ctx context.Context, d *unstructured.Unstructured,
 		return nil
 	}
 	out.waiting = out.waiting || v.waiting
+	stale, err := a.onDrift(ctx, d, v, report, out)
+	if err != nil || !stale {
+		return err
+	}
+	return a.applyStale(ctx, d, v, report, out)
+}
+
+// onDrift handles the fields d's verdict found missing: it reports them,
+// and corrects them unless report; in a fight it corrects only when the
+// wait is over, and shows the fight meanwhile. It returns whether d must be
+// applied.
+func (a *applier) onDrift(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *applyOutcome) (bool, error) {
 	now, key := time.Now(), keyOf(d)
-	if f, fighting := a.fights.fighting(key, now); fighting && !report && v.missing != nil && !v.missing.Empty() {
+	if v.missing == nil || v.missing.Empty() {
+		if f, fighting := a.fights.calm(key, now); fighting {
+			out.deferred = append(out.deferred, f) // still shown until it is over
+		}
+		return v.stale, nil
+	}
+	if f, fighting := a.fights.fighting(key, now); fighting && !report {
 		if now.Before(f.until) {
 			out.deferred = append(out.deferred, f)
-			return nil
+			return false, nil
 		}
 		// The fight goes on: correct again, without a new report.
 		f, _ = a.fights.corrected(key, f.drift, now)
 		out.deferred = append(out.deferred, f)
 		out.fightCorrections++
-		v.stale = true
-	} else if v.missing != nil && !v.missing.Empty() {
-		drift, err := a.report(ctx, d, v.missing)
-		if err != nil {
-			return err
-		}
-		drift.Reverted = !report
-		switch {
-		case len(drift.Fields) == 0:
-		case !drift.Reverted:
+		return true, nil
+	}
+	drift, err := a.report(ctx, d, v.missing)
+	if err != nil {
+		return false, err
+	}
+	drift.Reverted = !report
+	switch {
+	case len(drift.Fields) == 0:
+	case !drift.Reverted:
+		out.drift = append(out.drift, drift)
+	default:
+		f, started := a.fights.corrected(key, drift, now)
+		if started {
+			out.fightsStarted++
+			out.fightCorrections++
+			out.deferred = append(out.deferred, f)
+		} else {
 			out.drift = append(out.drift, drift)
-		default:
-			f, started := a.fights.corrected(key, drift, now)
-			if started {
-				out.fightsStarted++
-				out.fightCorrections++
-				out.deferred = append(out.deferred, f)
-			} else {
-				out.drift = append(out.drift, drift)
-			}
 		}
-		v.stale = v.stale || !report
-	} else if f, fighting := a.fights.calm(key, now); fighting {
-		out.deferred = append(out.deferred, f) // still shown until it is over
 	}
-	if !v.stale {
-		return nil
-	}
-	return a.applyStale(ctx, d, v, report, out)
+	return v.stale || !report, nil
 }
 
 // applyStale applies d. Under policy Report it leaves out the fields that

@@ -59,14 +59,7 @@ type immutableError struct {
 func (e immutableError) Error() string {
 	d := e.object
 	gvk := d.GroupVersionKind()
-	resource := strings.ToLower(gvk.Kind)
-	if gvk.Group != "" {
-		resource += "." + gvk.Group
-	}
-	del := "kubectl delete " + resource + " " + d.GetName()
-	if ns := d.GetNamespace(); ns != "" {
-		del += " -n " + ns
-	}
+	del := "kubectl delete " + kubectlObject(d)
 	msg := gvk.Kind + " " + quoted(d.GetNamespace(), d.GetName()) + ": the new render changes " + strings.Join(e.fields, ", ") +
 		", which the API server does not let change once set. stencil leaves the object as it is"
 	if e.holdsData {

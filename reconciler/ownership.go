@@ -138,16 +138,22 @@ func conflictWith(d *unstructured.Unstructured, live metav1.Object) conflict {
 	if metav1.GetControllerOf(live) != nil || c.deleting {
 		return c
 	}
-	resource := strings.ToLower(gvk.Kind)
-	if gvk.Group != "" {
-		resource += "." + gvk.Group
-	}
-	c.adopt = "kubectl annotate " + resource + " " + d.GetName()
-	if ns := d.GetNamespace(); ns != "" {
-		c.adopt += " -n " + ns
-	}
-	c.adopt += " " + v1alpha1.AnnotationAdopt + "=" + d.GetAnnotations()[v1alpha1.AnnotationOwner]
+	c.adopt = "kubectl annotate " + kubectlObject(d) + " " + v1alpha1.AnnotationAdopt + "=" + d.GetAnnotations()[v1alpha1.AnnotationOwner]
 	return c
+}
+
+// kubectlObject names d as kubectl arguments: "deployment.apps web -n ns".
+func kubectlObject(d *unstructured.Unstructured) string {
+	gvk := d.GroupVersionKind()
+	object := strings.ToLower(gvk.Kind)
+	if gvk.Group != "" {
+		object += "." + gvk.Group
+	}
+	object += " " + d.GetName()
+	if ns := d.GetNamespace(); ns != "" {
+		object += " -n " + ns
+	}
+	return object
 }
 
 func quoted(namespace, name string) string {

@@ -57,6 +57,22 @@ func waitEvent(t *testing.T, ns, name, reason string) {
 	})
 }
 
+// waitGone waits until every object (namespace and name set) is gone.
+func waitGone(t *testing.T, timeout time.Duration, what string, objs ...client.Object) {
+	t.Helper()
+	eventually(t, timeout, what, func() error {
+		for _, o := range objs {
+			switch err := k8s.Get(t.Context(), client.ObjectKeyFromObject(o), o); {
+			case err == nil:
+				return fmt.Errorf("%T %s is still there", o, o.GetName())
+			case !apierrors.IsNotFound(err):
+				return fmt.Errorf("%T %s: %w", o, o.GetName(), err)
+			}
+		}
+		return nil
+	})
+}
+
 // touch changes an annotation of the Widget, which makes stencil reconcile it.
 func touch(t *testing.T, ns, name string) {
 	t.Helper()
@@ -152,12 +168,7 @@ func TestTwoResourcesNeverShareAnObject(t *testing.T) {
 	if err := k8s.Delete(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "Widget c and its Deployment gone", func() error {
-		if _, err := get(t, &appsv1.Deployment{}, ns, "c"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("Deployment c: %w", err)
-		}
-		return nil
-	})
+	waitGone(t, 60*time.Second, "Widget c and its Deployment gone", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"}})
 	if err := ownedBy(a); err != nil {
 		t.Fatalf("after deleting c: %v", err)
 	}
@@ -361,15 +372,8 @@ func TestDeletedRightAfterApply(t *testing.T) {
 	if err := k8s.Delete(t.Context(), w); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "Widget and ClusterRole gone", func() error {
-		if _, err := get(t, &testv1alpha1.Widget{}, ns, "web"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("Widget: %w", err)
-		}
-		if _, err := get(t, &rbacv1.ClusterRole{}, "", role); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("ClusterRole: %w", err)
-		}
-		return nil
-	})
+	waitGone(t, 30*time.Second, "Widget and ClusterRole gone",
+		&testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role}})
 }
 
 // An object deleted before the cache saw it (its events lost) is still
@@ -462,12 +466,7 @@ func TestRecreatedResourceWaitsForItsPredecessor(t *testing.T) {
 	if err := k8s.Delete(t.Context(), old); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the old Widget gone", func() error {
-		if _, err := get(t, &testv1alpha1.Widget{}, ns, "web"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("Widget web: %w", err)
-		}
-		return nil
-	})
+	waitGone(t, 30*time.Second, "the old Widget gone", &testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}})
 
 	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1})
 	w := waitCondition(t, ns, "web", v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonOwnershipConflict)
@@ -595,15 +594,8 @@ func TestCleanupFailureIsReported(t *testing.T) {
 		t.Errorf("ClusterRole: %v; want it still there", err)
 	}
 	restore()
-	eventually(t, 60*time.Second, "the Widget and its ClusterRole gone", func() error {
-		if _, err := get(t, &testv1alpha1.Widget{}, ns, "web"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("Widget web: %w", err)
-		}
-		if _, err := get(t, &rbacv1.ClusterRole{}, "", role); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("ClusterRole: %w", err)
-		}
-		return nil
-	})
+	waitGone(t, 60*time.Second, "the Widget and its ClusterRole gone",
+		&testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role}})
 }
 
 // Under Report, a field another manager holds with the very value the
@@ -733,12 +725,7 @@ func TestKeptObjectSurvivesPruneAndDeletion(t *testing.T) {
 	if err := k8s.Delete(t.Context(), getWidget(t, ns, "web")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 90*time.Second, "the Deployment garbage-collected", func() error {
-		if _, err := get(t, &appsv1.Deployment{}, ns, "web"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("Deployment web: %w", err)
-		}
-		return nil
-	})
+	waitGone(t, 90*time.Second, "the Deployment garbage-collected", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}})
 	for _, name := range []string{"first", "second"} {
 		if _, err := get(t, &corev1.ConfigMap{}, ns, name); err != nil {
 			t.Errorf("ConfigMap %s: %v; want it kept after the Widget's deletion", name, err)

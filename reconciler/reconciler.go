@@ -159,38 +159,8 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	if err != nil {
 		return reconcile.Result{}, res.failQuietly(ctx, v1alpha1.ReasonApplyFailed, err)
 	}
-	if len(out.immutable) > 0 {
-		// Retrying cannot help: a change of spec or template, or the
-		// object's deletion, brings the resource back.
-		log.Info("The API server refused to change immutable fields; nothing pruned", "objects", len(out.immutable))
-		res.record(v1alpha1.ReasonImmutableField, true, errors.Join(out.immutable...))
-	}
-	if len(out.recreating) > 0 {
-		// The deletions' events bring the resource back to create them;
-		// the requeue is a backstop.
-		for _, o := range out.recreating {
-			log.Info("Deleted an object to create it anew", "object", o)
-			r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Recreated", "Recreate", "Deleted %s; stencil creates it anew", o)
-		}
-		recreating := fmt.Errorf("deleted %s; stencil creates them anew", strings.Join(out.recreating, ", "))
-		if res.failure != nil {
-			res.failure.err = errors.Join(res.failure.err, recreating)
-		}
-		res.record(v1alpha1.ReasonRecreating, false, recreating)
-	}
-	if len(out.conflicts) > 0 {
-		retry := r.leaveConflicts(ctx, cr, res, out.conflicts)
-		if next := nextLook(res, out.waiting); next > 0 && next < retry {
-			retry = next
-		}
+	if retry, blocked := r.leaveBlocked(ctx, cr, res, out); blocked {
 		return reconcile.Result{RequeueAfter: retry}, nil
-	}
-	r.conflicts.Delete(client.ObjectKeyFromObject(cr))
-	if len(out.recreating) > 0 {
-		return reconcile.Result{RequeueAfter: recreateBackstop}, nil
-	}
-	if len(out.immutable) > 0 {
-		return reconcile.Result{RequeueAfter: nextLook(res, out.waiting)}, nil
 	}
 	if res.pruned, err = r.prune(ctx, cr, res.desired, false); err != nil {
 		return reconcile.Result{}, res.fail(v1alpha1.ReasonPruneFailed, false, err)
@@ -217,29 +187,57 @@ func nextLook(res *result, waiting bool) time.Duration {
 		next = cacheBackstop
 	}
 	for _, d := range res.fights {
-		if wait := max(time.Until(d.until), time.Millisecond); next == 0 || wait < next {
-			next = wait
-		}
+		next = soonest(next, max(time.Until(d.until), time.Millisecond))
 	}
 	return next
 }
 
-// leaveConflicts records that objects in the way were left untouched, and when
-// to look again: at once when the holder of one is deleted (waiters), else
-// after a backoff. A conflict with a deleted predecessor resolves itself, so
-// it is not Stalled.
-func (r *Reconciler) leaveConflicts(ctx context.Context, cr v1alpha1.Object, res *result, cs []conflict) time.Duration {
+// leaveBlocked records the objects the apply could not bring to their
+// desired state, and when to look again (the soonest of what each needs);
+// after any of them nothing is pruned. Objects with immutable fields wait
+// for someone to act (a retry cannot help; a change of spec or template, or
+// the object's deletion, brings the resource back). Objects deleted to be
+// created anew come back with their deletions' events, or the backstop.
+// Objects in the way wait for their holder: at once when a cached holder is
+// deleted (waiters), else after a backoff; a conflict with an object on its
+// way out (a deleted predecessor's) resolves itself, so it is not Stalled.
+func (r *Reconciler) leaveBlocked(ctx context.Context, cr v1alpha1.Object, res *result, out applyOutcome) (time.Duration, bool) {
+	log := ctrl.LoggerFrom(ctx)
 	nn := client.ObjectKeyFromObject(cr)
-	for _, c := range cs {
-		r.waiters.add(c.id, nn)
+	var retry time.Duration
+	if len(out.immutable) > 0 {
+		log.Info("The API server refused to change immutable fields; nothing pruned", "objects", len(out.immutable))
+		res.also(v1alpha1.ReasonImmutableField, true, errors.Join(out.immutable...))
 	}
-	ctrl.LoggerFrom(ctx).Info("Left objects that are not this resource's untouched; nothing pruned", "conflicts", len(cs))
-	if res.failure != nil { // immutable fields too: say both
-		res.failure.err = errors.Join(res.failure.err, conflictsError(cs))
+	if len(out.recreating) > 0 {
+		for _, o := range out.recreating {
+			log.Info("Deleted an object to create it anew", "object", o)
+			r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Recreated", "Recreate", "Deleted %s; stencil creates it anew", o)
+		}
+		res.also(v1alpha1.ReasonRecreating, false, fmt.Errorf("deleted %s; stencil creates them anew", strings.Join(out.recreating, ", ")))
+		retry = recreateBackstop
 	}
-	res.record(v1alpha1.ReasonOwnershipConflict, !goingAway(cs), conflictsError(cs))
-	began, _ := r.conflicts.LoadOrStore(nn, time.Now())
-	return backoff(time.Since(began.(time.Time)))
+	if len(out.conflicts) > 0 {
+		for _, c := range out.conflicts {
+			r.waiters.add(c.id, nn)
+		}
+		log.Info("Left objects that are not this resource's untouched; nothing pruned", "conflicts", len(out.conflicts))
+		res.also(v1alpha1.ReasonOwnershipConflict, !goingAway(out.conflicts), conflictsError(out.conflicts))
+		began, _ := r.conflicts.LoadOrStore(nn, time.Now())
+		retry = soonest(retry, backoff(time.Since(began.(time.Time))))
+	} else {
+		r.conflicts.Delete(nn)
+	}
+	blocked := len(out.immutable)+len(out.recreating)+len(out.conflicts) > 0
+	return soonest(retry, nextLook(res, out.waiting)), blocked
+}
+
+// soonest is the shorter of two waits, where 0 is none.
+func soonest(a, b time.Duration) time.Duration {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // backoff is how long a resource that has been in conflict for lasted
@@ -277,8 +275,8 @@ func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map
 	if errors.Is(err, reconcile.TerminalError(nil)) {
 		err = nil
 	}
-	if wait := r.rewrites.When(nn); err == nil && (ret.RequeueAfter == 0 || wait < ret.RequeueAfter) {
-		ret.RequeueAfter = wait
+	if wait := r.rewrites.When(nn); err == nil {
+		ret.RequeueAfter = soonest(ret.RequeueAfter, wait)
 	}
 	return ret, err
 }
@@ -337,6 +335,16 @@ func (res *result) record(reason string, stalled bool, err error) {
 	if res.failure == nil {
 		res.failure = &failure{reason: reason, err: err, stalled: stalled}
 	}
+}
+
+// also records a failure as record does, or, when the reconcile has one
+// already, adds err to it: every object a reconcile had to leave is told.
+func (res *result) also(reason string, stalled bool, err error) {
+	if res.failure != nil {
+		res.failure.err = errors.Join(res.failure.err, err)
+		return
+	}
+	res.record(reason, stalled, err)
 }
 
 // fail is record, returning err for the reconcile to return.

@@ -224,12 +224,10 @@ func failureMessage(s *v1alpha1.Status, f *failure) string {
 		return "Render failed: " + f.err.Error() + ". Nothing was applied or pruned; fix the spec or the template."
 	case v1alpha1.ReasonEmptyRender:
 		return "The templates rendered no objects, but " + strconv.Itoa(len(s.Inventory)) + " were applied before; stencil did not prune them. Check the spec, or delete the resource to remove them."
-	case v1alpha1.ReasonOwnershipConflict:
+	case v1alpha1.ReasonOwnershipConflict, v1alpha1.ReasonImmutableField:
 		return f.err.Error() + ". The resource's other objects are applied; nothing was pruned."
 	case v1alpha1.ReasonRecreating:
 		return "Recreating: stencil " + f.err.Error() + ". Nothing was pruned meanwhile."
-	case v1alpha1.ReasonImmutableField:
-		return f.err.Error() + ". The resource's other objects are applied; nothing was pruned."
 	case v1alpha1.ReasonFinalizerFailed:
 		return "Adding the cleanup finalizer failed: " + f.err.Error() + ". Nothing was applied or pruned; stencil retries with backoff."
 	case v1alpha1.ReasonApplyFailed:
