@@ -35,3 +35,27 @@ func TestHandedOverReplicas(t *testing.T) {
 		t.Errorf("Drifted = %q, want False", got)
 	}
 }
+
+// TestUnavailableDeploymentIsNotReady follows docs/sharing.md: in a
+// namespace whose quota lets no pod start, a Memcached is applied but not
+// Ready (Progressing); once pods may start, it turns Ready by itself.
+func TestUnavailableDeploymentIsNotReady(t *testing.T) {
+	ns := "health"
+	mustKubectl(t, "create", "namespace", ns)
+	mustKubectl(t, "create", "quota", "no-pods", "-n", ns, "--hard=pods=0")
+	mustKubectl(t, "apply", "-f", "../docs/examples/sharing/memcached-health.yaml")
+	ready := `jsonpath={.status.conditions[?(@.type=="Ready")].reason}`
+	eventually(t, 30*time.Second, "Memcached Progressing", func() error {
+		if got := mustKubectl(t, "-n", ns, "get", "memcached", "cache", "-o", ready); got != "Progressing" {
+			return fmt.Errorf("Ready reason %q", got)
+		}
+		return nil
+	})
+	message := mustKubectl(t, "-n", ns, "get", "memcached", "cache", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].message}`)
+	t.Logf("Ready: %s", message)
+	if !strings.Contains(message, "Deployment cache: ") {
+		t.Errorf("Ready message %q does not name the Deployment", message)
+	}
+	mustKubectl(t, "delete", "quota", "no-pods", "-n", ns)
+	mustKubectl(t, "wait", "--for=condition=Ready", "-n", ns, "memcached/cache", "--timeout=2m")
+}

@@ -16,7 +16,8 @@ import (
 
 // cachedTypes says how the cache holds every type that some kind owns or
 // observes, so that each type has one informer: whole objects when any
-// kind's status template reads them, else metadata only. Whole objects are
+// kind's status template reads them or judges their health, else metadata
+// only. Whole objects are
 // typed when the scheme knows the type (smaller in memory, and sent as
 // protobuf), else unstructured.
 type cachedTypes struct {
@@ -28,7 +29,7 @@ func cachedTypesOf(kinds []*render.Kind, scheme *runtime.Scheme) cachedTypes {
 	t := cachedTypes{whole: map[schema.GroupVersionKind]bool{}, scheme: scheme}
 	for _, k := range kinds {
 		for _, ref := range k.Declaration().Owns {
-			t.whole[ref.GroupVersionKind()] = t.whole[ref.GroupVersionKind()] || ref.Status
+			t.whole[ref.GroupVersionKind()] = t.whole[ref.GroupVersionKind()] || ref.Status || ref.JudgesHealth()
 		}
 		for _, ref := range k.Declaration().Observes {
 			t.whole[ref.GroupVersionKind()] = true

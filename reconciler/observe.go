@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,16 +26,12 @@ func (r *Reconciler) kindStatus(ctx context.Context, cr v1alpha1.Object, res *re
 		if !r.applier.types.whole[d.GroupVersionKind()] {
 			continue
 		}
-		obj, ok := res.live[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())]
-		if !ok {
-			obj = r.applier.types.newObject(d.GroupVersionKind())
-			err := r.client.Get(ctx, client.ObjectKeyFromObject(d), obj)
-			if apierrors.IsNotFound(err) {
-				continue // applied by an earlier reconcile; the cache will catch up and bring us back
-			}
-			if err != nil {
-				return nil, fmt.Errorf("reading %s %s for status: %w", d.GetKind(), d.GetName(), err)
-			}
+		obj, err := r.wholeObject(ctx, d, res)
+		if err != nil {
+			return nil, fmt.Errorf("status: %w", err)
+		}
+		if obj == nil {
+			continue // applied by an earlier reconcile; the cache will catch up and bring us back
 		}
 		m, err := objectMap(obj)
 		if err != nil {

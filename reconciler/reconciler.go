@@ -168,6 +168,9 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	if res.kindStatus, err = r.kindStatus(ctx, cr, res); err != nil {
 		return reconcile.Result{}, res.fail(v1alpha1.ReasonStatusFailed, false, err)
 	}
+	if res.unhealthy, err = r.health(ctx, res); err != nil {
+		return reconcile.Result{}, res.fail(v1alpha1.ReasonStatusFailed, false, err)
+	}
 	if len(res.applied)+len(res.pruned) > 0 {
 		log.V(1).Info("Reconciled", "applied", len(res.applied), "pruned", len(res.pruned), "cr", klog.KObj(cr))
 	}
@@ -267,6 +270,9 @@ func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
 	defer cancel()
 	err = errors.Join(err, r.writeStatus(wctx, cr, current, res))
+	if res.paced > 0 && err == nil {
+		ret.RequeueAfter = soonest(ret.RequeueAfter, res.paced)
+	}
 	nn := client.ObjectKeyFromObject(cr)
 	if !res.othersWrote {
 		r.rewrites.Forget(nn)
@@ -315,6 +321,12 @@ type result struct {
 	quiet bool
 	// kindStatus holds the fields of the kind's status template.
 	kindStatus map[string]any
+	// unhealthy are the applied objects that kstatus does not call
+	// current yet, failed ones first.
+	unhealthy []objectHealth
+	// paced: a status write that only told of health was put off until
+	// this much later (see statusPace).
+	paced time.Duration
 	// fights are the corrections that wait because another writer keeps
 	// changing the fields back.
 	fights []deferredCorrection
@@ -328,6 +340,21 @@ type failure struct {
 	// stalled: retrying cannot help until someone changes the spec, the
 	// templates or the object in the way (kstatus Stalled).
 	stalled bool
+}
+
+// healthFailure is the reconcile's failure, or, when it has none, why its
+// objects are not all healthy (nil when they are): Progressing while
+// kstatus expects them to get there, HealthCheckFailed (Stalled) when it
+// says one failed.
+func (res *result) healthFailure() *failure {
+	if res.failure != nil || len(res.unhealthy) == 0 {
+		return res.failure
+	}
+	f := &failure{reason: v1alpha1.ReasonProgressing, err: errors.New(healthMessage(len(res.desired), res.unhealthy))}
+	if res.unhealthy[0].failed {
+		f.reason, f.stalled = v1alpha1.ReasonHealthCheckFailed, true
+	}
+	return f
 }
 
 // record records the first failure of the reconcile.

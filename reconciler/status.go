@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +51,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, curren
 	if equality.Semantic.DeepEqual(current, status) {
 		return nil
 	}
+	key := client.ObjectKeyFromObject(cr)
+	if res.paced = r.healthPace(key, before, after); res.paced > 0 {
+		return nil
+	}
 	patch, err := statusPatch(current, status)
 	if err != nil {
 		return err
@@ -59,14 +64,13 @@ func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, curren
 	written.SetGroupVersionKind(r.kind.GroupVersionKind())
 	written.SetNamespace(cr.GetNamespace())
 	written.SetName(cr.GetName())
-	key := client.ObjectKeyFromObject(cr)
 	r.statusWrites.begin(key)
 	err = r.client.Status().Patch(ctx, written, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(StatusFieldManager))
 	if err != nil {
 		r.statusWrites.end(key, nil)
 		return fmt.Errorf("writing status: %w", client.IgnoreNotFound(err))
 	}
-	r.written.Store(key, writtenStatus{resourceVersion: resourceVersion(written), status: status})
+	r.written.Store(key, writtenStatus{resourceVersion: resourceVersion(written), status: status, at: time.Now()})
 	others, seen := r.statusWrites.end(key, written)
 	if others {
 		res.othersWrote = true
@@ -116,16 +120,68 @@ func (r *Reconciler) normalize(status map[string]any) (map[string]any, error) {
 }
 
 // writtenStatus is the status this process last wrote for a custom
-// resource, until the cache has caught up with it; then only its version.
+// resource, until the cache has caught up with it; then only its version
+// and when it was written.
 type writtenStatus struct {
 	resourceVersion uint64
 	status          map[string]any
+	at              time.Time
 }
 
 // statusCached records that the cache holds our status write of version rv:
 // from then on only the version is kept (see notOwnStatusWrite).
 func (r *Reconciler) statusCached(key client.ObjectKey, rv uint64) {
-	r.written.Store(key, writtenStatus{resourceVersion: rv})
+	w := writtenStatus{resourceVersion: rv}
+	if v, ok := r.written.Load(key); ok {
+		w.at = v.(writtenStatus).at
+	}
+	r.written.Store(key, w)
+}
+
+// statusPace is the least time between two status writes of a resource
+// that only tell how its objects' health goes: a Deployment that an
+// autoscaler scales every 100 ms would otherwise make its resource's Ready
+// flip as fast.
+const statusPace = time.Second
+
+// healthPace is how long to put off a status write from before to after
+// when it only tells of health (Ready was or becomes Progressing or
+// HealthCheckFailed, and nothing but Ready, Reconciling and Stalled
+// changes) and the last write was less than statusPace ago; else 0. The
+// write then happens at the next reconcile, with what is true by then: the
+// health of the objects and the kind's status fields are read anew, so
+// nothing is lost by waiting (a drift report would be: it is never put off).
+func (r *Reconciler) healthPace(key client.ObjectKey, before, after *v1alpha1.Status) time.Duration {
+	if !(healthReason(before) || healthReason(after)) || !applied(before) || !applied(after) ||
+		!equality.Semantic.DeepEqual(withoutProgress(before), withoutProgress(after)) {
+		return 0
+	}
+	v, ok := r.written.Load(key)
+	if !ok {
+		return 0
+	}
+	return max(statusPace-time.Since(v.(writtenStatus).at), 0)
+}
+
+// healthReason: Ready says the objects are applied and not all healthy.
+func healthReason(s *v1alpha1.Status) bool {
+	c := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionReady)
+	return c != nil && (c.Reason == v1alpha1.ReasonProgressing || c.Reason == v1alpha1.ReasonHealthCheckFailed)
+}
+
+// withoutProgress is s without the conditions that tell of health.
+func withoutProgress(s *v1alpha1.Status) *v1alpha1.Status {
+	out := s.DeepCopy()
+	for _, typ := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionReconciling, v1alpha1.ConditionStalled} {
+		meta.RemoveStatusCondition(&out.Conditions, typ)
+	}
+	return out
+}
+
+// applied: Ready says every object is applied (healthy or not).
+func applied(s *v1alpha1.Status) bool {
+	c := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionReady)
+	return c != nil && (c.Status == metav1.ConditionTrue || healthReason(s))
 }
 
 // currentStatus is cr's status as stored, normalised: from cr, or, when the
@@ -162,7 +218,7 @@ func (r *Reconciler) currentStatus(cr v1alpha1.Object) (map[string]any, error) {
 // repeat what Ready says, so they make no events. A condition that starts
 // out healthy (Ready on the first reconcile, no drift found) is no news: the
 // conditions say so, and an event per new resource would cost the API server
-// a write each.
+// a write each. Nor are objects that progress towards health, or get there.
 func (r *Reconciler) recordTransitions(cr v1alpha1.Object, before, after []metav1.Condition) {
 	for _, c := range after {
 		if c.Type != v1alpha1.ConditionReady && c.Type != v1alpha1.ConditionDrifted {
@@ -174,6 +230,9 @@ func (r *Reconciler) recordTransitions(cr v1alpha1.Object, before, after []metav
 		}
 		if old == nil && healthy(c) && c.Reason != v1alpha1.ReasonDriftFixed {
 			continue
+		}
+		if c.Reason == v1alpha1.ReasonProgressing || (old != nil && old.Reason == v1alpha1.ReasonProgressing && healthy(c)) {
+			continue // objects on their way to healthy, or there: the normal course, not news
 		}
 		eventType := corev1.EventTypeNormal
 		if !healthy(c) {
@@ -209,8 +268,8 @@ func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPo
 
 func setReadyCondition(s *v1alpha1.Status, res *result) {
 	c := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: res.generation,
-		Reason: v1alpha1.ReasonReconciled, Message: "All " + strconv.Itoa(len(res.desired)) + " rendered objects are applied."}
-	if f := res.failure; f != nil {
+		Reason: v1alpha1.ReasonReconciled, Message: "All " + strconv.Itoa(len(res.desired)) + " rendered objects are applied and healthy."}
+	if f := res.healthFailure(); f != nil {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, f.reason, cut(failureMessage(s, f), v1alpha1.MaxMessageBytes)
 	}
 	meta.SetStatusCondition(&s.Conditions, c)
@@ -238,6 +297,8 @@ func failureMessage(s *v1alpha1.Status, f *failure) string {
 		return "The resource is being deleted, and deleting its cluster-scoped objects failed: " + f.err.Error() + ". Its finalizer stays until they are gone; stencil retries with backoff."
 	case v1alpha1.ReasonDeleting:
 		return "The resource is being deleted: " + f.err.Error() + ". It may still wait for other finalizers."
+	case v1alpha1.ReasonProgressing, v1alpha1.ReasonHealthCheckFailed:
+		return f.err.Error()
 	case v1alpha1.ReasonStatusFailed:
 		return "Status failed: " + f.err.Error() + ". The objects are applied; fix the status template."
 	}
@@ -250,7 +311,7 @@ func failureMessage(s *v1alpha1.Status, f *failure) string {
 func setProgressConditions(s *v1alpha1.Status, res *result) {
 	meta.RemoveStatusCondition(&s.Conditions, v1alpha1.ConditionReconciling)
 	meta.RemoveStatusCondition(&s.Conditions, v1alpha1.ConditionStalled)
-	f := res.failure
+	f := res.healthFailure()
 	if f == nil {
 		return
 	}

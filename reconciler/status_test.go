@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
@@ -33,6 +35,8 @@ func TestComputeStatus(t *testing.T) {
 		return &failure{reason: reason, stalled: stalled, err: errors.New(msg)}
 	}
 	pruned := []v1alpha1.InventoryEntry{oldInventory[0]}
+	progressing := []objectHealth{{object: "Deployment web", message: "Available: 0/1"}}
+	failedHealth := []objectHealth{{object: "Deployment web", message: "Progress deadline exceeded", failed: true}}
 
 	tests := []struct {
 		name          string
@@ -60,6 +64,9 @@ func TestComputeStatus(t *testing.T) {
 		{"correct records reverted drift", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: reverted}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFixed, "", 1, 1, 1},
 		{"correct reports drift it leaves (create only)", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFound, "", 1, 1, 1},
 		{"a fight", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift, fights: fights}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonFighting, "", 1, 1, 1},
+		{"objects progressing: applied, not Ready", v1alpha1.Status{}, result{generation: 2, desired: objs(cm), unhealthy: progressing}, v1alpha1.DriftCorrect, v1alpha1.ReasonProgressing, v1alpha1.ReasonInSync, v1alpha1.ConditionReconciling, 2, 1, 0},
+		{"an object failed: applied, Stalled", v1alpha1.Status{}, result{generation: 2, desired: objs(cm), unhealthy: failedHealth}, v1alpha1.DriftCorrect, v1alpha1.ReasonHealthCheckFailed, v1alpha1.ReasonInSync, v1alpha1.ConditionStalled, 2, 1, 0},
+		{"a failure says more than health", v1alpha1.Status{}, result{generation: 2, desired: objs(cm), unhealthy: progressing, failure: fail(v1alpha1.ReasonPruneFailed, false, "forbidden")}, v1alpha1.DriftCorrect, v1alpha1.ReasonPruneFailed, "", v1alpha1.ConditionReconciling, 0, 0, 0},
 		{"correct keeps the last record", v1alpha1.Status{Drift: drift, Conditions: []metav1.Condition{corrected}}, result{generation: 1, desired: objs(cm)}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFixed, "", 1, 1, 1},
 	}
 	for _, tt := range tests {
@@ -132,6 +139,8 @@ func TestRecordTransitions(t *testing.T) {
 	inSync := cond(v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonInSync)
 	fixed := cond(v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftFixed)
 	found := cond(v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftFound)
+	progressing := cond(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonProgressing)
+	unhealthy := cond(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonHealthCheckFailed)
 	tests := []struct {
 		name          string
 		before, after []metav1.Condition
@@ -143,6 +152,11 @@ func TestRecordTransitions(t *testing.T) {
 		{"recovered", []metav1.Condition{failed}, []metav1.Condition{ready}, []string{"Normal Reconciled m"}},
 		{"drift found", []metav1.Condition{ready, inSync}, []metav1.Condition{ready, found}, []string{"Warning DriftDetected m"}},
 		{"unchanged", []metav1.Condition{ready, found}, []metav1.Condition{ready, found}, nil},
+		{"progressing from the start is no news", nil, []metav1.Condition{progressing}, nil},
+		{"progressing after a rollout is no news", []metav1.Condition{ready}, []metav1.Condition{progressing}, nil},
+		{"healthy after progressing is no news", []metav1.Condition{progressing}, []metav1.Condition{ready}, nil},
+		{"an object failed", []metav1.Condition{progressing}, []metav1.Condition{unhealthy}, []string{"Warning HealthCheckFailed m"}},
+		{"recovered from a failed object", []metav1.Condition{unhealthy}, []metav1.Condition{ready}, []string{"Normal Reconciled m"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -156,6 +170,75 @@ func TestRecordTransitions(t *testing.T) {
 			}
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("events %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestHealthMessage(t *testing.T) {
+	waiting := objectHealth{object: "Deployment web", message: "Available: 0/1", hint: "kubectl describe deployment.apps web -n ns"}
+	failed := objectHealth{object: "Job migrate", message: "Job Failed. failed: 1/1", hint: "kubectl describe job.batch migrate -n ns", failed: true}
+	tests := []struct {
+		name      string
+		unhealthy []objectHealth
+		want      string
+	}{
+		{"one waiting", []objectHealth{waiting},
+			"All 3 rendered objects are applied, but 1 not ready yet: Deployment web: Available: 0/1. stencil looks again when their status changes."},
+		{"failed first, with how to look", []objectHealth{failed, waiting},
+			"All 3 rendered objects are applied, but 1 failed and 1 not ready yet: Job migrate: Job Failed. failed: 1/1; Deployment web: Available: 0/1. See why with kubectl describe job.batch migrate -n ns. stencil looks again when their status changes."},
+		{"only failed", []objectHealth{failed},
+			"All 3 rendered objects are applied, but 1 failed: Job migrate: Job Failed. failed: 1/1. See why with kubectl describe job.batch migrate -n ns. stencil looks again when their status changes."},
+		{"many", []objectHealth{waiting, waiting, waiting, waiting, waiting},
+			"All 3 rendered objects are applied, but 5 not ready yet: Deployment web: Available: 0/1; Deployment web: Available: 0/1; Deployment web: Available: 0/1; and 2 more. stencil looks again when their status changes."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := healthMessage(3, tt.unhealthy); got != tt.want {
+				t.Errorf("healthMessage =\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestHealthPace: a status write that only tells of health waits until a
+// second has passed since the resource's last write; one that tells of a
+// new generation, or of anything but health, never waits.
+func TestHealthPace(t *testing.T) {
+	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReconciled}
+	progressing := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonProgressing}
+	failed := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonApplyFailed}
+	status := func(gen int64, c metav1.Condition) *v1alpha1.Status {
+		return &v1alpha1.Status{ObservedGeneration: gen, Conditions: []metav1.Condition{c}}
+	}
+	withDrift := func(s *v1alpha1.Status) *v1alpha1.Status {
+		s.Drift = []v1alpha1.ObjectDrift{{Kind: "Deployment", Name: "web", Reverted: true}}
+		return s
+	}
+	tests := []struct {
+		name          string
+		writtenAgo    time.Duration // 0: never written
+		before, after *v1alpha1.Status
+		paced         bool
+	}{
+		{"health flips soon after a write", 100 * time.Millisecond, status(1, ready), status(1, progressing), true},
+		{"and back", 100 * time.Millisecond, status(1, progressing), status(1, ready), true},
+		{"a second later", 1100 * time.Millisecond, status(1, ready), status(1, progressing), false},
+		{"a new generation", 100 * time.Millisecond, status(1, ready), status(2, progressing), false},
+		{"a failure", 100 * time.Millisecond, status(1, progressing), status(1, failed), false},
+		{"nothing written yet", 0, status(1, ready), status(1, progressing), false},
+		{"no health involved", 100 * time.Millisecond, status(1, ready), status(1, ready), false},
+		{"a drift report too", 100 * time.Millisecond, status(1, ready), withDrift(status(1, progressing)), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &Reconciler{}
+			key := client.ObjectKey{Namespace: "ns", Name: "web"}
+			if tt.writtenAgo > 0 {
+				r.written.Store(key, writtenStatus{at: time.Now().Add(-tt.writtenAgo)})
+			}
+			if got := r.healthPace(key, tt.before, tt.after); (got > 0) != tt.paced || got > statusPace {
+				t.Errorf("healthPace = %s, want paced %v (at most %s)", got, tt.paced, statusPace)
 			}
 		})
 	}

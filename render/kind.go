@@ -48,6 +48,48 @@ type TypeRef struct {
 	// Status: the status template reads the full objects of this owned type
 	// (stencil then caches them whole instead of metadata-only).
 	Status bool `json:"status,omitempty"`
+	// Health: the resource is Ready only when every object of this owned
+	// type is healthy by the kstatus rules (stencil then caches them whole).
+	// Unset, it is true for the types whose health kstatus reads from their
+	// status (see [TypeRef.JudgesHealth]).
+	Health *bool `json:"health,omitempty"`
+}
+
+// JudgesHealth reports whether the resource's Ready waits for the objects of
+// this type to be healthy: as Health says, or, when it is unset, for the
+// built-in types kstatus has status rules for (Deployments, StatefulSets,
+// DaemonSets, ReplicaSets, Pods, PersistentVolumeClaims, Jobs,
+// PodDisruptionBudgets, CustomResourceDefinitions) and for custom resources
+// (whose Ready, Reconciling and Stalled conditions kstatus reads). Other
+// built-in types are left out: kstatus calls every ConfigMap, Secret or
+// ClusterIP Service healthy, so caching them whole would buy nothing (a
+// LoadBalancer Service waits for its address only with health: true).
+func (t TypeRef) JudgesHealth() bool {
+	if t.Health != nil {
+		return *t.Health
+	}
+	gvk := t.GroupVersionKind()
+	return statusRuled[gvk.GroupKind()] || !builtIn(gvk.Group)
+}
+
+// statusRuled are the built-in types whose health kstatus reads from their
+// status.
+var statusRuled = map[schema.GroupKind]bool{
+	{Group: "apps", Kind: "Deployment"}:                               true,
+	{Group: "apps", Kind: "StatefulSet"}:                              true,
+	{Group: "apps", Kind: "DaemonSet"}:                                true,
+	{Group: "apps", Kind: "ReplicaSet"}:                               true,
+	{Group: "", Kind: "Pod"}:                                          true,
+	{Group: "", Kind: "PersistentVolumeClaim"}:                        true,
+	{Group: "batch", Kind: "Job"}:                                     true,
+	{Group: "policy", Kind: "PodDisruptionBudget"}:                    true,
+	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}: true,
+}
+
+// builtIn: the group is one of Kubernetes' own (the core group, a group
+// without a dot, or one under k8s.io), as opposed to a custom resource's.
+func builtIn(group string) bool {
+	return !strings.Contains(group, ".") || group == "k8s.io" || strings.HasSuffix(group, ".k8s.io")
 }
 
 // GroupVersionKind of the type.
@@ -151,6 +193,13 @@ func (k *Kind) GroupVersionKind() schema.GroupVersionKind { return k.def.GroupVe
 
 // New returns an empty custom resource of the kind.
 func (k *Kind) New() v1alpha1.Object { return k.def.New() }
+
+// JudgesHealth reports whether the kind's Ready waits for its objects of
+// type gvk to be healthy (see [TypeRef.JudgesHealth]).
+func (k *Kind) JudgesHealth(gvk schema.GroupVersionKind) bool {
+	t, ok := k.owns[gvk]
+	return ok && t.JudgesHealth()
+}
 
 // Declaration returns the kind's declared types.
 func (k *Kind) Declaration() Declaration { return k.declaration }

@@ -134,8 +134,8 @@ const (
 
 // Condition types.
 const (
-	// ConditionReady is True when every rendered object is applied and in
-	// sync (or its drift is only reported).
+	// ConditionReady is True when every rendered object is applied, in
+	// sync (or its drift is only reported) and healthy by the kstatus rules.
 	ConditionReady = "Ready"
 	// ConditionDrifted is True when another manager holds a field that a
 	// template sets and the policy is Report.
@@ -179,6 +179,13 @@ const (
 	ReasonStatusFailed = "StatusTemplateFailed"
 	// ReasonPanicked: the reconcile panicked (a bug in stencil).
 	ReasonPanicked = "ReconcilePanicked"
+	// ReasonProgressing: every object is applied, and some are not healthy
+	// yet by the kstatus rules (a Deployment whose pods are not available,
+	// say); stencil looks again when their status changes.
+	ReasonProgressing = "Progressing"
+	// ReasonHealthCheckFailed: every object is applied, and kstatus says
+	// some failed (a Deployment past its progress deadline, a failed Job).
+	ReasonHealthCheckFailed = "HealthCheckFailed"
 )
 
 // Labels and annotations that stencil puts on every object it applies.

@@ -98,7 +98,8 @@ func TestCombineTakesTheMedianRun(t *testing.T) {
 }
 
 // TestWriteJobs: one line per MyWeb with its three rendered objects; with
-// status, a merge patch that marks it Ready for its generation and lists
+// status, a merge patch that marks it applied for its generation (Ready
+// False, Progressing: no Deployment becomes available in the bench) and lists
 // what was applied.
 func TestWriteJobs(t *testing.T) {
 	webs := myWebs(3, 2)
@@ -143,9 +144,11 @@ func TestWriteJobs(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := status.Status
-			if s.ObservedGeneration != 1 || !meta.IsStatusConditionTrue(s.Conditions, v1alpha1.ConditionReady) ||
+			web := &operatorv1.MyWeb{Status: s}
+			web.Generation = 1
+			if s.ObservedGeneration != 1 || !isReady(web) || !meta.IsStatusConditionTrue(s.Conditions, v1alpha1.ConditionReconciling) ||
 				!meta.IsStatusConditionFalse(s.Conditions, v1alpha1.ConditionDrifted) || len(s.Inventory) != 3 {
-				t.Errorf("line %d: status %+v, want Ready, not Drifted, generation 1, 3 objects in the inventory", i, s)
+				t.Errorf("line %d: status %+v, want applied and Progressing, not Drifted, generation 1, 3 objects in the inventory", i, s)
 			}
 		}
 	}

@@ -198,6 +198,11 @@ func myWebs(n, namespaces int) []*operatorv1.MyWeb {
 
 // createAll creates objs with 16 requests in flight.
 func createAll[T client.Object](ctx context.Context, c client.Client, objs []T) error {
+	return inParallel(objs, func(o T) error { return c.Create(ctx, o) })
+}
+
+// inParallel calls do for every object, 16 at a time.
+func inParallel[T any](objs []T, do func(T) error) error {
 	jobs := make(chan T)
 	var mu sync.Mutex
 	var errs []error
@@ -205,7 +210,7 @@ func createAll[T client.Object](ctx context.Context, c client.Client, objs []T) 
 	for range 16 {
 		wg.Go(func() {
 			for o := range jobs {
-				if err := c.Create(ctx, o); err != nil {
+				if err := do(o); err != nil {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()

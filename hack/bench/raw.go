@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -123,15 +122,16 @@ func runChild(ctx context.Context, cfg config, e *env, contender string, n int, 
 	return r, nil
 }
 
-// allReady checks that each of the n MyWebs is Ready for its generation.
+// allReady checks that each of the n MyWebs is Ready for its generation
+// (see isReady).
 func allReady(ctx context.Context, c client.Client, n int) error {
 	var webs operatorv1.MyWebList
 	if err := c.List(ctx, &webs); err != nil {
 		return err
 	}
 	ready := 0
-	for _, w := range webs.Items {
-		if meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.ConditionReady) && w.Status.ObservedGeneration == w.Generation {
+	for i := range webs.Items {
+		if isReady(&webs.Items[i]) {
 			ready++
 		}
 	}
@@ -195,15 +195,22 @@ func writeJobs(path string, webs []*operatorv1.MyWeb, withStatus bool) error {
 }
 
 // readyStatus is the status stencil writes for a MyWeb that converged with
-// objs applied and no drift: the same fields, reasons and messages, so the
-// floor writes as much as stencil does. The messages restate the
+// objs applied and no drift, here where no Deployment becomes available
+// (Ready False, Progressing): the same fields, reasons and messages, so
+// the floor writes as much as stencil does. The messages restate the
 // reconciler's (its status builder is internal); a difference would only
 // change the size of the floor's write.
 func readyStatus(objs []*unstructured.Unstructured, generation int64, now metav1.Time) map[string]any {
 	var inventory []any
+	deployment := ""
 	for _, o := range objs {
 		inventory = append(inventory, map[string]any{"apiVersion": o.GetAPIVersion(), "kind": o.GetKind(), "namespace": o.GetNamespace(), "name": o.GetName()})
+		if o.GetKind() == "Deployment" {
+			deployment = o.GetName()
+		}
 	}
+	progressing := "All " + strconv.Itoa(len(objs)) + " rendered objects are applied, but 1 not ready yet: Deployment " + deployment +
+		": Replicas: 0/1. stencil looks again when their status changes."
 	condition := func(typ, status, reason, message string) map[string]any {
 		return map[string]any{"type": typ, "status": status, "reason": reason, "message": message,
 			"observedGeneration": generation, "lastTransitionTime": now.UTC().Format(time.RFC3339)}
@@ -211,7 +218,8 @@ func readyStatus(objs []*unstructured.Unstructured, generation int64, now metav1
 	return map[string]any{
 		"observedGeneration": generation,
 		"conditions": []any{
-			condition(v1alpha1.ConditionReady, "True", v1alpha1.ReasonReconciled, "All "+strconv.Itoa(len(objs))+" rendered objects are applied."),
+			condition(v1alpha1.ConditionReady, "False", v1alpha1.ReasonProgressing, progressing),
+			condition(v1alpha1.ConditionReconciling, "True", v1alpha1.ReasonProgressing, progressing),
 			condition(v1alpha1.ConditionDrifted, "False", v1alpha1.ReasonInSync, "Every field the templates set has the value they set."),
 		},
 		"inventory": inventory,

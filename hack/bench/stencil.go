@@ -75,6 +75,9 @@ func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *resul
 	if r.Drift, err = measureDrift(ctx, e.admin, w, webs, cfg.driftChanges); err != nil {
 		return nil, err
 	}
+	if r.Health, err = measureHealth(ctx, e, w, n); err != nil {
+		return nil, err
+	}
 	if r.PeakRSSKiB, r.FileRSSKiB, err = op.memory(); err != nil {
 		return nil, err
 	}

@@ -104,7 +104,7 @@ func (w *watcher) watchDeployments(ctx context.Context) error {
 func (w *watcher) stop() { w.cancel() }
 
 // waitReady returns when every one of the n MyWebs is Ready for its current
-// generation.
+// generation (see isReady).
 func (w *watcher) waitReady(ctx context.Context, n int, op *operator) (time.Time, error) {
 	timeout := time.After(convergeTimeout)
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -149,10 +149,20 @@ func (w *watcher) readyChanged(obj any) {
 	}
 }
 
+// isReady: stencil applied every object of the MyWeb's generation. Its
+// Ready is True, or False with reason Progressing because its Deployment is
+// not available: the bench's control plane runs no Deployment controller,
+// so no Deployment becomes available until measureHealth says so.
 func isReady(web *operatorv1.MyWeb) bool {
 	c := meta.FindStatusCondition(web.Status.Conditions, v1alpha1.ConditionReady)
-	return c != nil && c.Status == "True" && c.ObservedGeneration == web.Generation &&
+	return c != nil && (c.Status == "True" || c.Reason == v1alpha1.ReasonProgressing) && c.ObservedGeneration == web.Generation &&
 		web.Status.ObservedGeneration == web.Generation
+}
+
+// isHealthy: the MyWeb is Ready, its objects applied and healthy.
+func isHealthy(web *operatorv1.MyWeb) bool {
+	c := meta.FindStatusCondition(web.Status.Conditions, v1alpha1.ConditionReady)
+	return isReady(web) && c.Status == "True"
 }
 
 // expect returns the versions of one Deployment that the watch delivers

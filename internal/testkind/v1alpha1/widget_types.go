@@ -50,6 +50,13 @@ type WidgetSpec struct {
 	// when a render changes an immutable field (stencil.dev/force).
 	// +optional
 	RecreateDeployment bool `json:"recreateDeployment,omitempty"`
+	// Unschedulable gives the Deployment's pods a node selector no node
+	// matches, so the Deployment never becomes available.
+	// +optional
+	Unschedulable bool `json:"unschedulable,omitempty"`
+	// ProgressDeadlineSeconds is the Deployment's progress deadline.
+	// +optional
+	ProgressDeadlineSeconds int32 `json:"progressDeadlineSeconds,omitempty"`
 	// Fail makes a template call fail.
 	// +optional
 	Fail bool `json:"fail,omitempty"`

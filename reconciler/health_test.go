@@ -1,0 +1,58 @@
+package reconciler_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+)
+
+// A Deployment that cannot become available (its pods fit no node) keeps
+// its resource Ready=False, Progressing, with a message that names it, and
+// stencil sends nothing while it waits (no polling: the Deployment's own
+// status events bring it back). Past the Deployment's progress deadline the
+// resource is Stalled (HealthCheckFailed), with a Warning event; once the
+// pods can run, Ready turns True.
+func TestUnavailableDeploymentKeepsReadyFalse(t *testing.T) {
+	ns := newNamespace(t)
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, Unschedulable: true})
+	w := waitCondition(t, ns, "web", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonProgressing)
+	ready := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
+	if !strings.Contains(ready.Message, "Deployment web") || w.Status.ObservedGeneration != w.Generation {
+		t.Errorf("Ready = %q, observedGeneration %d of %d; want the Deployment named, applied for this generation",
+			ready.Message, w.Status.ObservedGeneration, w.Generation)
+	}
+	if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReconciling); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("Reconciling = %+v, want True", c)
+	}
+	time.Sleep(2 * time.Second) // the Deployment controller settles
+	before := requests.countIn("", ns)
+	time.Sleep(5 * time.Second)
+	if n := requests.countIn("", ns) - before; n > 0 {
+		t.Errorf("stencil sent %d requests in 5 s while the Deployment stayed unavailable; want none (no polling)", n)
+	}
+	if err := readyErr(getWidget(t, ns, "web")); err == nil {
+		t.Errorf("Widget Ready while its Deployment is unavailable")
+	}
+
+	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.ProgressDeadlineSeconds = 1 })
+	w = waitCondition(t, ns, "web", v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonHealthCheckFailed)
+	if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady); c.Reason != v1alpha1.ReasonHealthCheckFailed ||
+		!strings.Contains(c.Message, "kubectl describe deployment.apps web -n "+ns) {
+		t.Errorf("Ready = %+v; want HealthCheckFailed and how to see why", c)
+	}
+	waitEvent(t, ns, "web", v1alpha1.ReasonHealthCheckFailed)
+
+	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.Unschedulable, s.ProgressDeadlineSeconds = false, 0 })
+	w = waitReady(t, ns, "web")
+	for _, typ := range []string{v1alpha1.ConditionReconciling, v1alpha1.ConditionStalled} {
+		if c := meta.FindStatusCondition(w.Status.Conditions, typ); c != nil {
+			t.Errorf("%s = %+v once healthy; want none", typ, c)
+		}
+	}
+}
