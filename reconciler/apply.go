@@ -61,6 +61,9 @@ type baseline struct {
 	// resourceVersion our apply produced, and when; 0 after a dry run.
 	resourceVersion uint64
 	appliedAt       time.Time
+	// health is what kstatus said of the object our apply produced (types
+	// cached whole only): what to judge by until the cache catches up.
+	health *objectHealth
 }
 
 // cacheGrace is how long stencil trusts that the cache only lags behind an
@@ -402,6 +405,10 @@ func (a *applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dr
 	b := baseline{hash: d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: ownedRecord(live.GetManagedFields(), FieldManager), held: held}
 	if !dryRun {
 		b.resourceVersion, b.appliedAt = resourceVersion(live), time.Now()
+		if _, metadataOnly := live.(*metav1.PartialObjectMetadata); !metadataOnly {
+			h := judge(d, live)
+			b.health = &h
+		}
 	}
 	a.baselines.Store(keyOf(d), b)
 	return live, nil
@@ -438,6 +445,22 @@ func resourceVersion(o metav1.Object) uint64 {
 		return 0
 	}
 	return rv
+}
+
+// pendingHealth is the health of our last apply of d while the cache holds
+// an older version of it (cached: 0 when it holds none), less than
+// cacheGrace after that apply; nil otherwise. The cache drops the event of
+// our own write, so judging its older version would say what was, not what is.
+func (a *applier) pendingHealth(d *unstructured.Unstructured, cached uint64) *objectHealth {
+	v, ok := a.baselines.Load(keyOf(d))
+	if !ok {
+		return nil
+	}
+	b := v.(baseline)
+	if b.health == nil || b.hash != d.GetAnnotations()[v1alpha1.AnnotationDesiredHash] || cached >= b.resourceVersion || time.Since(b.appliedAt) >= cacheGrace {
+		return nil
+	}
+	return b.health
 }
 
 // forgetDeleted drops the baseline of an object that was deleted, so that the

@@ -12,58 +12,134 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// objectHealth is what kstatus says of a rendered object that is not
-// healthy.
+// objectHealth is what kstatus says of a rendered object.
 type objectHealth struct {
 	// object is the object as "Kind name", message what kstatus says of it.
 	object, message string
 	// hint is the kubectl command that shows more.
-	hint   string
-	failed bool
+	hint string
+	// current: healthy; failed: kstatus gives up on it (else it is on its
+	// way).
+	current, failed bool
 }
 
 // health judges the rendered objects of the types the kind judges
-// (render.TypeRef.JudgesHealth) by the kstatus rules, from the objects as
-// this reconcile's apply returned them, else from the cache: no request.
-// An object the cache does not hold yet is not healthy yet; its event
-// brings the resource back.
+// (render.TypeRef.JudgesHealth) by the kstatus rules, with no request: as
+// this reconcile's apply returned them, or as our last apply did while the
+// cache lags behind it, else from the cache. It returns those that are not
+// healthy, failed ones first. An object the cache does not hold yet is not
+// healthy yet; its event brings the resource back. An error is a failed
+// cache read; the objects read so far are judged.
 func (r *Reconciler) health(ctx context.Context, res *result) ([]objectHealth, error) {
 	var found []objectHealth
 	for _, d := range res.desired {
 		if !r.kind.JudgesHealth(d.GroupVersionKind()) {
 			continue
 		}
-		h := objectHealth{object: d.GetKind() + " " + d.GetName(), hint: "kubectl describe " + kubectlObject(d)}
-		obj, err := r.wholeObject(ctx, d, res)
+		h, err := r.judgeLive(ctx, d, res)
 		if err != nil {
-			return nil, err
+			return found, err
 		}
-		if obj == nil {
-			h.message = "not seen yet"
+		if !h.current {
 			found = append(found, h)
-			continue
 		}
-		m, err := objectMap(obj)
-		if err != nil {
-			return nil, err
-		}
-		u := &unstructured.Unstructured{Object: m}
-		u.SetGroupVersionKind(d.GroupVersionKind())
-		verdict, err := kstatus.Compute(u)
-		if err != nil {
-			return nil, fmt.Errorf("judging the health of %s: %w", h.object, err)
-		}
-		if verdict.Status == kstatus.CurrentStatus {
-			continue
-		}
-		h.message = strings.TrimSuffix(verdict.Message, ".")
-		h.failed = verdict.Status == kstatus.FailedStatus
-		found = append(found, h)
 	}
 	slices.SortStableFunc(found, func(a, b objectHealth) int { // failed first
 		return cmpBool(b.failed, a.failed)
 	})
 	return found, nil
+}
+
+// judgeLive judges the live object d (see health).
+func (r *Reconciler) judgeLive(ctx context.Context, d *unstructured.Unstructured, res *result) (objectHealth, error) {
+	m, err := r.wholeMap(ctx, d, res)
+	if err != nil {
+		h := unjudged(d)
+		h.message = "cannot read it from the cache: " + err.Error()
+		return h, err
+	}
+	var cached uint64
+	if m != nil {
+		cached = resourceVersion(&unstructured.Unstructured{Object: m})
+	}
+	if _, fresh := res.live[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())]; !fresh {
+		if h := r.applier.pendingHealth(d, cached); h != nil {
+			return *h, nil
+		}
+	}
+	if m == nil {
+		h := unjudged(d)
+		h.message = "not seen yet"
+		return h, nil
+	}
+	return judgeMap(d, m), nil
+}
+
+// wholeMap is the live object d of a type cached whole, as a map: as this
+// reconcile's apply returned it, else from the cache; nil when the cache
+// does not hold it yet. Each object is converted once per reconcile (the
+// status template and health both read it).
+func (r *Reconciler) wholeMap(ctx context.Context, d *unstructured.Unstructured, res *result) (map[string]any, error) {
+	id := idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())
+	if m, ok := res.maps[id]; ok {
+		return m, nil
+	}
+	obj, ok := res.live[id]
+	if !ok {
+		obj = r.applier.types.newObject(d.GroupVersionKind())
+		err := r.client.Get(ctx, client.ObjectKeyFromObject(d), obj)
+		if client.IgnoreNotFound(err) != nil {
+			return nil, fmt.Errorf("reading %s %s: %w", d.GetKind(), d.GetName(), err)
+		}
+		if err != nil {
+			obj = nil
+		}
+	}
+	var m map[string]any
+	if obj != nil {
+		var err error
+		if m, err = objectMap(obj); err != nil {
+			return nil, err
+		}
+	}
+	if res.maps == nil {
+		res.maps = map[string]map[string]any{}
+	}
+	res.maps[id] = m
+	return m, nil
+}
+
+// judge is what kstatus says of obj, the live object d.
+func judge(d *unstructured.Unstructured, obj client.Object) objectHealth {
+	m, err := objectMap(obj)
+	if err != nil {
+		h := unjudged(d)
+		h.message = "cannot judge its health: " + err.Error()
+		return h
+	}
+	return judgeMap(d, m)
+}
+
+// judgeMap is what kstatus says of m, the live object d. An object kstatus
+// cannot judge (a status of an unexpected shape) is not healthy, and the
+// message says why; it does not fail the reconcile.
+func judgeMap(d *unstructured.Unstructured, m map[string]any) objectHealth {
+	h := unjudged(d)
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(d.GroupVersionKind())
+	verdict, err := kstatus.Compute(u)
+	if err != nil {
+		h.message = "cannot judge its health: " + err.Error()
+		return h
+	}
+	h.message = strings.TrimSuffix(verdict.Message, ".")
+	h.current = verdict.Status == kstatus.CurrentStatus
+	h.failed = verdict.Status == kstatus.FailedStatus
+	return h
+}
+
+func unjudged(d *unstructured.Unstructured) objectHealth {
+	return objectHealth{object: d.GetKind() + " " + d.GetName(), hint: "kubectl describe " + kubectlObject(d)}
 }
 
 func cmpBool(a, b bool) int {
@@ -74,24 +150,6 @@ func cmpBool(a, b bool) int {
 		return 1
 	}
 	return -1
-}
-
-// wholeObject is the live object d of a type cached whole: as this
-// reconcile's apply returned it, else from the cache; nil when the cache
-// does not hold it yet.
-func (r *Reconciler) wholeObject(ctx context.Context, d *unstructured.Unstructured, res *result) (client.Object, error) {
-	if obj, ok := res.live[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())]; ok {
-		return obj, nil
-	}
-	obj := r.applier.types.newObject(d.GroupVersionKind())
-	err := r.client.Get(ctx, client.ObjectKeyFromObject(d), obj)
-	if client.IgnoreNotFound(err) != nil {
-		return nil, fmt.Errorf("reading %s %s: %w", d.GetKind(), d.GetName(), err)
-	}
-	if err != nil {
-		return nil, nil
-	}
-	return obj, nil
 }
 
 // healthMessage says which objects are not healthy yet (failed ones

@@ -26,16 +26,12 @@ func (r *Reconciler) kindStatus(ctx context.Context, cr v1alpha1.Object, res *re
 		if !r.applier.types.whole[d.GroupVersionKind()] {
 			continue
 		}
-		obj, err := r.wholeObject(ctx, d, res)
+		m, err := r.wholeMap(ctx, d, res)
 		if err != nil {
 			return nil, fmt.Errorf("status: %w", err)
 		}
-		if obj == nil {
+		if m == nil {
 			continue // applied by an earlier reconcile; the cache will catch up and bring us back
-		}
-		m, err := objectMap(obj)
-		if err != nil {
-			return nil, err
 		}
 		live.Owned[d.GetKind()+"/"+d.GetName()] = m
 	}

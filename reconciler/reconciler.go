@@ -169,7 +169,9 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		return reconcile.Result{}, res.fail(v1alpha1.ReasonStatusFailed, false, err)
 	}
 	if res.unhealthy, err = r.health(ctx, res); err != nil {
-		return reconcile.Result{}, res.fail(v1alpha1.ReasonStatusFailed, false, err)
+		// Not a failure of the reconcile: the objects are applied. Ready
+		// says the object could not be read; the retry reads it again.
+		return reconcile.Result{}, err
 	}
 	if len(res.applied)+len(res.pruned) > 0 {
 		log.V(1).Info("Reconciled", "applied", len(res.applied), "pruned", len(res.pruned), "cr", klog.KObj(cr))
@@ -327,6 +329,9 @@ type result struct {
 	// paced: a status write that only told of health was put off until
 	// this much later (see statusPace).
 	paced time.Duration
+	// maps are the live objects of types cached whole that this reconcile
+	// read, by idOf, as maps (nil: not in the cache).
+	maps map[string]map[string]any
 	// fights are the corrections that wait because another writer keeps
 	// changing the fields back.
 	fights []deferredCorrection

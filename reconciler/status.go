@@ -218,7 +218,8 @@ func (r *Reconciler) currentStatus(cr v1alpha1.Object) (map[string]any, error) {
 // repeat what Ready says, so they make no events. A condition that starts
 // out healthy (Ready on the first reconcile, no drift found) is no news: the
 // conditions say so, and an event per new resource would cost the API server
-// a write each. Nor are objects that progress towards health, or get there.
+// a write each. Nor are objects that progress towards health, or get there;
+// but progressing after a failure is (a Normal event: the failure is over).
 func (r *Reconciler) recordTransitions(cr v1alpha1.Object, before, after []metav1.Condition) {
 	for _, c := range after {
 		if c.Type != v1alpha1.ConditionReady && c.Type != v1alpha1.ConditionDrifted {
@@ -231,11 +232,12 @@ func (r *Reconciler) recordTransitions(cr v1alpha1.Object, before, after []metav
 		if old == nil && healthy(c) && c.Reason != v1alpha1.ReasonDriftFixed {
 			continue
 		}
-		if c.Reason == v1alpha1.ReasonProgressing || (old != nil && old.Reason == v1alpha1.ReasonProgressing && healthy(c)) {
+		progressing := c.Reason == v1alpha1.ReasonProgressing
+		if progressing && (old == nil || old.Status == metav1.ConditionTrue) || old != nil && old.Reason == v1alpha1.ReasonProgressing && healthy(c) {
 			continue // objects on their way to healthy, or there: the normal course, not news
 		}
 		eventType := corev1.EventTypeNormal
-		if !healthy(c) {
+		if !healthy(c) && !progressing { // progressing after a failure: the failure is over
 			eventType = corev1.EventTypeWarning
 		}
 		r.recorder.Eventf(cr, nil, eventType, c.Reason, "Reconcile", "%s", cut(c.Message, maxEventNote))

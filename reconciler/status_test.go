@@ -157,6 +157,8 @@ func TestRecordTransitions(t *testing.T) {
 		{"healthy after progressing is no news", []metav1.Condition{progressing}, []metav1.Condition{ready}, nil},
 		{"an object failed", []metav1.Condition{progressing}, []metav1.Condition{unhealthy}, []string{"Warning HealthCheckFailed m"}},
 		{"recovered from a failed object", []metav1.Condition{unhealthy}, []metav1.Condition{ready}, []string{"Normal Reconciled m"}},
+		{"recovering: applied after a failure", []metav1.Condition{failed}, []metav1.Condition{progressing}, []string{"Normal Progressing m"}},
+		{"recovering: a failed object on its way", []metav1.Condition{unhealthy}, []metav1.Condition{progressing}, []string{"Normal Progressing m"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -239,6 +241,41 @@ func TestHealthPace(t *testing.T) {
 			}
 			if got := r.healthPace(key, tt.before, tt.after); (got > 0) != tt.paced || got > statusPace {
 				t.Errorf("healthPace = %s, want paced %v (at most %s)", got, tt.paced, statusPace)
+			}
+		})
+	}
+}
+
+// TestPendingHealth: while the cache holds an older version of an object
+// than our last apply produced, health is judged by what that apply
+// returned, for cacheGrace at most; never for another render.
+func TestPendingHealth(t *testing.T) {
+	d := &unstructured.Unstructured{}
+	d.SetAPIVersion("apps/v1")
+	d.SetKind("Deployment")
+	d.SetNamespace("ns")
+	d.SetName("web")
+	d.SetAnnotations(map[string]string{v1alpha1.AnnotationDesiredHash: "h1"})
+	applied := &objectHealth{object: "Deployment web", message: "Deployment generation is 2, but latest observed generation is 1"}
+	tests := []struct {
+		name      string
+		appliedAt time.Time
+		hash      string
+		cached    uint64
+		want      bool
+	}{
+		{"the cache lags behind", time.Now(), "h1", 9, true},
+		{"not in the cache yet", time.Now(), "h1", 0, true},
+		{"the cache caught up", time.Now(), "h1", 10, false},
+		{"another render", time.Now(), "h0", 9, false},
+		{"too long ago", time.Now().Add(-cacheGrace), "h1", 9, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := &applier{}
+			a.baselines.Store(keyOf(d), baseline{hash: tt.hash, resourceVersion: 10, appliedAt: tt.appliedAt, health: applied})
+			if got := a.pendingHealth(d, tt.cached); (got != nil) != tt.want {
+				t.Errorf("pendingHealth = %+v, want it %v", got, tt.want)
 			}
 		})
 	}

@@ -16,7 +16,8 @@ import (
 
 // healthFigures: what it costs stencil to see its objects become healthy.
 type healthFigures struct {
-	// Marked is how long the bench took to mark every Deployment available.
+	// Marked is how long the bench took to write every Deployment's status,
+	// both steps.
 	Marked time.Duration `json:"markedNanoseconds"`
 	// Ready is from the first mark until every MyWeb was Ready.
 	Ready time.Duration `json:"readyNanoseconds"`
@@ -25,11 +26,12 @@ type healthFigures struct {
 }
 
 // measureHealth stands in for the Deployment controller that the bench's
-// control plane does not run: it marks every MyWeb's Deployment available
-// (status written as that controller writes it) and times until every
-// MyWeb is Ready, counting stencil's requests meanwhile. Health costs
-// stencil no polling: each Deployment's status event brings its MyWeb back,
-// and its status changes once.
+// control plane does not run: it writes every MyWeb's Deployment status in
+// two steps as that controller does (its pod created but not available,
+// then available) and times until every MyWeb is Ready, counting stencil's
+// requests meanwhile. Health costs stencil no polling: each Deployment's
+// status event brings its MyWeb back, and its status changes with each
+// step (Progressing with the new counts, then Ready), at most once a second.
 func measureHealth(ctx context.Context, e *env, w *watcher, n int) (healthFigures, error) {
 	list := &appsv1.DeploymentList{}
 	if err := e.admin.List(ctx, list, client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil}); err != nil {
@@ -39,12 +41,17 @@ func measureHealth(ctx context.Context, e *env, w *watcher, n int) (healthFigure
 		return healthFigures{}, fmt.Errorf("%d Deployments, want %d", len(list.Items), n)
 	}
 	began := time.Now()
-	err := inParallel(list.Items, func(d appsv1.Deployment) error {
-		markAvailable(&d)
-		return e.admin.Status().Update(ctx, &d, client.FieldOwner("bench-deployment-controller"))
-	})
-	if err != nil {
-		return healthFigures{}, fmt.Errorf("marking the Deployments available: %w", err)
+	for _, available := range []bool{false, true} {
+		err := inParallel(list.Items, func(d appsv1.Deployment) error {
+			markRollout(&d, available)
+			return e.admin.Status().Update(ctx, &d, client.FieldOwner("bench-deployment-controller"))
+		})
+		if err != nil {
+			return healthFigures{}, fmt.Errorf("writing the Deployments' status: %w", err)
+		}
+		if err := e.admin.List(ctx, list, client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil}); err != nil {
+			return healthFigures{}, err
+		}
 	}
 	f := healthFigures{Marked: time.Since(began)}
 	ready, err := w.waitHealthy(ctx, n)
@@ -59,9 +66,9 @@ func measureHealth(ctx context.Context, e *env, w *watcher, n int) (healthFigure
 	return f, err
 }
 
-// markAvailable gives d the status the Deployment controller writes once
-// all its replicas are available.
-func markAvailable(d *appsv1.Deployment) {
+// markRollout gives d the status the Deployment controller writes once its
+// pods are created (not available yet), or once they are available.
+func markRollout(d *appsv1.Deployment, available bool) {
 	replicas := int32(1)
 	if d.Spec.Replicas != nil {
 		replicas = *d.Spec.Replicas
@@ -69,11 +76,16 @@ func markAvailable(d *appsv1.Deployment) {
 	now := metav1.Now()
 	d.Status = appsv1.DeploymentStatus{
 		ObservedGeneration: d.Generation,
-		Replicas:           replicas, UpdatedReplicas: replicas, ReadyReplicas: replicas, AvailableReplicas: replicas,
+		Replicas:           replicas, UpdatedReplicas: replicas, UnavailableReplicas: replicas,
 		Conditions: []appsv1.DeploymentCondition{
-			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", LastUpdateTime: now, LastTransitionTime: now},
-			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable", LastUpdateTime: now, LastTransitionTime: now},
+			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionFalse, Reason: "MinimumReplicasUnavailable", LastUpdateTime: now, LastTransitionTime: now},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated", LastUpdateTime: now, LastTransitionTime: now},
 		},
+	}
+	if available {
+		d.Status.ReadyReplicas, d.Status.AvailableReplicas, d.Status.UnavailableReplicas = replicas, replicas, 0
+		d.Status.Conditions[0].Status, d.Status.Conditions[0].Reason = corev1.ConditionTrue, "MinimumReplicasAvailable"
+		d.Status.Conditions[1].Reason = "NewReplicaSetAvailable"
 	}
 }
 

@@ -106,7 +106,7 @@ func printRun(r *result) {
 			fmt.Printf("  settling %s: %d requests (%s)\n", settle, r.Settle.total(), r.Settle)
 			fmt.Printf("  at rest for %s: %d requests other than watches (%s)\n", r.QuietWindow.Round(time.Second), r.Quiet.total(), r.Quiet)
 			fmt.Printf("  drift correction over %d changes: p50 %s, p99 %s, max %s\n", r.Drift.Changes, ms(r.Drift.P50), ms(r.Drift.P99), ms(r.Drift.Max))
-			fmt.Printf("  health: every MyWeb Ready %s after the bench began marking their Deployments available (marking took %s); stencil sent %d requests (%s)\n",
+			fmt.Printf("  health: every MyWeb Ready %s after the bench began its Deployments' rollout (pods created, then available; writing took %s); stencil sent %d requests (%s)\n",
 				elapsed(r.Health.Ready), elapsed(r.Health.Marked), r.Health.Requests.total(), r.Health.Requests)
 		}
 		fmt.Printf("  CPU %.2f s at convergence\n", r.ConvergeCPUSeconds)
