@@ -311,18 +311,20 @@ func failureMessage(s *v1alpha1.Status, f *failure) string {
 // when a retry cannot help until someone acts, Reconciling=True when stencil
 // retries on its own; neither when the reconcile succeeded.
 func setProgressConditions(s *v1alpha1.Status, res *result) {
-	meta.RemoveStatusCondition(&s.Conditions, v1alpha1.ConditionReconciling)
-	meta.RemoveStatusCondition(&s.Conditions, v1alpha1.ConditionStalled)
 	f := res.healthFailure()
 	if f == nil {
+		meta.RemoveStatusCondition(&s.Conditions, v1alpha1.ConditionReconciling)
+		meta.RemoveStatusCondition(&s.Conditions, v1alpha1.ConditionStalled)
 		return
 	}
 	c := metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue, Reason: f.reason, ObservedGeneration: res.generation,
 		Message: cut(failureMessage(s, f), v1alpha1.MaxMessageBytes)}
+	other := v1alpha1.ConditionStalled
 	if f.stalled {
-		c.Type = v1alpha1.ConditionStalled
+		c.Type, other = other, c.Type
 	}
-	meta.SetStatusCondition(&s.Conditions, c)
+	meta.RemoveStatusCondition(&s.Conditions, other)
+	meta.SetStatusCondition(&s.Conditions, c) // keeps its lastTransitionTime while it stays True
 }
 
 // setDriftedCondition: Drifted is True while any field is held by another

@@ -120,11 +120,17 @@ func TestComputeStatusIsStable(t *testing.T) {
 	cm.SetAPIVersion("v1")
 	cm.SetKind("ConfigMap")
 	cm.SetName("a")
-	res := &result{generation: 3, desired: objs(cm)}
-	first := computeStatus(&v1alpha1.Status{}, res, v1alpha1.DriftCorrect)
-	second := computeStatus(first, res, v1alpha1.DriftCorrect)
-	if !equality.Semantic.DeepEqual(first, second) {
-		t.Fatalf("status changed on a second identical reconcile:\n%+v\n%+v", first, second)
+	for name, res := range map[string]*result{
+		"success":     {generation: 3, desired: objs(cm)},
+		"progressing": {generation: 3, desired: objs(cm), unhealthy: []objectHealth{{object: "Deployment web", message: "Replicas: 0/1"}}},
+		"stalled":     {generation: 3, desired: objs(cm), failure: &failure{reason: v1alpha1.ReasonOwnershipConflict, stalled: true, err: errors.New("not ours")}},
+	} {
+		first := computeStatus(&v1alpha1.Status{}, res, v1alpha1.DriftCorrect)
+		time.Sleep(1100 * time.Millisecond) // condition times have a resolution of a second
+		second := computeStatus(first, res, v1alpha1.DriftCorrect)
+		if !equality.Semantic.DeepEqual(first, second) {
+			t.Errorf("%s: status changed on a second identical reconcile:\n%+v\n%+v", name, first, second)
+		}
 	}
 }
 
