@@ -62,7 +62,8 @@ type baseline struct {
 	resourceVersion uint64
 	appliedAt       time.Time
 	// health is what kstatus said of the object our apply produced (types
-	// cached whole only): what to judge by until the cache catches up.
+	// whose health the kind judges): what to judge by until the cache
+	// catches up. Set by the reconcile that applied, see rememberHealth.
 	health *objectHealth
 }
 
@@ -405,10 +406,6 @@ func (a *applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dr
 	b := baseline{hash: d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: ownedRecord(live.GetManagedFields(), FieldManager), held: held}
 	if !dryRun {
 		b.resourceVersion, b.appliedAt = resourceVersion(live), time.Now()
-		if _, metadataOnly := live.(*metav1.PartialObjectMetadata); !metadataOnly {
-			h := judge(d, live)
-			b.health = &h
-		}
 	}
 	a.baselines.Store(keyOf(d), b)
 	return live, nil
@@ -461,6 +458,19 @@ func (a *applier) pendingHealth(d *unstructured.Unstructured, cached uint64) *ob
 		return nil
 	}
 	return b.health
+}
+
+// rememberHealth records h, what kstatus said of the object of version rv
+// that our apply of d returned, for pendingHealth. Only the reconcile of
+// d's resource writes d's baseline, and a resource is never reconciled
+// twice at once.
+func (a *applier) rememberHealth(d *unstructured.Unstructured, rv uint64, h objectHealth) {
+	key := keyOf(d)
+	if v, ok := a.baselines.Load(key); ok && v.(baseline).resourceVersion == rv {
+		b := v.(baseline)
+		b.health = &h
+		a.baselines.Store(key, b)
+	}
 }
 
 // forgetDeleted drops the baseline of an object that was deleted, so that the

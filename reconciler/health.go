@@ -58,14 +58,17 @@ func (r *Reconciler) judgeLive(ctx context.Context, d *unstructured.Unstructured
 		h.message = "cannot read it from the cache: " + err.Error()
 		return h, err
 	}
-	var cached uint64
+	var rv uint64
 	if m != nil {
-		cached = resourceVersion(&unstructured.Unstructured{Object: m})
+		rv = resourceVersion(&unstructured.Unstructured{Object: m})
 	}
-	if _, fresh := res.live[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())]; !fresh {
-		if h := r.applier.pendingHealth(d, cached); h != nil {
-			return *h, nil
-		}
+	if _, fresh := res.live[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())]; fresh {
+		h := judgeMap(d, m)
+		r.applier.rememberHealth(d, rv, h)
+		return h, nil
+	}
+	if h := r.applier.pendingHealth(d, rv); h != nil {
+		return *h, nil
 	}
 	if m == nil {
 		h := unjudged(d)
@@ -107,17 +110,6 @@ func (r *Reconciler) wholeMap(ctx context.Context, d *unstructured.Unstructured,
 	}
 	res.maps[id] = m
 	return m, nil
-}
-
-// judge is what kstatus says of obj, the live object d.
-func judge(d *unstructured.Unstructured, obj client.Object) objectHealth {
-	m, err := objectMap(obj)
-	if err != nil {
-		h := unjudged(d)
-		h.message = "cannot judge its health: " + err.Error()
-		return h
-	}
-	return judgeMap(d, m)
 }
 
 // judgeMap is what kstatus says of m, the live object d. An object kstatus

@@ -279,8 +279,11 @@ func TestPendingHealth(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := &applier{}
-			a.baselines.Store(keyOf(d), baseline{hash: tt.hash, resourceVersion: 10, appliedAt: tt.appliedAt, health: applied})
-			if got := a.pendingHealth(d, tt.cached); (got != nil) != tt.want {
+			a.baselines.Store(keyOf(d), baseline{hash: tt.hash, owned: []string{"{}"}, resourceVersion: 10, appliedAt: tt.appliedAt})
+			a.rememberHealth(d, 9, objectHealth{message: "an older version"})
+			a.rememberHealth(d, 10, *applied)
+			got := a.pendingHealth(d, tt.cached)
+			if (got != nil) != tt.want || got != nil && got.message != applied.message {
 				t.Errorf("pendingHealth = %+v, want it %v", got, tt.want)
 			}
 		})
