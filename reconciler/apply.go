@@ -32,6 +32,7 @@ type applier struct {
 	client    client.Client
 	reader    client.Reader
 	baselines sync.Map // objectKey → baseline
+	health    sync.Map // objectKey → appliedHealth
 	// types says how the cache holds each owned type.
 	types cachedTypes
 	// writes tells the watch events of our own applies from others'.
@@ -61,10 +62,14 @@ type baseline struct {
 	// resourceVersion our apply produced, and when; 0 after a dry run.
 	resourceVersion uint64
 	appliedAt       time.Time
-	// health is what kstatus said of the object our apply produced (types
-	// whose health the kind judges): what to judge by until the cache
-	// catches up. Set by the reconcile that applied, see rememberHealth.
-	health *objectHealth
+}
+
+// appliedHealth is what kstatus said of the object of version
+// resourceVersion that our apply returned (types whose health the kind
+// judges): what to judge by until the cache catches up.
+type appliedHealth struct {
+	resourceVersion uint64
+	health          objectHealth
 }
 
 // cacheGrace is how long stencil trusts that the cache only lags behind an
@@ -454,29 +459,31 @@ func (a *applier) pendingHealth(d *unstructured.Unstructured, cached uint64) *ob
 		return nil
 	}
 	b := v.(baseline)
-	if b.health == nil || b.hash != d.GetAnnotations()[v1alpha1.AnnotationDesiredHash] || cached >= b.resourceVersion || time.Since(b.appliedAt) >= cacheGrace {
+	if b.hash != d.GetAnnotations()[v1alpha1.AnnotationDesiredHash] || cached >= b.resourceVersion || time.Since(b.appliedAt) >= cacheGrace {
 		return nil
 	}
-	return b.health
+	v, ok = a.health.Load(keyOf(d))
+	if !ok || v.(appliedHealth).resourceVersion != b.resourceVersion {
+		return nil
+	}
+	h := v.(appliedHealth).health
+	return &h
 }
 
 // rememberHealth records h, what kstatus said of the object of version rv
-// that our apply of d returned, for pendingHealth. Only the reconcile of
-// d's resource writes d's baseline, and a resource is never reconciled
-// twice at once.
+// that our apply of d returned, for pendingHealth. It is kept beside the
+// baseline, not in it, so that it cannot bring back a baseline that a
+// deletion dropped meanwhile; without the baseline of that version it is
+// never read.
 func (a *applier) rememberHealth(d *unstructured.Unstructured, rv uint64, h objectHealth) {
-	key := keyOf(d)
-	if v, ok := a.baselines.Load(key); ok && v.(baseline).resourceVersion == rv {
-		b := v.(baseline)
-		b.health = &h
-		a.baselines.Store(key, b)
-	}
+	a.health.Store(keyOf(d), appliedHealth{resourceVersion: rv, health: h})
 }
 
 // forgetDeleted drops the baseline of an object that was deleted, so that the
 // next reconcile applies it again instead of waiting for the cache.
 func (a *applier) forgetDeleted(gvk string, o metav1.Object) {
 	a.baselines.Delete(objectKeyOf(gvk, o))
+	a.health.Delete(objectKeyOf(gvk, o))
 	a.fights.forget(objectKeyOf(gvk, o))
 }
 
@@ -484,5 +491,6 @@ func (a *applier) forgetDeleted(gvk string, o metav1.Object) {
 func (a *applier) forget(gvk, namespace, name string, uid types.UID) {
 	key := objectKey{gvk: gvk, namespace: namespace, name: name, uid: string(uid)}
 	a.baselines.Delete(key)
+	a.health.Delete(key)
 	a.fights.forget(key)
 }

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -28,18 +29,17 @@ type objectHealth struct {
 // this reconcile's apply returned them, or as our last apply did while the
 // cache lags behind it, else from the cache. It returns those that are not
 // healthy, failed ones first. An object the cache does not hold yet is not
-// healthy yet; its event brings the resource back. An error is a failed
-// cache read; the objects read so far are judged.
+// healthy yet; its event brings the resource back. An object the cache
+// cannot read is not healthy either, and the error (to retry) says why.
 func (r *Reconciler) health(ctx context.Context, res *result) ([]objectHealth, error) {
 	var found []objectHealth
+	var errs []error
 	for _, d := range res.desired {
 		if !r.kind.JudgesHealth(d.GroupVersionKind()) {
 			continue
 		}
 		h, err := r.judgeLive(ctx, d, res)
-		if err != nil {
-			return found, err
-		}
+		errs = append(errs, err)
 		if !h.current {
 			found = append(found, h)
 		}
@@ -47,7 +47,7 @@ func (r *Reconciler) health(ctx context.Context, res *result) ([]objectHealth, e
 	slices.SortStableFunc(found, func(a, b objectHealth) int { // failed first
 		return cmpBool(b.failed, a.failed)
 	})
-	return found, nil
+	return found, errors.Join(errs...)
 }
 
 // judgeLive judges the live object d (see health).
@@ -113,15 +113,16 @@ func (r *Reconciler) wholeMap(ctx context.Context, d *unstructured.Unstructured,
 }
 
 // judgeMap is what kstatus says of m, the live object d. An object kstatus
-// cannot judge (a status of an unexpected shape) is not healthy, and the
-// message says why; it does not fail the reconcile.
+// cannot judge (a status of an unexpected shape) has failed its health
+// check (waiting would not change it), and the message says why; it does
+// not fail the reconcile.
 func judgeMap(d *unstructured.Unstructured, m map[string]any) objectHealth {
 	h := unjudged(d)
 	u := &unstructured.Unstructured{Object: m}
 	u.SetGroupVersionKind(d.GroupVersionKind())
 	verdict, err := kstatus.Compute(u)
 	if err != nil {
-		h.message = "cannot judge its health: " + err.Error()
+		h.message, h.failed = "cannot judge its health: "+err.Error(), true
 		return h
 	}
 	h.message = strings.TrimSuffix(verdict.Message, ".")

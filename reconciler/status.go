@@ -152,7 +152,7 @@ const statusPace = time.Second
 // health of the objects and the kind's status fields are read anew, so
 // nothing is lost by waiting (a drift report would be: it is never put off).
 func (r *Reconciler) healthPace(key client.ObjectKey, before, after *v1alpha1.Status) time.Duration {
-	if !(healthReason(before) || healthReason(after)) || !applied(before) || !applied(after) ||
+	if !healthReason(before) && !healthReason(after) || !applied(before) || !applied(after) ||
 		!equality.Semantic.DeepEqual(withoutProgress(before), withoutProgress(after)) {
 		return 0
 	}

@@ -126,7 +126,9 @@ func TestComputeStatusIsStable(t *testing.T) {
 		"stalled":     {generation: 3, desired: objs(cm), failure: &failure{reason: v1alpha1.ReasonOwnershipConflict, stalled: true, err: errors.New("not ours")}},
 	} {
 		first := computeStatus(&v1alpha1.Status{}, res, v1alpha1.DriftCorrect)
-		time.Sleep(1100 * time.Millisecond) // condition times have a resolution of a second
+		for i := range first.Conditions { // as if written an hour ago
+			first.Conditions[i].LastTransitionTime = metav1.NewTime(first.Conditions[i].LastTransitionTime.Add(-time.Hour))
+		}
 		second := computeStatus(first, res, v1alpha1.DriftCorrect)
 		if !equality.Semantic.DeepEqual(first, second) {
 			t.Errorf("%s: status changed on a second identical reconcile:\n%+v\n%+v", name, first, second)
@@ -256,6 +258,21 @@ func TestHealthPace(t *testing.T) {
 // than our last apply produced, health is judged by what that apply
 // returned, for cacheGrace at most; never for another render.
 func TestPendingHealth(t *testing.T) {
+	t.Run("of another version", func(t *testing.T) {
+		d := &unstructured.Unstructured{}
+		d.SetAnnotations(map[string]string{v1alpha1.AnnotationDesiredHash: "h1"})
+		a := &applier{fights: newFights()}
+		a.baselines.Store(keyOf(d), baseline{hash: "h1", resourceVersion: 10, appliedAt: time.Now()})
+		a.rememberHealth(d, 9, objectHealth{message: "an older version"})
+		if got := a.pendingHealth(d, 0); got != nil {
+			t.Errorf("pendingHealth = %+v for another version than the baseline's", got)
+		}
+		a.forgetDeleted(d.GroupVersionKind().String(), d)
+		a.rememberHealth(d, 10, objectHealth{message: "after the deletion"})
+		if got := a.pendingHealth(d, 0); got != nil {
+			t.Errorf("pendingHealth = %+v after the object was deleted", got)
+		}
+	})
 	d := &unstructured.Unstructured{}
 	d.SetAPIVersion("apps/v1")
 	d.SetKind("Deployment")
@@ -280,7 +297,6 @@ func TestPendingHealth(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := &applier{}
 			a.baselines.Store(keyOf(d), baseline{hash: tt.hash, owned: []string{"{}"}, resourceVersion: 10, appliedAt: tt.appliedAt})
-			a.rememberHealth(d, 9, objectHealth{message: "an older version"})
 			a.rememberHealth(d, 10, *applied)
 			got := a.pendingHealth(d, tt.cached)
 			if (got != nil) != tt.want || got != nil && got.message != applied.message {
