@@ -30,10 +30,11 @@ tools: ## Build the pinned tools into bin/ (cached; a second run builds nothing)
 	hack/tools/install.sh $(BIN)
 
 .PHONY: manifests
-manifests: tools ## Generate the CRDs (config/crd/bases, and the test kind's) and the RBAC (config/rbac/role.yaml).
+manifests: tools ## Generate the CRDs (config/crd/bases, and the test kind's), the RBAC (config/rbac/role.yaml) and the Helm chart (dist/chart).
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	go run ./hack/rbacgen config/rbac/role.yaml
 	$(CONTROLLER_GEN) crd paths=./internal/testkind/... output:crd:artifacts:config=internal/testkind/crd
+	go run ./hack/chart -out dist/chart
 
 .PHONY: generate
 generate: tools ## Generate DeepCopy methods for the API types.
@@ -96,9 +97,17 @@ install: tools ## Install the CRDs.
 uninstall: tools ## Remove the CRDs (and with them every custom resource).
 	$(KUBECTL) delete --ignore-not-found -k config/crd
 
+# INSTALLER is where build-installer writes the install manifest.
+INSTALLER ?= dist/install.yaml
+
+.PHONY: build-installer
+build-installer: tools ## Write $(INSTALLER): CRDs, RBAC, namespace and the operator's Deployment with image $(IMG), one file to kubectl apply.
+	@mkdir -p $(dir $(INSTALLER))
+	$(KUBECTL) kustomize config/default | sed 's|image: stencil:latest|image: $(IMG)|' > $(INSTALLER)
+
 .PHONY: deploy
-deploy: tools ## Deploy the operator with image $(IMG).
-	$(KUBECTL) kustomize config/default | sed 's|image: stencil:latest|image: $(IMG)|' | $(KUBECTL) apply --server-side -f -
+deploy: build-installer ## Deploy the operator with image $(IMG).
+	$(KUBECTL) apply --server-side -f $(INSTALLER)
 
 .PHONY: undeploy
 undeploy: tools ## Remove the operator.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the pinned tools (control plane binaries, kwok, controller-gen,
+# Builds the pinned tools (control plane binaries, kwok, helm, controller-gen,
 # golangci-lint) from the tool modules beside this script, and links them into
 # BIN_DIR (default: bin/ at the repository root).
 #
@@ -68,5 +68,6 @@ build kubernetes "$kube_ldflags" kube-apiserver kube-controller-manager kube-sch
 	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
 	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 build kwok "-s -w" kwok kwok-stages.yaml -- sigs.k8s.io/kwok/cmd/kwok
+build helm "-s -w" helm -- helm.sh/helm/v4/cmd/helm
 build misc "-s -w" controller-gen golangci-lint -- \
 	sigs.k8s.io/controller-tools/cmd/controller-gen github.com/golangci/golangci-lint/v2/cmd/golangci-lint

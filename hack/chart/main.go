@@ -1,0 +1,203 @@
+// Command chart writes the operator's Helm chart (dist/chart) from the same
+// kustomization that `make build-installer` and `make deploy` apply
+// (config/default), so the two installs cannot drift apart:
+//
+//   - the CRDs go to crds/, which Helm installs before anything else (and,
+//     as Helm does for every chart, never upgrades or deletes);
+//   - the Namespace is left out: the release's namespace holds everything
+//     (helm install --namespace … --create-namespace);
+//   - every other object becomes a template in the release's namespace,
+//     with cluster-scoped names prefixed by the release's name, so that two
+//     releases never share a ClusterRole;
+//   - the Deployment takes its image, replicas, resources, leader election
+//     and metrics address from values.yaml.
+//
+// Usage: go run ./hack/chart [-out dist/chart]
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+// The defaults of config/manager/manager.yaml that values.yaml replaces.
+const (
+	configImage      = "stencil:latest"
+	configNamespace  = "stencil-system"
+	leaderElectArg   = "--leader-elect"
+	metricsArgPrefix = "--metrics-bind-address="
+)
+
+func main() {
+	out := flag.String("out", "dist/chart", "Folder to write the chart into (replaced).")
+	config := flag.String("config", "config/default", "The kustomization to turn into a chart.")
+	flag.Parse()
+	if err := run(*config, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "chart:", err)
+		os.Exit(1)
+	}
+}
+
+func run(config, out string) error {
+	files, err := chart(config)
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(out); err != nil {
+		return err
+	}
+	for name, data := range files {
+		path := filepath.Join(out, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chart is the chart's files by path, from the kustomization at config.
+func chart(config string) (map[string][]byte, error) {
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), config)
+	if err != nil {
+		return nil, fmt.Errorf("building %s: %w", config, err)
+	}
+	files := map[string][]byte{"Chart.yaml": []byte(chartYAML), "values.yaml": []byte(valuesYAML)}
+	clusterNames := map[string]bool{}
+	var objects []*unstructured.Unstructured
+	for _, r := range res.Resources() {
+		data, err := r.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		o := &unstructured.Unstructured{}
+		if err := o.UnmarshalJSON(data); err != nil {
+			return nil, err
+		}
+		switch {
+		case o.GetKind() == "CustomResourceDefinition":
+			data, err := yaml.Marshal(o.Object)
+			if err != nil {
+				return nil, err
+			}
+			files["crds/"+o.GetName()+".yaml"] = data
+		case o.GetKind() == "Namespace":
+		default:
+			if o.GetNamespace() == "" {
+				clusterNames[o.GetName()] = true
+			}
+			objects = append(objects, o)
+		}
+	}
+	for _, o := range objects {
+		text, err := template(o, clusterNames)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+		files["templates/"+strings.ToLower(o.GetKind())+"-"+o.GetName()+".yaml"] = []byte(text)
+	}
+	return files, nil
+}
+
+// template is o as a Helm template (see the package comment).
+func template(o *unstructured.Unstructured, clusterNames map[string]bool) (string, error) {
+	if o.GetKind() == "Deployment" {
+		if err := parameterize(o); err != nil {
+			return "", err
+		}
+	}
+	data, err := yaml.Marshal(o.Object)
+	if err != nil {
+		return "", err
+	}
+	text := string(data)
+	text = strings.ReplaceAll(text, "namespace: "+configNamespace+"\n", "namespace: {{ .Release.Namespace }}\n")
+	for name := range clusterNames {
+		text = regexp.MustCompile(`(?m)^(\s*name: )`+regexp.QuoteMeta(name)+`$`).ReplaceAllString(text, "${1}{{ .Release.Name }}-"+strings.TrimPrefix(name, "stencil-"))
+	}
+	text = strings.ReplaceAll(text, "__IMAGE__", "{{ .Values.image }}")
+	text = strings.ReplaceAll(text, "replicas: __REPLICAS__", "replicas: {{ .Values.replicas }}")
+	text = strings.ReplaceAll(text, metricsArgPrefix+"__METRICS__", metricsArgPrefix+"{{ .Values.metrics.bindAddress }}")
+	text = regexp.MustCompile(`(?m)^(\s*)resources: __RESOURCES__$`).ReplaceAllStringFunc(text, func(line string) string {
+		indent := len(line) - len(strings.TrimLeft(line, " "))
+		return fmt.Sprintf("%sresources:\n%s{{- toYaml .Values.resources | nindent %d }}", strings.Repeat(" ", indent), strings.Repeat(" ", indent), indent+2)
+	})
+	text = regexp.MustCompile(`(?m)^(\s*)- __LEADER_ELECT__$`).ReplaceAllString(text, "${1}{{- if .Values.leaderElection }}\n${1}- "+leaderElectArg+"\n${1}{{- end }}")
+	if strings.Contains(text, "__") {
+		return "", fmt.Errorf("a placeholder was left in the template:\n%s", text)
+	}
+	return "# Generated by hack/chart from config/default; do not edit.\n" + text, nil
+}
+
+// parameterize puts placeholders where the Deployment takes values.
+func parameterize(d *unstructured.Unstructured) error {
+	containers, _, err := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	if err != nil {
+		return fmt.Errorf("reading the containers: %w", err)
+	}
+	if len(containers) != 1 {
+		return fmt.Errorf("%d containers, want one", len(containers))
+	}
+	c := containers[0].(map[string]any)
+	if c["image"] != configImage {
+		return fmt.Errorf("image %v, want %s", c["image"], configImage)
+	}
+	c["image"] = "__IMAGE__"
+	c["resources"] = "__RESOURCES__"
+	var args []any
+	found := 0
+	for _, a := range c["args"].([]any) {
+		switch s := a.(string); {
+		case s == leaderElectArg:
+			args, found = append(args, "__LEADER_ELECT__"), found+1
+		case strings.HasPrefix(s, metricsArgPrefix):
+			args, found = append(args, metricsArgPrefix+"__METRICS__"), found+1
+		default:
+			args = append(args, s)
+		}
+	}
+	if found != 2 {
+		return fmt.Errorf("want the args %s and %s…", leaderElectArg, metricsArgPrefix)
+	}
+	c["args"] = args
+	if err := unstructured.SetNestedSlice(d.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+		return err
+	}
+	return unstructured.SetNestedField(d.Object, "__REPLICAS__", "spec", "replicas")
+}
+
+const chartYAML = `# Generated by hack/chart from config/default; do not edit.
+apiVersion: v2
+name: stencil
+description: The stencil operator, whose resource logic lives in templates.
+type: application
+version: 0.1.0
+appVersion: "0.1.0"
+`
+
+const valuesYAML = `# Generated by hack/chart from config/default; do not edit.
+# image is the operator's image.
+image: stencil:latest
+# replicas of the operator: one leads, the others stand by.
+replicas: 2
+# leaderElection through a Lease in the release's namespace; turn it off
+# only with one replica.
+leaderElection: true
+metrics:
+  # bindAddress of the HTTPS metrics endpoint ("0" turns it off).
+  bindAddress: ":8443"
+resources:
+  requests: {cpu: 100m, memory: 64Mi}
+  limits: {memory: 256Mi}
+`
