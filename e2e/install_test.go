@@ -12,10 +12,12 @@ import (
 
 // TestInstallManifest builds the install manifest as a release would
 // (`make build-installer IMG=…`), applies it with kubectl, and checks that
-// it creates what it should: the CRDs (established), the RBAC, and the
-// operator's Deployment with the image given, which becomes available (its
-// pods run on kwok's nodes: the image is never pulled). A second apply
-// changes nothing.
+// it creates what it should: the CRDs (established), and the operator's
+// Deployment with the image given, which becomes available (its pods run on
+// kwok's nodes: the image is never pulled). (The suite created the
+// namespace and applied config/rbac before, for its own operator: the RBAC
+// checks below only show the manifest does not break them.) kubectl diff
+// then shows nothing to change.
 func TestInstallManifest(t *testing.T) {
 	const image = "example.com/stencil:v0.0.0-e2e"
 	manifest := filepath.Join(t.TempDir(), "install.yaml")
@@ -31,6 +33,9 @@ func TestInstallManifest(t *testing.T) {
 		t.Errorf("the manifest still names the image stencil:latest")
 	}
 	mustKubectl(t, "apply", "--server-side", "-f", manifest)
+	t.Cleanup(func() { // the suite's own operator runs out of cluster, in the same namespace
+		_, _ = kubectl(t, "-n", "stencil-system", "delete", "deployment/stencil", "service/stencil-metrics", "--ignore-not-found")
+	})
 	for _, crd := range []string{"memcacheds.cache.example.com", "mywebs.operator.k8s-summit.org", "foos.samplecontroller.k8s.io", "flighttickets.flights.com", "guestbooks.webapp.my.domain"} {
 		mustKubectl(t, "wait", "--for=condition=Established", "crd/"+crd, "--timeout=30s")
 	}
@@ -46,8 +51,8 @@ func TestInstallManifest(t *testing.T) {
 	if got := mustKubectl(t, "-n", "stencil-system", "get", "deployment", "stencil", "-o", "jsonpath={.spec.template.spec.containers[0].image}"); got != image {
 		t.Errorf("the Deployment runs %q, want %q", got, image)
 	}
-	if out := mustKubectl(t, "diff", "--server-side", "-f", manifest); strings.TrimSpace(out) != "" {
-		t.Errorf("kubectl diff after the apply shows changes:\n%s", out)
+	if out, err := kubectl(t, "diff", "--server-side", "-f", manifest); err != nil || strings.TrimSpace(out) != "" {
+		t.Errorf("kubectl diff after the apply: %v\n%s", err, out) // exit 1: differences
 	}
 }
 
@@ -55,8 +60,11 @@ func TestInstallManifest(t *testing.T) {
 // same kustomization) with the helm CLI, as release stencil-helm in its own
 // namespace, and checks what it creates: the Deployment with the values
 // given, available; cluster-scoped RBAC named after the release and bound
-// to the release's ServiceAccount. Uninstalling removes them and keeps the
-// CRDs (Helm never deletes a chart's CRDs).
+// to the release's ServiceAccount; the leader election Role. An upgrade
+// that turns leader election and metrics off changes the args and removes
+// the metrics Service and RBAC; uninstalling removes the rest and keeps the
+// CRDs (Helm never deletes a chart's CRDs; the suite installed them first,
+// so Helm skipped crds/ here).
 func TestHelmChart(t *testing.T) {
 	const release, ns, image = "stencil-helm", "stencil-helm", "example.com/stencil:v0.0.0-helm"
 	helm := func(args ...string) string {
@@ -68,18 +76,34 @@ func TestHelmChart(t *testing.T) {
 		}
 		return string(out)
 	}
+	deployment := func() string {
+		return mustKubectl(t, "-n", ns, "get", "deployment", "stencil", "-o",
+			"jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].args}")
+	}
 	helm("lint", "../dist/chart", "--set", "image="+image)
-	helm("install", release, "../dist/chart", "--namespace", ns, "--create-namespace",
-		"--set", "image="+image, "--set", "replicas=1", "--set", "leaderElection=false", "--wait", "--timeout", "2m")
-	deployment := mustKubectl(t, "-n", ns, "get", "deployment", "stencil", "-o",
-		"jsonpath={.status.availableReplicas} {.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].args}")
-	if want := "1 " + image + ` ["--metrics-bind-address=:8443","--metrics-secure","--health-probe-bind-address=:8081"]`; deployment != want {
-		t.Errorf("Deployment: %s, want %s", deployment, want)
+	helm("install", release, "../dist/chart", "--namespace", ns, "--create-namespace", "--set", "image="+image, "--wait", "--timeout", "2m")
+	if got, want := deployment(), "2 "+image+` ["--leader-elect","--metrics-bind-address=:8443","--metrics-secure","--health-probe-bind-address=:8081"]`; got != want {
+		t.Errorf("Deployment: %s, want %s", got, want)
 	}
-	if got := mustKubectl(t, "get", "clusterrolebinding", release+"-manager", "-o", "jsonpath={.roleRef.name} {.subjects[0].namespace}/{.subjects[0].name}"); got != release+"-manager "+ns+"/stencil" {
-		t.Errorf("ClusterRoleBinding %s-manager: %s", release, got)
+	for _, binding := range []string{"manager", "metrics-auth"} {
+		if got := mustKubectl(t, "get", "clusterrolebinding", release+"-"+binding, "-o", "jsonpath={.roleRef.name} {.subjects[0].namespace}/{.subjects[0].name}"); got != release+"-"+binding+" "+ns+"/stencil" {
+			t.Errorf("ClusterRoleBinding %s-%s: %s", release, binding, got)
+		}
 	}
-	mustKubectl(t, "wait", "--for=condition=Established", "crd/mywebs.operator.k8s-summit.org", "--timeout=30s")
+	mustKubectl(t, "-n", ns, "get", "role,rolebinding", "stencil-leader-election")
+	mustKubectl(t, "-n", ns, "get", "service", "stencil-metrics")
+
+	helm("upgrade", release, "../dist/chart", "--namespace", ns, "--reuse-values",
+		"--set", "replicas=1", "--set", "leaderElection=false", "--set", "metrics.enabled=false", "--wait", "--timeout", "2m")
+	if got, want := deployment(), "1 "+image+` ["--metrics-bind-address=0","--health-probe-bind-address=:8081"]`; got != want {
+		t.Errorf("Deployment after the upgrade: %s, want %s", got, want)
+	}
+	for _, gone := range [][]string{{"-n", ns, "service", "stencil-metrics"}, {"clusterrole", release + "-metrics-auth"}} {
+		if out, err := kubectl(t, append([]string{"get"}, gone...)...); err == nil {
+			t.Errorf("%v left with metrics off: %s", gone, out)
+		}
+	}
+
 	helm("uninstall", release, "--namespace", ns, "--wait")
 	if out, err := kubectl(t, "get", "clusterrole", release+"-manager"); err == nil {
 		t.Errorf("ClusterRole %s-manager left after uninstall: %s", release, out)
