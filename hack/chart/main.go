@@ -107,7 +107,7 @@ func chart(config string) (map[string][]byte, error) {
 		if o.GetKind() == "Deployment" {
 			v, err := parameterize(o)
 			if err != nil {
-				return nil, fmt.Errorf("Deployment %s: %w", o.GetName(), err)
+				return nil, fmt.Errorf("the Deployment %s: %w", o.GetName(), err)
 			}
 			if files["values.yaml"], err = v.yaml(); err != nil {
 				return nil, err
