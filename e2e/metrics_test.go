@@ -4,9 +4,11 @@ package e2e
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -63,6 +65,48 @@ func TestMetricsNeedAuthorization(t *testing.T) {
 			t.Errorf("config/prometheus uses %s, which stencil does not serve", name)
 		}
 	}
+	// So does every panel of the Grafana dashboard.
+	for _, expr := range dashboardQueries(t, "../config/grafana/stencil.json") {
+		for _, name := range regexp.MustCompile(`\b(stencil|controller_runtime|workqueue|rest_client)_[a-z_]+`).FindAllString(expr, -1) {
+			if !strings.Contains(body, "\n"+name+"{") {
+				t.Errorf("the dashboard queries %s (%s), which stencil does not serve", name, expr)
+			}
+		}
+	}
+}
+
+// dashboardQueries are the queries of every panel of a Grafana dashboard;
+// each panel must have one.
+func dashboardQueries(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dashboard struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dashboard); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var exprs []string
+	for _, p := range dashboard.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, target := range p.Targets {
+			exprs = append(exprs, target.Expr)
+		}
+	}
+	if len(exprs) == 0 {
+		t.Errorf("%s has no queries", path)
+	}
+	return exprs
 }
 
 // TestServiceMonitorFindsTheMetricsService: config/prometheus's
