@@ -38,6 +38,15 @@ func init() {
 	metrics.Registry.MustRegister(appliedObjects, prunedObjects, revertedObjects, fightsStarted, unhealthy)
 }
 
+// startCounters makes the counters of kind exist at zero, so that a
+// dashboard's rate or increase has a start, and every series is served
+// before its first event.
+func startCounters(kind string) {
+	for _, c := range []*prometheus.CounterVec{appliedObjects, prunedObjects, revertedObjects, fightsStarted} {
+		c.WithLabelValues(kind)
+	}
+}
+
 // countFights adds the fights one reconcile started, and the corrections
 // it made during fights (whose drift is not reported anew).
 func countFights(kind string, started, corrections int) {

@@ -78,6 +78,7 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 	for _, k := range kinds {
 		gvk := k.GroupVersionKind()
 		unhealthy.track(gvk.Kind)
+		startCounters(gvk.Kind)
 		r := &Reconciler{
 			kind:     k,
 			client:   mgr.GetClient(),
