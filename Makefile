@@ -36,6 +36,12 @@ manifests: tools ## Generate the CRDs (config/crd/bases, and the test kind's), t
 	$(CONTROLLER_GEN) crd paths=./internal/testkind/... output:crd:artifacts:config=internal/testkind/crd
 	go run ./hack/chart -out dist/chart
 
+.PHONY: kind
+kind: tools ## Scaffold a kind: make kind GROUP=gadgets.example.com VERSION=v1alpha1 KIND=Gadget (API types, templates, samples, registration, golden test).
+	go run ./hack/scaffold -group "$(GROUP)" -version "$(or $(VERSION),v1alpha1)" -kind "$(KIND)"
+	$(MAKE) generate manifests
+	go test ./render -run TestGolden -update
+
 .PHONY: generate
 generate: tools ## Generate DeepCopy methods for the API types.
 	$(CONTROLLER_GEN) object paths=./api/... paths=./internal/testkind/...

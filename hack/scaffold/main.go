@@ -1,0 +1,304 @@
+// Command scaffold adds a kind to stencil: its API types, a folder of
+// templates, a sample and a full sample, a golden test case, and the lines
+// that register it (internal/kinds, templates/doc.go, config/crd). It is
+// what docs/add-kind.md describes, done for you; `make kind` runs it, then
+// `make generate manifests` and writes the golden file.
+//
+// Usage: go run ./hack/scaffold -group gadgets.example.com -version v1alpha1 -kind Gadget
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"go/format"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"text/template"
+)
+
+const module = "github.com/stencil-operator/stencil"
+
+// kind is what the templates of the scaffold are filled with.
+type kind struct {
+	Group, Version, Kind string
+	// Package is the Go package's folder under api/ (the group's first
+	// label), Alias its import name in internal/kinds, Lower the kind in
+	// lower case (its template folder), Plural its resource.
+	Package, Alias, Lower, Plural string
+}
+
+func main() {
+	group := flag.String("group", "", "API group, a DNS name such as gadgets.example.com.")
+	version := flag.String("version", "v1alpha1", "API version.")
+	name := flag.String("kind", "", "Kind, in CamelCase, such as Gadget.")
+	root := flag.String("root", ".", "The repository's root.")
+	flag.Parse()
+	k, err := newKind(*group, *version, *name)
+	if err == nil {
+		err = scaffold(*root, k)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scaffold:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("Added kind %s (%s/%s). Next: edit api/%s/%s/%s_types.go and templates/%s/.\n", k.Kind, k.Group, k.Version, k.Package, k.Version, k.Lower, k.Lower)
+}
+
+var (
+	groupRE   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$`)
+	versionRE = regexp.MustCompile(`^v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?$`)
+	kindRE    = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+)
+
+func newKind(group, version, name string) (kind, error) {
+	switch {
+	case !groupRE.MatchString(group):
+		return kind{}, fmt.Errorf("group %q: want a DNS name with a dot, such as gadgets.example.com", group)
+	case !versionRE.MatchString(version):
+		return kind{}, fmt.Errorf("version %q: want v1, v1alpha1, v2beta3…", version)
+	case !kindRE.MatchString(name):
+		return kind{}, fmt.Errorf("kind %q: want CamelCase, such as Gadget", name)
+	}
+	pkg := strings.ReplaceAll(strings.Split(group, ".")[0], "-", "")
+	lower := strings.ToLower(name)
+	plural := lower + "s"
+	if strings.HasSuffix(lower, "s") {
+		plural = lower + "es"
+	}
+	return kind{Group: group, Version: version, Kind: name, Package: pkg, Alias: pkg + version, Lower: lower, Plural: plural}, nil
+}
+
+// scaffold writes the new files and edits the registrations; it changes
+// nothing when the kind, its folder or its API package exist already.
+func scaffold(root string, k kind) error {
+	files := map[string]string{
+		filepath.Join("api", k.Package, k.Version, "doc.go"):                 docGo,
+		filepath.Join("api", k.Package, k.Version, k.Lower+"_types.go"):      typesGo,
+		filepath.Join("templates", k.Lower, "_kind.yaml"):                    kindYAML,
+		filepath.Join("templates", k.Lower, "configmap.yaml"):                configMapYAML,
+		filepath.Join("config", "samples", k.Lower+".yaml"):                  sampleYAML,
+		filepath.Join("config", "samples", "full", k.Lower+".yaml"):          fullSampleYAML,
+		filepath.Join("render", "testdata", k.Lower, "sample", "input.yaml"): goldenInputYAML,
+	}
+	if _, err := os.Stat(filepath.Join(root, "api", k.Package, k.Version)); err == nil {
+		return fmt.Errorf("api/%s/%s exists: add a kind to an existing API package by hand (docs/add-kind.md)", k.Package, k.Version)
+	}
+	for path := range files {
+		if _, err := os.Stat(filepath.Join(root, path)); err == nil {
+			return fmt.Errorf("%s exists", path)
+		}
+	}
+	edits, err := registrations(root, k)
+	if err != nil {
+		return err
+	}
+	for path, text := range files {
+		if err := write(root, path, k, text); err != nil {
+			return err
+		}
+	}
+	for path, data := range edits {
+		if err := os.WriteFile(filepath.Join(root, path), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func write(root, path string, k kind, text string) error {
+	var b bytes.Buffer
+	if err := template.Must(template.New(path).Delims("[[", "]]").Parse(text)).Execute(&b, k); err != nil {
+		return err
+	}
+	data := b.Bytes()
+	if strings.HasSuffix(path, ".go") {
+		var err error
+		if data, err = format.Source(data); err != nil {
+			return fmt.Errorf("formatting %s: %w", path, err)
+		}
+	}
+	full := filepath.Join(root, path)
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(full, data, 0o644)
+}
+
+// registrations are the edited internal/kinds/kinds.go, templates/doc.go and
+// config/crd/kustomization.yaml.
+func registrations(root string, k kind) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	kindsGo := filepath.Join("internal", "kinds", "kinds.go")
+	src, err := os.ReadFile(filepath.Join(root, kindsGo))
+	if err != nil {
+		return nil, err
+	}
+	text := string(src)
+	if strings.Contains(text, `WithKind("`+k.Kind+`")`) {
+		return nil, fmt.Errorf("kind %s is registered already", k.Kind)
+	}
+	steps := []struct{ anchor, insert string }{
+		{"\t\"github.com/stencil-operator/stencil/api/v1alpha1\"\n", "\t" + k.Alias + " \"" + module + "/api/" + k.Package + "/" + k.Version + "\"\n"},
+		{"\n}\n\n// schemes", "\n\t{GroupVersionKind: " + k.Alias + ".GroupVersion.WithKind(\"" + k.Kind + "\"), New: func() v1alpha1.Object { return &" + k.Alias + "." + k.Kind + "{} }, Templates: templates.Kind(\"" + k.Lower + "\")},"},
+		{"\n}\n\n// Definitions", "\n\t" + k.Alias + ".AddToScheme,"},
+	}
+	for _, s := range steps {
+		i := strings.Index(text, s.anchor)
+		if i < 0 {
+			return nil, fmt.Errorf("%s: no %q to add the kind after", kindsGo, strings.TrimSpace(s.anchor))
+		}
+		text = text[:i] + s.insert + text[i:]
+	}
+	formatted, err := format.Source([]byte(text))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", kindsGo, err)
+	}
+	out[kindsGo] = formatted
+
+	docGoPath := filepath.Join("templates", "doc.go")
+	doc, err := os.ReadFile(filepath.Join(root, docGoPath))
+	if err != nil {
+		return nil, err
+	}
+	embed := regexp.MustCompile(`(?m)^//go:embed .*$`)
+	if !embed.Match(doc) {
+		return nil, errors.New("templates/doc.go: no //go:embed line")
+	}
+	out[docGoPath] = embed.ReplaceAllFunc(doc, func(line []byte) []byte { return append(line, []byte(" all:"+k.Lower)...) })
+
+	crdKustomization := filepath.Join("config", "crd", "kustomization.yaml")
+	crd, err := os.ReadFile(filepath.Join(root, crdKustomization))
+	if err != nil {
+		return nil, err
+	}
+	out[crdKustomization] = append(crd, []byte("- bases/"+k.Group+"_"+k.Plural+".yaml\n")...)
+	return out, nil
+}
+
+const docGo = `// Package [[.Version]] is the [[.Group]]/[[.Version]] API: the [[.Kind]] kind.
+//
+// +kubebuilder:object:generate=true
+// +groupName=[[.Group]]
+package [[.Version]]
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var (
+	// GroupVersion is the API's group and version.
+	GroupVersion  = schema.GroupVersion{Group: "[[.Group]]", Version: "[[.Version]]"}
+	schemeBuilder = runtime.NewSchemeBuilder(func(s *runtime.Scheme) error {
+		s.AddKnownTypes(GroupVersion, &[[.Kind]]{}, &[[.Kind]]List{})
+		metav1.AddToGroupVersion(s, GroupVersion)
+		return nil
+	})
+	// AddToScheme adds the API's types to a scheme.
+	AddToScheme = schemeBuilder.AddToScheme
+)
+`
+
+const typesGo = `package [[.Version]]
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+// [[.Kind]]Spec is the desired state of a [[.Kind]]. Add your fields, with
+// validation markers; templates/[[.Lower]]/ reads them as .Spec.<Field>.
+type [[.Kind]]Spec struct {
+	// Message is put in the [[.Kind]]'s ConfigMap (an example field).
+	// +kubebuilder:validation:MinLength=1
+	Message string ` + "`json:\"message\"`" + `
+	// DriftPolicy says what stencil does when another manager changes a
+	// field that the templates set: Correct (default) or Report.
+	// +optional
+	DriftPolicy v1alpha1.DriftPolicy ` + "`json:\"driftPolicy,omitempty\"`" + `
+}
+
+// [[.Kind]]Status is the observed state of a [[.Kind]]: stencil's shared
+// status, and any fields a status template (templates/[[.Lower]]/_status.yaml)
+// fills in.
+type [[.Kind]]Status struct {
+	v1alpha1.Status ` + "`json:\",inline\"`" + `
+}
+
+// [[.Kind]] is a stencil kind; its resources are rendered from templates/[[.Lower]].
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories={stencil}
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=` + "`" + `.status.conditions[?(@.type=="Ready")].status` + "`" + `
+// +kubebuilder:printcolumn:name="Drifted",type=string,JSONPath=` + "`" + `.status.conditions[?(@.type=="Drifted")].status` + "`" + `
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=` + "`" + `.metadata.creationTimestamp` + "`" + `
+type [[.Kind]] struct {
+	metav1.TypeMeta   ` + "`json:\",inline\"`" + `
+	metav1.ObjectMeta ` + "`json:\"metadata,omitempty\"`" + `
+
+	Spec   [[.Kind]]Spec   ` + "`json:\"spec\"`" + `
+	Status [[.Kind]]Status ` + "`json:\"status,omitempty\"`" + `
+}
+
+// [[.Kind]]List is a list of [[.Kind]] resources.
+// +kubebuilder:object:root=true
+type [[.Kind]]List struct {
+	metav1.TypeMeta ` + "`json:\",inline\"`" + `
+	metav1.ListMeta ` + "`json:\"metadata,omitempty\"`" + `
+	Items           [][[.Kind]] ` + "`json:\"items\"`" + `
+}
+
+// StencilStatus implements [v1alpha1.Object].
+func (o *[[.Kind]]) StencilStatus() *v1alpha1.Status { return &o.Status.Status }
+
+// StencilDriftPolicy implements [v1alpha1.Object].
+func (o *[[.Kind]]) StencilDriftPolicy() v1alpha1.DriftPolicy { return o.Spec.DriftPolicy.OrDefault() }
+`
+
+const kindYAML = `# Types the [[.Kind]] templates may emit (and stencil may prune, and needs
+# RBAC for: make manifests).
+owns:
+- {apiVersion: v1, kind: ConfigMap}
+`
+
+const configMapYAML = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Name }}
+data:
+  message: {{ .Spec.Message | quote }}
+`
+
+const sampleYAML = `apiVersion: [[.Group]]/[[.Version]]
+kind: [[.Kind]]
+metadata:
+  name: example-[[.Lower]]
+spec:
+  message: Hello from a [[.Kind]]
+`
+
+const fullSampleYAML = `# Every field of [[.Kind]].
+apiVersion: [[.Group]]/[[.Version]]
+kind: [[.Kind]]
+metadata:
+  name: [[.Lower]]-full
+spec:
+  message: Hello from a [[.Kind]]  # put in the ConfigMap
+  driftPolicy: Report  # Correct (default) reverts changes by others; Report only shows them
+`
+
+const goldenInputYAML = `apiVersion: [[.Group]]/[[.Version]]
+kind: [[.Kind]]
+metadata:
+  uid: 5f0c2a8e-0000-4000-8000-0000000000ff
+  namespace: default
+  name: example-[[.Lower]]
+spec:
+  message: Hello from a [[.Kind]]
+`
