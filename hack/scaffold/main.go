@@ -168,7 +168,7 @@ func registrations(root string, k kind) (map[string][]byte, error) {
 	if !embed.Match(doc) {
 		return nil, errors.New("templates/doc.go: no //go:embed line")
 	}
-	out[docGoPath] = embed.ReplaceAllFunc(doc, func(line []byte) []byte { return append(line, []byte(" all:"+k.Lower)...) })
+	out[docGoPath] = embed.ReplaceAllFunc(doc, func(line []byte) []byte { return []byte(string(line) + " all:" + k.Lower) })
 
 	crdKustomization := filepath.Join("config", "crd", "kustomization.yaml")
 	crd, err := os.ReadFile(filepath.Join(root, crdKustomization))
