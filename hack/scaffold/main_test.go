@@ -66,7 +66,7 @@ func copyRepository(t *testing.T) string {
 	}
 	files := run(t, src, "git", "ls-files", "--cached", "--others", "--exclude-standard")
 	dst := t.TempDir()
-	for _, f := range strings.Split(strings.TrimSpace(files), "\n") {
+	for f := range strings.SplitSeq(strings.TrimSpace(files), "\n") {
 		data, err := os.ReadFile(filepath.Join(src, f))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // deleted in the work tree
