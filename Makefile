@@ -40,7 +40,7 @@ manifests: tools ## Generate the CRDs (config/crd/bases, and the test kind's), t
 kind: tools ## Scaffold a kind: make kind GROUP=gadgets.example.com VERSION=v1alpha1 KIND=Gadget (API types, templates, samples, registration, golden test).
 	go run ./hack/scaffold -group "$(GROUP)" -version "$(or $(VERSION),v1alpha1)" -kind "$(KIND)"
 	$(MAKE) generate manifests
-	go test ./render -run TestGolden -update
+	go test ./render -run 'TestGolden/$(shell echo "$(KIND)" | tr A-Z a-z)/' -update
 
 .PHONY: generate
 generate: tools ## Generate DeepCopy methods for the API types.

@@ -18,6 +18,8 @@ import (
 	"regexp"
 	"strings"
 	"text/template"
+
+	"github.com/gobuffalo/flect"
 )
 
 const module = "github.com/stencil-operator/stencil"
@@ -64,13 +66,21 @@ func newKind(group, version, name string) (kind, error) {
 		return kind{}, fmt.Errorf("kind %q: want CamelCase, such as Gadget", name)
 	}
 	pkg := strings.ReplaceAll(strings.Split(group, ".")[0], "-", "")
-	lower := strings.ToLower(name)
-	plural := lower + "s"
-	if strings.HasSuffix(lower, "s") {
-		plural = lower + "es"
+	switch {
+	case !packageRE.MatchString(pkg):
+		return kind{}, fmt.Errorf("group %q: its first label %q must start with a letter, to name the Go package api/%s", group, pkg, pkg)
+	case reservedKinds[name]:
+		return kind{}, fmt.Errorf("kind %q: the API package already declares that name", name)
 	}
-	return kind{Group: group, Version: version, Kind: name, Package: pkg, Alias: pkg + version, Lower: lower, Plural: plural}, nil
+	// As controller-gen names the CRD's resource (and file).
+	plural := strings.ToLower(flect.Pluralize(name))
+	return kind{Group: group, Version: version, Kind: name, Package: pkg, Alias: pkg + version, Lower: strings.ToLower(name), Plural: plural}, nil
 }
+
+var packageRE = regexp.MustCompile(`^[a-z][a-z0-9]*$`)
+
+// reservedKinds are names doc.go declares in the kind's package.
+var reservedKinds = map[string]bool{"GroupVersion": true, "AddToScheme": true}
 
 // scaffold writes the new files and edits the registrations; it changes
 // nothing when the kind, its folder or its API package exist already.
@@ -86,6 +96,11 @@ func scaffold(root string, k kind) error {
 	}
 	if _, err := os.Stat(filepath.Join(root, "api", k.Package, k.Version)); err == nil {
 		return fmt.Errorf("api/%s/%s exists: add a kind to an existing API package by hand (docs/add-kind.md)", k.Package, k.Version)
+	}
+	for _, dir := range []string{filepath.Join("templates", k.Lower), filepath.Join("render", "testdata", k.Lower)} {
+		if _, err := os.Stat(filepath.Join(root, dir)); err == nil {
+			return fmt.Errorf("%s exists (another kind's, or the test kind's)", dir)
+		}
 	}
 	for path := range files {
 		if _, err := os.Stat(filepath.Join(root, path)); err == nil {

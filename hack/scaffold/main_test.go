@@ -17,7 +17,7 @@ import (
 // run by hand; it takes as long as the whole suite.)
 func TestScaffoldedKindBuildsAndRenders(t *testing.T) {
 	root := copyRepository(t)
-	k, err := newKind("gadgets.example.com", "v1alpha1", "Gadget")
+	k, err := newKind("gadgets.example.com", "v1alpha1", "Policy") // a plural that is not +s
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,16 +29,36 @@ func TestScaffoldedKindBuildsAndRenders(t *testing.T) {
 	}
 	run(t, root, "make", "generate", "manifests")
 	run(t, root, "go", "vet", "./...")
-	run(t, root, "go", "test", "./render", "-run", "TestGolden", "-update")
+	run(t, root, "go", "test", "./render", "-run", "TestGolden/policy/", "-update")
 	out := run(t, root, "go", "test", "-count=1", "./render", "./hack/chart")
 	t.Logf("%s", out)
-	for _, path := range []string{"render/testdata/gadget/sample/expected.yaml", "config/crd/bases/gadgets.example.com_gadgets.yaml", "dist/chart/crds/gadgets.gadgets.example.com.yaml"} {
+	for _, path := range []string{"render/testdata/policy/sample/expected.yaml", "config/crd/bases/gadgets.example.com_policies.yaml", "dist/chart/crds/policies.gadgets.example.com.yaml"} {
 		if _, err := os.Stat(filepath.Join(root, path)); err != nil {
 			t.Errorf("%s: %v", path, err)
 		}
 	}
 	if role, _ := os.ReadFile(filepath.Join(root, "config/rbac/role.yaml")); !strings.Contains(string(role), "gadgets.example.com") {
 		t.Errorf("config/rbac/role.yaml does not cover the new kind")
+	}
+}
+
+func TestPluralIsControllerGens(t *testing.T) {
+	for kind, want := range map[string]string{"Gadget": "gadgets", "Policy": "policies", "Box": "boxes", "Proxy": "proxies", "Person": "people"} {
+		k, err := newKind("gadgets.example.com", "v1", kind)
+		if err != nil || k.Plural != want {
+			t.Errorf("%s: plural %q (%v), want %q", kind, k.Plural, err, want)
+		}
+	}
+}
+
+func TestRefusesTheTestKindsFolders(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "render", "testdata", "widget"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := newKind("widgets.example.com", "v1", "Widget")
+	if err := scaffold(root, k); err == nil || !strings.Contains(err.Error(), "render/testdata/widget exists") {
+		t.Errorf("scaffold of a Widget: %v, want a refusal (render/testdata/widget is the test kind's)", err)
 	}
 }
 
@@ -49,6 +69,8 @@ func TestNewKindRefusesBadNames(t *testing.T) {
 		{"gadgets.example.com", "v1", "gadget"}, // not CamelCase
 		{"Gadgets.example.com", "v1", "Gadget"}, // upper case
 		{"gadgets.example.com", "v1beta", "Gadget"},
+		{"3d.example.com", "v1", "Gadget"},            // no Go package name
+		{"gadgets.example.com", "v1", "GroupVersion"}, // declared by doc.go
 	} {
 		if _, err := newKind(tt[0], tt[1], tt[2]); err == nil {
 			t.Errorf("newKind%v: no error", tt)
