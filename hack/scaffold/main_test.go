@@ -17,7 +17,7 @@ import (
 // run by hand; it takes as long as the whole suite.)
 func TestScaffoldedKindBuildsAndRenders(t *testing.T) {
 	root := copyRepository(t)
-	k, err := newKind("gadgets.example.com", "v1alpha1", "Policy") // a plural that is not +s
+	k, err := newKind("scaffoldtest.example.com", "v1alpha1", "Policy") // a group no one scaffolds; a plural that is not +s
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,12 +32,12 @@ func TestScaffoldedKindBuildsAndRenders(t *testing.T) {
 	run(t, root, "go", "test", "./render", "-run", "TestGolden/policy/", "-update")
 	out := run(t, root, "go", "test", "-count=1", "./render", "./hack/chart")
 	t.Logf("%s", out)
-	for _, path := range []string{"render/testdata/policy/sample/expected.yaml", "config/crd/bases/gadgets.example.com_policies.yaml", "dist/chart/crds/policies.gadgets.example.com.yaml"} {
+	for _, path := range []string{"render/testdata/policy/sample/expected.yaml", "config/crd/bases/scaffoldtest.example.com_policies.yaml", "dist/chart/crds/policies.scaffoldtest.example.com.yaml"} {
 		if _, err := os.Stat(filepath.Join(root, path)); err != nil {
 			t.Errorf("%s: %v", path, err)
 		}
 	}
-	if role, _ := os.ReadFile(filepath.Join(root, "config/rbac/role.yaml")); !strings.Contains(string(role), "gadgets.example.com") {
+	if role, _ := os.ReadFile(filepath.Join(root, "config/rbac/role.yaml")); !strings.Contains(string(role), "scaffoldtest.example.com") {
 		t.Errorf("config/rbac/role.yaml does not cover the new kind")
 	}
 }
