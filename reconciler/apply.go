@@ -482,14 +482,16 @@ func (a *applier) rememberHealth(d *unstructured.Unstructured, rv uint64, h obje
 // forgetDeleted drops the baseline of an object that was deleted, so that the
 // next reconcile applies it again instead of waiting for the cache.
 func (a *applier) forgetDeleted(gvk string, o metav1.Object) {
-	a.baselines.Delete(objectKeyOf(gvk, o))
-	a.health.Delete(objectKeyOf(gvk, o))
-	a.fights.forget(objectKeyOf(gvk, o))
+	a.forgetKey(objectKeyOf(gvk, o))
 }
 
 // forget drops the baseline of a pruned object.
 func (a *applier) forget(gvk, namespace, name string, uid types.UID) {
-	key := objectKey{gvk: gvk, namespace: namespace, name: name, uid: string(uid)}
+	a.forgetKey(objectKey{gvk: gvk, namespace: namespace, name: name, uid: string(uid)})
+}
+
+// forgetKey drops all this process remembers of one object.
+func (a *applier) forgetKey(key objectKey) {
 	a.baselines.Delete(key)
 	a.health.Delete(key)
 	a.fights.forget(key)

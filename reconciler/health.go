@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -32,7 +31,7 @@ type objectHealth struct {
 // healthy yet; its event brings the resource back. An object the cache
 // cannot read is not healthy either, and the error (to retry) says why.
 func (r *Reconciler) health(ctx context.Context, res *result) ([]objectHealth, error) {
-	var found []objectHealth
+	var failed, waiting []objectHealth
 	var errs []error
 	for _, d := range res.desired {
 		if !r.kind.JudgesHealth(d.GroupVersionKind()) {
@@ -40,14 +39,14 @@ func (r *Reconciler) health(ctx context.Context, res *result) ([]objectHealth, e
 		}
 		h, err := r.judgeLive(ctx, d, res)
 		errs = append(errs, err)
-		if !h.current {
-			found = append(found, h)
+		switch {
+		case h.failed:
+			failed = append(failed, h)
+		case !h.current:
+			waiting = append(waiting, h)
 		}
 	}
-	slices.SortStableFunc(found, func(a, b objectHealth) int { // failed first
-		return cmpBool(b.failed, a.failed)
-	})
-	return found, errors.Join(errs...)
+	return append(failed, waiting...), errors.Join(errs...)
 }
 
 // judgeLive judges the live object d (see health).
@@ -133,16 +132,6 @@ func judgeMap(d *unstructured.Unstructured, m map[string]any) objectHealth {
 
 func unjudged(d *unstructured.Unstructured) objectHealth {
 	return objectHealth{object: d.GetKind() + " " + d.GetName(), hint: "kubectl describe " + kubectlObject(d)}
-}
-
-func cmpBool(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case a:
-		return 1
-	}
-	return -1
 }
 
 // healthMessage says which objects are not healthy yet (failed ones
