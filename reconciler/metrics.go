@@ -35,16 +35,20 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(appliedObjects, prunedObjects, revertedObjects, fightsStarted, unhealthy)
+	metrics.Registry.MustRegister(appliedObjects, prunedObjects, revertedObjects, fightsStarted, unhealthy, rolledOut, rolloutResources, rolloutHalted)
 }
 
 // startCounters makes the counters of kind exist at zero, so that a
 // dashboard's rate or increase has a start, and every series is served
 // before its first event.
 func startCounters(kind string) {
-	for _, c := range []*prometheus.CounterVec{appliedObjects, prunedObjects, revertedObjects, fightsStarted} {
+	for _, c := range []*prometheus.CounterVec{appliedObjects, prunedObjects, revertedObjects, fightsStarted, rolledOut} {
 		c.WithLabelValues(kind)
 	}
+	for _, state := range []string{"rolling", "waiting"} {
+		rolloutResources.WithLabelValues(kind, state)
+	}
+	rolloutHalted.WithLabelValues(kind)
 }
 
 // countFights adds the fights one reconcile started, and the corrections

@@ -60,6 +60,8 @@ type Reconciler struct {
 	// conflicts holds, per resource in an ownership conflict, when the
 	// conflict began: the retry backs off with its age.
 	conflicts sync.Map // types.NamespacedName → time.Time
+	// rollout paces template changes (nil: not at all).
+	rollout *rollout
 }
 
 // Timings of the reconcile.
@@ -132,6 +134,13 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		res.record(v1alpha1.ReasonEmptyRender, true, errEmptyRender)
 		return reconcile.Result{}, nil
 	}
+	digest := renderDigest(res.desired)
+	if waiting, err := r.awaitTurn(ctx, cr, res, digest); err != nil || waiting {
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{RequeueAfter: wait.Jitter(rolloutBackstop, 0.2)}, nil
+	}
 	if err := r.ensureFinalizer(ctx, cr, res.desired); err != nil {
 		if apierrors.IsConflict(err) {
 			// The resource changed since the cache saw it: nothing happened
@@ -159,6 +168,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	if err != nil {
 		return reconcile.Result{}, res.failQuietly(ctx, v1alpha1.ReasonApplyFailed, err)
 	}
+	res.templates, res.renderDigest = r.kind.Templates(), digest
 	if retry, blocked := r.leaveBlocked(ctx, cr, res, out); blocked {
 		return reconcile.Result{RequeueAfter: retry}, nil
 	}
@@ -177,6 +187,46 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		log.V(1).Info("Reconciled", "applied", len(res.applied), "pruned", len(res.pruned), "cr", klog.KObj(cr))
 	}
 	return reconcile.Result{RequeueAfter: nextLook(res, out.waiting)}, nil
+}
+
+// awaitTurn asks the rollout gate whether this reconcile may apply a change
+// that the templates alone bring. When it may not, res records why and the
+// reconcile leaves the objects as they are.
+func (r *Reconciler) awaitTurn(ctx context.Context, cr v1alpha1.Object, res *result, digest string) (bool, error) {
+	v, err := r.rollout.admit(ctx, client.ObjectKeyFromObject(cr), r.rollout.templateChange(cr, digest))
+	if err != nil {
+		return false, res.fail(v1alpha1.ReasonApplyFailed, false, err)
+	}
+	switch {
+	case v.started:
+		ctrl.LoggerFrom(ctx).Info("Rolling out a change of the templates", "templates", r.kind.Templates(), "from", cr.StencilStatus().Templates)
+		r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "RollingOut", "Apply",
+			"Applying version %s of the templates, which changes this resource's objects; stencil rolls such changes out to at most %d %s resources at a time",
+			r.kind.Templates(), r.rollout.opts.Batch, r.kind.GroupVersionKind().Kind)
+	case v.halted:
+		res.record(v1alpha1.ReasonRolloutHalted, true, errors.New(r.rollout.waitMessage(v)))
+	case v.wait:
+		res.record(v1alpha1.ReasonRolloutWaiting, false, errors.New(r.rollout.waitMessage(v)))
+	}
+	return v.wait, nil
+}
+
+// settleRollout tells the rollout gate how the reconcile of a resource
+// ended, once its status says so, and reports a halt it causes.
+func (r *Reconciler) settleRollout(ctx context.Context, cr v1alpha1.Object, res *result) {
+	f := res.healthFailure()
+	failed := ""
+	if f != nil && f.stalled {
+		failed = f.err.Error()
+	}
+	why, halted := r.rollout.settle(client.ObjectKeyFromObject(cr), f == nil, failed)
+	if !halted {
+		return
+	}
+	ctrl.LoggerFrom(ctx).Info("The rollout of a change of the templates halted", "templates", r.kind.Templates(), "why", why)
+	r.recorder.Eventf(cr, nil, corev1.EventTypeWarning, v1alpha1.ReasonRolloutHalted, "Rollout",
+		"Version %s of the templates reached this resource and %s; stencil halted its rollout to the other %s resources until this one is Ready or deleted. Fix it, or roll stencil back to the previous templates",
+		r.kind.Templates(), why, r.kind.GroupVersionKind().Kind)
 }
 
 func newRewrites() workqueue.TypedRateLimiter[types.NamespacedName] {
@@ -275,6 +325,9 @@ func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map
 	if res.paced > 0 && err == nil {
 		ret.RequeueAfter = soonest(ret.RequeueAfter, res.paced)
 	}
+	if res.paced == 0 && err == nil {
+		r.settleRollout(ctx, cr, res)
+	}
 	nn := client.ObjectKeyFromObject(cr)
 	if !res.othersWrote {
 		r.rewrites.Forget(nn)
@@ -296,6 +349,7 @@ func (r *Reconciler) forget(nn types.NamespacedName) {
 	r.rewrites.Forget(nn)
 	r.waiters.forget(nn)
 	r.conflicts.Delete(nn)
+	r.rollout.forget(nn)
 	r.owners.Range(func(uid, owner any) bool {
 		if owner == nn {
 			r.owners.Delete(uid)
@@ -335,6 +389,9 @@ type result struct {
 	// fights are the corrections that wait because another writer keeps
 	// changing the fields back.
 	fights []deferredCorrection
+	// templates and renderDigest: the version of the templates and the
+	// render this reconcile applied (empty when it applied nothing).
+	templates, renderDigest string
 }
 
 // failure is why a reconcile did not reach the desired state.

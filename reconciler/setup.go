@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/render"
@@ -37,6 +40,9 @@ type Options struct {
 	// DefaultReconcileTimeout. The status write that ends a reconcile has a
 	// deadline of its own, so a reconcile that ran out of time still says so.
 	ReconcileTimeout time.Duration
+	// Rollout paces changes that the templates alone bring to converged
+	// resources; the zero value applies them at once.
+	Rollout RolloutOptions
 }
 
 // DefaultReconcileTimeout bounds a reconcile when Options leave it unset.
@@ -86,7 +92,10 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 			recorder: mgr.GetEventRecorder("stencil"),
 			applier:  &applier{client: mgr.GetClient(), reader: mgr.GetAPIReader(), types: types, claims: firstApplies, fights: newFights()},
 			rewrites: newRewrites(),
+			rollout:  newRollout(gvk.Kind, k.Templates(), opts.Rollout),
 		}
+		r.rollout.newObject = func() client.Object { return k.New() }
+		r.rollout.list = listOf(mgr.GetClient(), mgr.GetScheme(), gvk)
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(strings.ToLower(gvk.Kind)).
 			For(k.New(), builder.WithPredicates(predicate.Funcs{UpdateFunc: r.notOwnStatusWrite})).
@@ -95,6 +104,7 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 				SkipNameValidation:      &opts.SkipNameValidation,
 				ReconciliationTimeout:   cmp.Or(opts.ReconcileTimeout, DefaultReconcileTimeout),
 			})
+		b = b.WatchesRawSource(source.Channel(r.rollout.wake, &handler.EnqueueRequestForObject{}))
 		for _, t := range k.Declaration().Owns {
 			b = r.watchOwned(b, t.GroupVersionKind())
 		}
@@ -106,6 +116,31 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 		}
 	}
 	return nil
+}
+
+// listOf reads the custom resources of a kind from the cache.
+func listOf(c client.Reader, scheme *runtime.Scheme, gvk schema.GroupVersionKind) func(context.Context) ([]v1alpha1.Object, error) {
+	return func(ctx context.Context) ([]v1alpha1.Object, error) {
+		obj, err := scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err != nil {
+			return nil, err
+		}
+		list := obj.(client.ObjectList)
+		if err := c.List(ctx, list); err != nil {
+			return nil, err
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]v1alpha1.Object, 0, len(items))
+		for _, item := range items {
+			if cr, ok := item.(v1alpha1.Object); ok {
+				out = append(out, cr)
+			}
+		}
+		return out, nil
+	}
 }
 
 // ownerUIDIndex indexes the cached objects of every declared type by their

@@ -258,6 +258,9 @@ func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPo
 	after := before.DeepCopy()
 	setReadyCondition(after, res)
 	setProgressConditions(after, res)
+	if res.templates != "" {
+		after.Templates, after.RenderDigest = res.templates, res.renderDigest
+	}
 	if res.ok() {
 		after.ObservedGeneration = res.generation
 		after.Inventory = inventory(res.desired)
@@ -299,7 +302,7 @@ func failureMessage(s *v1alpha1.Status, f *failure) string {
 		return "The resource is being deleted, and deleting its cluster-scoped objects failed: " + f.err.Error() + ". Its finalizer stays until they are gone; stencil retries with backoff."
 	case v1alpha1.ReasonDeleting:
 		return "The resource is being deleted: " + f.err.Error() + ". It may still wait for other finalizers."
-	case v1alpha1.ReasonProgressing, v1alpha1.ReasonHealthCheckFailed:
+	case v1alpha1.ReasonProgressing, v1alpha1.ReasonHealthCheckFailed, v1alpha1.ReasonRolloutWaiting, v1alpha1.ReasonRolloutHalted:
 		return f.err.Error()
 	case v1alpha1.ReasonStatusFailed:
 		return "Status failed: " + f.err.Error() + ". The objects are applied; fix the status template."

@@ -2,6 +2,8 @@ package render
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"path"
@@ -122,6 +124,7 @@ type Kind struct {
 	manifests   []string // template names rendered as manifests, sorted
 	kustomize   bool
 	status      bool // has a status template
+	digest      string
 }
 
 // Load parses a kind's folder once: every template with missingkey=error and
@@ -158,7 +161,28 @@ func Load(def Definition) (*Kind, error) {
 		return nil, fmt.Errorf("kind %s: no *.yaml templates", name)
 	}
 	slices.Sort(k.manifests)
+	if k.digest, err = digestFolder(def.Templates, entries); err != nil {
+		return nil, fmt.Errorf("kind %s: %w", name, err)
+	}
 	return k, nil
+}
+
+// digestFolder is "sha256:" and the first 12 hex digits of a digest of
+// every file of a kind's folder, names and contents, in name order.
+func digestFolder(fsys fs.FS, entries []fs.DirEntry) (string, error) {
+	h := sha256.New()
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		src, err := fs.ReadFile(fsys, e.Name())
+		if err != nil {
+			return "", fmt.Errorf("reading %s: %w", e.Name(), err)
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", e.Name(), len(src))
+		h.Write(src)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
 func (k *Kind) parse(e fs.DirEntry) error {
@@ -200,6 +224,10 @@ func (k *Kind) JudgesHealth(gvk schema.GroupVersionKind) bool {
 	t, ok := k.owns[gvk]
 	return ok && t.JudgesHealth()
 }
+
+// Templates is the version of the kind's templates: a digest of its
+// folder, which any edit of a template changes.
+func (k *Kind) Templates() string { return k.digest }
 
 // Declaration returns the kind's declared types.
 func (k *Kind) Declaration() Declaration { return k.declaration }

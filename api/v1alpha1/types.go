@@ -58,13 +58,26 @@ type Status struct {
 	// +listType=atomic
 	// +optional
 	Drift []ObjectDrift `json:"drift,omitempty"`
+
+	// Templates is the version of the kind's templates that stencil last
+	// applied this resource with ("sha256:" and the start of a digest of
+	// the kind's template folder). A stencil whose templates differ rolls
+	// their change out at a bounded pace (see --rollout-batch).
+	// +optional
+	Templates string `json:"templates,omitempty"`
+
+	// RenderDigest is a digest of the objects stencil last applied: a new
+	// version of the templates that renders the same objects for this
+	// resource changes nothing and is not paced.
+	// +optional
+	RenderDigest string `json:"renderDigest,omitempty"`
 }
 
 // IsSharedStatusField reports whether a status field belongs to [Status],
 // which stencil itself writes; a kind's status template may not set it.
 func IsSharedStatusField(name string) bool {
 	switch name {
-	case "observedGeneration", "conditions", "inventory", "drift":
+	case "observedGeneration", "conditions", "inventory", "drift", "templates", "renderDigest":
 		return true
 	}
 	return false
@@ -186,6 +199,14 @@ const (
 	// ReasonHealthCheckFailed: every object is applied, and kstatus says
 	// some failed (a Deployment past its progress deadline, a failed Job).
 	ReasonHealthCheckFailed = "HealthCheckFailed"
+	// ReasonRolloutWaiting: a new version of the templates changes this
+	// resource's objects; stencil rolls such changes out to a few resources
+	// of the kind at a time and applies this one when its turn comes.
+	ReasonRolloutWaiting = "RolloutWaiting"
+	// ReasonRolloutHalted: the rollout of a new version of the templates
+	// stopped because a resource it already reached did not become Ready in
+	// time; this resource keeps its objects as they are until that changes.
+	ReasonRolloutHalted = "RolloutHalted"
 )
 
 // Labels and annotations that stencil puts on every object it applies.

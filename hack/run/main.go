@@ -61,7 +61,9 @@ func run(ctx context.Context, forceLocal bool, samples string) error {
 		}
 	}
 	operator := exec.Command(filepath.Join(bin, "stencil"),
-		"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081")
+		"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081",
+		// A template edited on a developer's machine reaches every resource at once.
+		"--rollout-batch=0")
 	operator.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	operator.Stdout, operator.Stderr = os.Stdout, os.Stderr
 	// Its own process group: Ctrl-C reaches only us, and we stop it with one

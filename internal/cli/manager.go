@@ -34,6 +34,7 @@ type managerOptions struct {
 	qps              float32
 	burst            int
 	compression      bool
+	rollout          reconciler.RolloutOptions
 }
 
 func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
@@ -50,6 +51,8 @@ func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 	// limit would only slow convergence.
 	fs.Float32Var(&o.qps, "kube-api-qps", 500, "Client-side limit on requests per second to the API server.")
 	fs.IntVar(&o.burst, "kube-api-burst", 1000, "Client-side burst of requests to the API server.")
+	fs.IntVar(&o.rollout.Batch, "rollout-batch", reconciler.DefaultRolloutBatch, "Resources per kind that a change of the templates alone (a new stencil version) reaches at a time: the next one gets it when one of those is Ready. 0 applies such changes to every resource at once. Spec changes are never held back.")
+	fs.DurationVar(&o.rollout.Deadline, "rollout-deadline", reconciler.DefaultRolloutDeadline, "How long a resource that a template change reached may take to become Ready before the rollout of its kind halts.")
 	fs.BoolVar(&o.compression, "kube-api-compression", false, "Ask the API server to gzip its answers and watch streams (for a slow link; costs its CPU).")
 }
 
@@ -109,7 +112,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w (are the CRDs installed? `make install` installs them)", err)
 	}
-	if err := reconciler.Setup(mgr, loaded, reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout}); err != nil {
+	if err := reconciler.Setup(mgr, loaded, reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout}); err != nil {
 		return fmt.Errorf("%w (are the CRDs installed? `make install` installs them)", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

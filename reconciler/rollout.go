@@ -1,0 +1,359 @@
+package reconciler
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+// A paced rollout of template changes. With stencil the operator is its
+// templates: a new version of them changes the desired state of every
+// resource of a kind at once. A change that reaches a converged resource
+// through the templates alone (its spec did not change) goes to at most
+// RolloutOptions.Batch resources of the kind at a time; the next one goes
+// when one of those is Ready. When one of them does not become Ready
+// within RolloutOptions.Deadline, or kstatus says it failed, the rollout of
+// the kind halts until that resource is Ready or gone. Spec changes, new
+// resources and resources that were not Ready are never held back.
+//
+// What is rolling lives in this process; a new process (a restart, a new
+// leader) takes the resources whose status shows the new templates and a
+// Ready condition that is not True yet (Progressing, HealthCheckFailed) as
+// rolling since that condition's last transition.
+
+// RolloutOptions pace the rollout of template changes.
+type RolloutOptions struct {
+	// Batch is how many resources of a kind at a time may carry a template
+	// change that has not made them Ready yet; 0 applies template changes
+	// at once.
+	Batch int
+	// Deadline: a resource that is not Ready this long after a template
+	// change reached it halts the rollout of its kind.
+	Deadline time.Duration
+}
+
+// Defaults of RolloutOptions: the operator's flags start from these.
+const (
+	DefaultRolloutBatch    = 10
+	DefaultRolloutDeadline = 10 * time.Minute
+	// rolloutBackstop: a waiting resource looks again this soon even if
+	// no turn was handed to it (it is woken when one is).
+	rolloutBackstop = time.Minute
+)
+
+// rollout is the gate of one kind.
+type rollout struct {
+	kind      string
+	templates string
+	opts      RolloutOptions
+	// wake enqueues resources (the controller watches it).
+	wake chan event.GenericEvent
+	// newObject is an empty custom resource of the kind, for wake events.
+	newObject func() client.Object
+	// list reads the kind's resources from the cache, once, to find what a
+	// previous process left rolling.
+	list func(context.Context) ([]v1alpha1.Object, error)
+
+	mu      sync.Mutex
+	seeded  bool
+	rolling map[types.NamespacedName]*rolled
+	waiting []types.NamespacedName // in the order they came
+}
+
+// rolled is a resource that a template change reached.
+type rolled struct {
+	since time.Time
+	// failed is why kstatus says it failed; empty while it may still
+	// become Ready.
+	failed   string
+	reported bool // the halt it caused has been told in an event
+	timer    *time.Timer
+}
+
+// turn is what the gate says to one reconcile.
+type turn struct {
+	// wait: leave the resource's objects as they are.
+	wait bool
+	// halted (with wait): the rollout halted because of culprit, for why.
+	halted  bool
+	culprit types.NamespacedName
+	why     string
+	// started: the change reaches this resource now.
+	started bool
+}
+
+func newRollout(kind, templates string, opts RolloutOptions) *rollout {
+	return &rollout{kind: kind, templates: templates, opts: opts, wake: make(chan event.GenericEvent, 1024),
+		rolling: map[types.NamespacedName]*rolled{}}
+}
+
+// paces reports whether the gate holds back template changes at all.
+func (g *rollout) paces() bool { return g != nil && g.opts.Batch > 0 }
+
+// templateChange reports whether desired (with digest renderDigest) brings a
+// change of the templates alone to a converged resource: one that was
+// applied with other templates, was Ready (or waits for its turn), has no
+// newer spec, and whose objects the new templates render otherwise.
+func (g *rollout) templateChange(cr v1alpha1.Object, digest string) bool {
+	s := cr.StencilStatus()
+	if !g.paces() || s.Templates == "" || s.Templates == g.templates || s.RenderDigest == digest || cr.GetGeneration() != s.ObservedGeneration {
+		return false
+	}
+	ready := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionReady)
+	if ready == nil {
+		return false
+	}
+	return ready.Status == metav1.ConditionTrue || ready.Reason == v1alpha1.ReasonRolloutWaiting || ready.Reason == v1alpha1.ReasonRolloutHalted
+}
+
+// admit decides for a resource whose reconcile would bring it a change of
+// the templates alone (change), and lets every other one pass.
+func (g *rollout) admit(ctx context.Context, nn types.NamespacedName, change bool) (turn, error) {
+	if !g.paces() {
+		return turn{}, nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !change {
+		g.dropWaiting(nn)
+		return turn{}, nil
+	}
+	if err := g.seed(ctx); err != nil {
+		return turn{}, err
+	}
+	if _, ok := g.rolling[nn]; ok {
+		return turn{}, nil // reached already; this reconcile goes on with it
+	}
+	if culprit, why, halted := g.haltedBy(); halted {
+		g.addWaiting(nn)
+		return turn{wait: true, halted: true, culprit: culprit, why: why}, nil
+	}
+	if len(g.rolling) >= g.opts.Batch {
+		g.addWaiting(nn)
+		return turn{wait: true}, nil
+	}
+	g.dropWaiting(nn)
+	g.start(nn, time.Now())
+	rolledOut.WithLabelValues(g.kind).Inc()
+	return turn{started: true}, nil
+}
+
+// start records that the change reached nn at since, and looks at it again
+// at its deadline. The caller holds g.mu.
+func (g *rollout) start(nn types.NamespacedName, since time.Time) {
+	e := &rolled{since: since}
+	e.timer = time.AfterFunc(max(time.Until(since.Add(g.opts.Deadline)), 0)+time.Millisecond, func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.rolling[nn] == e {
+			// The deadline passed: the culprit reports the halt, the
+			// waiting resources say they are halted.
+			g.enqueue(append([]types.NamespacedName{nn}, g.waiting...))
+			g.gauges()
+		}
+	})
+	g.rolling[nn] = e
+	g.gauges()
+}
+
+// seed takes, once, what a previous process left rolling. The caller holds
+// g.mu.
+func (g *rollout) seed(ctx context.Context) error {
+	if g.seeded {
+		return nil
+	}
+	crs, err := g.list(ctx)
+	if err != nil {
+		return fmt.Errorf("listing the %s resources for the rollout: %w", g.kind, err)
+	}
+	for _, cr := range crs {
+		s := cr.StencilStatus()
+		ready := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionReady)
+		if s.Templates != g.templates || cr.GetGeneration() != s.ObservedGeneration || ready == nil ||
+			(ready.Reason != v1alpha1.ReasonProgressing && ready.Reason != v1alpha1.ReasonHealthCheckFailed) {
+			continue
+		}
+		g.start(client.ObjectKeyFromObject(cr), ready.LastTransitionTime.Time)
+		if ready.Reason == v1alpha1.ReasonHealthCheckFailed {
+			g.rolling[client.ObjectKeyFromObject(cr)].failed = ready.Message
+		}
+	}
+	g.seeded = true
+	return nil
+}
+
+// haltedBy is the rolled resource that halts the rollout (the one reached
+// first, when several do), and why. The caller holds g.mu.
+func (g *rollout) haltedBy() (types.NamespacedName, string, bool) {
+	var culprit types.NamespacedName
+	var first *rolled
+	for nn, e := range g.rolling {
+		if (e.failed != "" || time.Since(e.since) > g.opts.Deadline) && (first == nil || e.since.Before(first.since)) {
+			culprit, first = nn, e
+		}
+	}
+	if first == nil {
+		return culprit, "", false
+	}
+	if first.failed != "" {
+		return culprit, "kstatus says it failed: " + first.failed, true
+	}
+	return culprit, "it is not Ready " + g.opts.Deadline.String() + " after the change reached it", true
+}
+
+// settle records how the reconcile of a resource the change reached ended,
+// once its status says so: Ready lets the next resource go, a failure
+// halts the rollout. It reports a halt that nn causes and that no event has
+// told yet.
+func (g *rollout) settle(nn types.NamespacedName, ready bool, failed string) (string, bool) {
+	if !g.paces() {
+		return "", false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	defer g.gauges()
+	e, ok := g.rolling[nn]
+	if !ok {
+		return "", false
+	}
+	if ready {
+		g.release(nn)
+		return "", false
+	}
+	if failed != "" && e.failed == "" {
+		e.failed = failed
+		g.enqueue(g.waiting) // they say they are halted now
+	}
+	culprit, why, halted := g.haltedBy()
+	if !halted || culprit != nn || e.reported {
+		return "", false
+	}
+	e.reported = true
+	return why, true
+}
+
+// forget drops a deleted resource.
+func (g *rollout) forget(nn types.NamespacedName) {
+	if !g.paces() {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dropWaiting(nn)
+	if _, ok := g.rolling[nn]; ok {
+		g.release(nn)
+	}
+	g.gauges()
+}
+
+// release ends nn's part in the rollout and hands its turn on: to every
+// waiting resource when the rollout was halted (each says anew where it
+// stands), else to as many as there are free turns. The caller holds g.mu.
+func (g *rollout) release(nn types.NamespacedName) {
+	_, _, wasHalted := g.haltedBy()
+	g.rolling[nn].timer.Stop()
+	delete(g.rolling, nn)
+	_, _, halted := g.haltedBy()
+	switch {
+	case wasHalted && !halted:
+		g.enqueue(g.waiting)
+	case !halted:
+		g.enqueue(g.waiting[:min(len(g.waiting), max(g.opts.Batch-len(g.rolling), 0))])
+	}
+	g.gauges()
+}
+
+// enqueue wakes resources, without waiting for the controller. The caller
+// holds g.mu.
+func (g *rollout) enqueue(nns []types.NamespacedName) {
+	if len(nns) == 0 {
+		return
+	}
+	objs := make([]client.Object, 0, len(nns))
+	for _, nn := range nns {
+		o := g.newObject()
+		o.SetNamespace(nn.Namespace)
+		o.SetName(nn.Name)
+		objs = append(objs, o)
+	}
+	go func() {
+		for _, o := range objs {
+			g.wake <- event.GenericEvent{Object: o}
+		}
+	}()
+}
+
+func (g *rollout) addWaiting(nn types.NamespacedName) {
+	if !slices.Contains(g.waiting, nn) {
+		g.waiting = append(g.waiting, nn)
+		g.gauges()
+	}
+}
+
+func (g *rollout) dropWaiting(nn types.NamespacedName) {
+	if i := slices.Index(g.waiting, nn); i >= 0 {
+		g.waiting = slices.Delete(g.waiting, i, i+1)
+		g.gauges()
+	}
+}
+
+// gauges sets the kind's rollout gauges. The caller holds g.mu.
+func (g *rollout) gauges() {
+	_, _, halted := g.haltedBy()
+	rolloutResources.WithLabelValues(g.kind, "rolling").Set(float64(len(g.rolling)))
+	rolloutResources.WithLabelValues(g.kind, "waiting").Set(float64(len(g.waiting)))
+	rolloutHalted.WithLabelValues(g.kind).Set(map[bool]float64{true: 1}[halted])
+}
+
+// waitMessage is the message of a resource the gate holds back.
+func (g *rollout) waitMessage(v turn) string {
+	change := "Version " + g.templates + " of the " + g.kind + " templates changes this resource's objects"
+	if v.halted {
+		return "The rollout of version " + g.templates + " of the " + g.kind + " templates is halted: " + v.culprit.String() +
+			" is not healthy (" + v.why + "). This resource keeps its objects as they are until " + v.culprit.String() +
+			" is Ready or deleted; or roll stencil back to the previous templates. A change of this resource's spec is applied at once."
+	}
+	return change + " and waits for its turn: stencil rolls template changes out to at most " + fmt.Sprint(g.opts.Batch) + " " + g.kind +
+		" resources at a time, and to the next one when one of those is Ready. Its objects stay as they are meanwhile; a change of its spec is applied at once."
+}
+
+// renderDigest is a digest of a render: every object's identity and desired
+// hash, in order.
+func renderDigest(objs []*unstructured.Unstructured) string {
+	h := sha256.New()
+	for _, o := range objs {
+		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\n", o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName(),
+			o.GetAnnotations()[v1alpha1.AnnotationDesiredHash])
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// The rollout's metrics.
+var (
+	rolledOut = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stencil_rollout_started_total",
+		Help: "Resources that a change of the templates alone reached through the paced rollout.",
+	}, []string{"kind"})
+	rolloutResources = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "stencil_rollout_resources",
+		Help: "Resources in the paced rollout of a template change: rolling (reached, not Ready yet) or waiting for their turn.",
+	}, []string{"kind", "state"})
+	rolloutHalted = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "stencil_rollout_halted",
+		Help: "1 while the rollout of a template change is halted because a resource it reached is not healthy.",
+	}, []string{"kind"})
+)

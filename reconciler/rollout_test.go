@@ -1,0 +1,210 @@
+package reconciler
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+)
+
+func widgetWithStatus(name string, generation int64, s v1alpha1.Status) *testv1alpha1.Widget {
+	w := &testv1alpha1.Widget{}
+	w.Name, w.Namespace, w.Generation = name, "ns", generation
+	w.Status.Status = s
+	return w
+}
+
+func readyCondition(status metav1.ConditionStatus, reason string, since time.Time) []metav1.Condition {
+	return []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: status, Reason: reason, LastTransitionTime: metav1.NewTime(since)}}
+}
+
+func TestTemplateChange(t *testing.T) {
+	ready := readyCondition(metav1.ConditionTrue, v1alpha1.ReasonReconciled, time.Now())
+	converged := v1alpha1.Status{ObservedGeneration: 2, Templates: "sha256:old", RenderDigest: "sha256:r1", Conditions: ready}
+	with := func(change func(*v1alpha1.Status)) v1alpha1.Status {
+		s := *converged.DeepCopy()
+		change(&s)
+		return s
+	}
+	cases := []struct {
+		name       string
+		generation int64
+		status     v1alpha1.Status
+		batch      int
+		want       bool
+	}{
+		{"converged, new templates, new render", 2, converged, 2, true},
+		{"pacing off", 2, converged, 0, false},
+		{"spec changed too", 3, converged, 2, false},
+		{"same render", 2, with(func(s *v1alpha1.Status) { s.RenderDigest = "sha256:r2" }), 2, false},
+		{"same templates", 2, with(func(s *v1alpha1.Status) { s.Templates = "sha256:new" }), 2, false},
+		{"never applied with a known version", 2, with(func(s *v1alpha1.Status) { s.Templates = "" }), 2, false},
+		{"not Ready", 2, with(func(s *v1alpha1.Status) {
+			s.Conditions = readyCondition(metav1.ConditionFalse, v1alpha1.ReasonApplyFailed, time.Now())
+		}), 2, false},
+		{"waiting for its turn", 2, with(func(s *v1alpha1.Status) {
+			s.Conditions = readyCondition(metav1.ConditionFalse, v1alpha1.ReasonRolloutWaiting, time.Now())
+		}), 2, true},
+		{"halted", 2, with(func(s *v1alpha1.Status) {
+			s.Conditions = readyCondition(metav1.ConditionFalse, v1alpha1.ReasonRolloutHalted, time.Now())
+		}), 2, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := newRollout("Widget", "sha256:new", RolloutOptions{Batch: c.batch, Deadline: time.Minute})
+			if got := g.templateChange(widgetWithStatus("w", c.generation, c.status), "sha256:r2"); got != c.want {
+				t.Errorf("templateChange = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// gate is a rollout whose wake-ups the test reads.
+func gate(t *testing.T, opts RolloutOptions, existing ...v1alpha1.Object) *rollout {
+	t.Helper()
+	g := newRollout("Widget", "sha256:new", opts)
+	g.newObject = func() client.Object { return &testv1alpha1.Widget{} }
+	g.list = func(context.Context) ([]v1alpha1.Object, error) { return existing, nil }
+	return g
+}
+
+// woken collects the resources the gate wakes within a short while.
+func woken(g *rollout) []string {
+	var names []string
+	deadline := time.After(100 * time.Millisecond)
+	for {
+		select {
+		case e := <-g.wake:
+			names = append(names, e.Object.GetName())
+		case <-deadline:
+			slices.Sort(names)
+			return slices.Compact(names)
+		}
+	}
+}
+
+func nn(name string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: name} }
+
+func mustAdmit(t *testing.T, g *rollout, name string) turn {
+	t.Helper()
+	v, err := g.admit(context.Background(), nn(name), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// Two at a time: the third waits, and goes when one of the first is Ready;
+// a failed one halts the rollout (told once), and its recovery resumes it.
+func TestRolloutBatches(t *testing.T) {
+	g := gate(t, RolloutOptions{Batch: 2, Deadline: time.Hour})
+	for _, name := range []string{"a", "b"} {
+		if v := mustAdmit(t, g, name); !v.started {
+			t.Fatalf("%s: %+v, want started", name, v)
+		}
+	}
+	if v := mustAdmit(t, g, "a"); v.wait || v.started {
+		t.Errorf("a again: %+v, want to go on without a new start", v)
+	}
+	for _, name := range []string{"c", "d"} {
+		if v := mustAdmit(t, g, name); !v.wait || v.halted {
+			t.Fatalf("%s: %+v, want to wait", name, v)
+		}
+	}
+	if _, halted := g.settle(nn("a"), false, ""); halted {
+		t.Error("a progressing halted the rollout")
+	}
+	if got := woken(g); len(got) != 0 {
+		t.Errorf("woken while nothing is Ready: %v", got)
+	}
+	g.settle(nn("a"), true, "")
+	if got := woken(g); !slices.Equal(got, []string{"c"}) {
+		t.Errorf("woken after a is Ready: %v, want [c], the first waiting", got)
+	}
+	if v := mustAdmit(t, g, "c"); !v.started {
+		t.Fatalf("c after a turn was free: %+v", v)
+	}
+	why, halted := g.settle(nn("b"), false, "Deployment web: progress deadline exceeded")
+	if !halted || why == "" {
+		t.Fatalf("b failed: halt not reported (%q, %v)", why, halted)
+	}
+	if _, again := g.settle(nn("b"), false, "Deployment web: progress deadline exceeded"); again {
+		t.Error("the halt was reported twice")
+	}
+	if got := woken(g); !slices.Equal(got, []string{"d"}) {
+		t.Errorf("woken by the halt: %v, want the waiting [d]", got)
+	}
+	v := mustAdmit(t, g, "d")
+	if !v.wait || !v.halted || v.culprit != nn("b") {
+		t.Fatalf("d while b failed: %+v, want halted by b", v)
+	}
+	if msg := g.waitMessage(v); !containsAll(msg, "halted", "ns/b", "progress deadline exceeded") {
+		t.Errorf("message %q does not say what halted the rollout", msg)
+	}
+	g.settle(nn("b"), true, "")
+	if got := woken(g); !slices.Equal(got, []string{"d"}) {
+		t.Errorf("woken when the halt ended: %v, want [d]", got)
+	}
+	if v := mustAdmit(t, g, "d"); !v.started {
+		t.Errorf("d after the halt ended: %+v, want started", v)
+	}
+	if v, _ := g.admit(context.Background(), nn("e"), false); v.wait {
+		t.Error("a resource without a template change was held back")
+	}
+}
+
+// A resource not Ready by the deadline halts the rollout; the timer wakes
+// it (to report) and the waiting ones (to say so).
+func TestRolloutDeadline(t *testing.T) {
+	g := gate(t, RolloutOptions{Batch: 1, Deadline: 50 * time.Millisecond})
+	mustAdmit(t, g, "a")
+	if v := mustAdmit(t, g, "b"); !v.wait || v.halted {
+		t.Fatalf("b: %+v, want to wait", v)
+	}
+	time.Sleep(60 * time.Millisecond)
+	if got := woken(g); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("woken at the deadline: %v, want [a b]", got)
+	}
+	if v := mustAdmit(t, g, "b"); !v.halted || v.culprit != nn("a") {
+		t.Errorf("b after a's deadline: %+v, want halted by a", v)
+	}
+	if why, halted := g.settle(nn("a"), false, ""); !halted || why == "" {
+		t.Errorf("a past its deadline: halt not reported")
+	}
+	g.forget(nn("a"))
+	if got := woken(g); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("woken when a was deleted: %v, want [b]", got)
+	}
+}
+
+// A new process takes what the previous one left rolling from the
+// resources' status: one Progressing at the new templates for longer than
+// the deadline halts the rollout.
+func TestRolloutSeedsFromStatus(t *testing.T) {
+	old := time.Now().Add(-time.Hour)
+	left := widgetWithStatus("left", 1, v1alpha1.Status{ObservedGeneration: 1, Templates: "sha256:new",
+		Conditions: readyCondition(metav1.ConditionFalse, v1alpha1.ReasonProgressing, old)})
+	done := widgetWithStatus("done", 1, v1alpha1.Status{ObservedGeneration: 1, Templates: "sha256:new",
+		Conditions: readyCondition(metav1.ConditionTrue, v1alpha1.ReasonReconciled, old)})
+	g := gate(t, RolloutOptions{Batch: 5, Deadline: time.Minute}, left, done)
+	if v := mustAdmit(t, g, "x"); !v.halted || v.culprit != nn("left") {
+		t.Errorf("x: %+v, want halted by the resource left Progressing", v)
+	}
+}
+
+func containsAll(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
