@@ -20,7 +20,13 @@ import (
 // standard output and exit code.
 func stencil(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), filepath.Join(binDir, "stencil"), args...)
+	return stencilBinary(t, filepath.Join(binDir, "stencil"), args...)
+}
+
+// stencilBinary is stencil with another build.
+func stencilBinary(t *testing.T, bin string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -57,6 +57,12 @@ func setUpServiceAccount() error {
 // ServiceAccount, with leader election, and waits for its readiness probe.
 // Only the leader reconciles, so several may run at once.
 func startOperator(name string) (*operator, error) {
+	return startBinary(name, filepath.Join(binDir, "stencil"))
+}
+
+// startBinary is startOperator with another build of stencil, and more
+// flags.
+func startBinary(name, bin string, flags ...string) (*operator, error) {
 	probe, err := freeAddress()
 	if err != nil {
 		return nil, err
@@ -70,8 +76,8 @@ func startOperator(name string) (*operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	op.cmd = exec.Command(filepath.Join(binDir, "stencil"), "--metrics-bind-address="+metrics, "--metrics-secure",
-		"--health-probe-bind-address="+probe, "--leader-elect", "--leader-election-namespace=stencil-system")
+	op.cmd = exec.Command(bin, append([]string{"--metrics-bind-address=" + metrics, "--metrics-secure",
+		"--health-probe-bind-address=" + probe, "--leader-elect", "--leader-election-namespace=stencil-system"}, flags...)...)
 	op.cmd.Env = append(os.Environ(), "KUBECONFIG="+saKubeconfig)
 	op.cmd.Stdout, op.cmd.Stderr = log, log
 	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -39,7 +39,9 @@ type result struct {
 	QuietWindow time.Duration `json:"quietWindowNanoseconds,omitempty"`
 	Drift       driftFigures  `json:"drift,omitzero"`
 	Health      healthFigures `json:"health,omitzero"`
-	PeakRSSKiB  int64         `json:"peakRSSKiB"`
+	// Preview is `stencil diff --all` over the converged MyWebs.
+	Preview    previewFigures `json:"preview,omitzero"`
+	PeakRSSKiB int64          `json:"peakRSSKiB"`
 	// FileRSSKiB is the part of the RSS at the end that is file-backed: the
 	// binary's pages.
 	FileRSSKiB int64 `json:"fileRSSKiB"`
@@ -108,6 +110,8 @@ func printRun(r *result) {
 			fmt.Printf("  drift correction over %d changes: p50 %s, p99 %s, max %s\n", r.Drift.Changes, ms(r.Drift.P50), ms(r.Drift.P99), ms(r.Drift.Max))
 			fmt.Printf("  health: every MyWeb Ready %s after the bench began its Deployments' rollout (pods created, then available; writing took %s); stencil sent %d requests (%s)\n",
 				elapsed(r.Health.Ready), elapsed(r.Health.Marked), r.Health.Requests.total(), r.Health.Requests)
+			fmt.Printf("  upgrade preview: stencil diff --all took %s, %d requests (%s), exit %d; %q\n",
+				elapsed(r.Preview.Took), r.Preview.Requests.total(), r.Preview.Requests, r.Preview.Exit, r.Preview.Summary)
 		}
 		fmt.Printf("  CPU %.2f s at convergence\n", r.ConvergeCPUSeconds)
 	}

@@ -78,6 +78,9 @@ func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *resul
 	if r.Health, err = measureHealth(ctx, e, w, n); err != nil {
 		return nil, err
 	}
+	if r.Preview, err = measurePreview(ctx, cfg, e); err != nil {
+		return nil, err
+	}
 	if r.PeakRSSKiB, r.FileRSSKiB, err = op.memory(); err != nil {
 		return nil, err
 	}

@@ -35,18 +35,40 @@ var errDifferent = &exitError{code: 1, err: errors.New("the cluster differs from
 
 func newDiffCommand() *cobra.Command {
 	var file, namespace string
+	var all bool
+	fleet := fleetOptions{}
 	cmd := &cobra.Command{
-		Use:   "diff -f FILE",
+		Use:   "diff (-f FILE | --all [-v])",
 		Short: "Diff what the operator would apply for custom resources against the cluster",
-		Long: `diff renders a file of custom resources, as the operator would, asks the API
-server what each object would become (server-side apply, dry run, field
-manager stencil) and prints a unified diff per object against the live one,
-like kubectl diff. Secret values are masked.
+		Long: `diff renders custom resources, as the operator would, asks the API server
+what each object would become (server-side apply, dry run, field manager
+stencil) and prints a unified diff per object against the live one, like
+kubectl diff. Secret values are masked. Nothing is written.
 
-Exit status: 0 no differences, 1 differences, 2 or more an error.`,
+With -f it diffs the resources of a file. With --all it previews an upgrade
+of stencil: it renders every custom resource of every kind in the cluster
+with this binary's templates and prints, per kind, how many resources would
+stay unchanged, change or fail to render, and how many objects would be
+created, changed or pruned; -v adds what happens to each resource and the
+diffs. Run it with the new binary before you deploy it.
+
+Exit status: 0 no differences, 1 differences, 2 or more an error (with
+--all, also when a resource fails to render with the new templates).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			different, err := runDiff(cmd.Context(), file, namespace, cmd.InOrStdin(), cmd.OutOrStdout())
+			var different, failed bool
+			var err error
+			switch {
+			case all == (file != ""):
+				return &exitError{code: 2, err: errors.New("give either -f FILE or --all")}
+			case all:
+				different, failed, err = runFleetDiff(cmd.Context(), fleet, cmd.OutOrStdout())
+				if err == nil && failed {
+					err = errors.New("some resources fail to render or to diff with these templates (see FAILING; -v says why)")
+				}
+			default:
+				different, err = runDiff(cmd.Context(), file, namespace, cmd.InOrStdin(), cmd.OutOrStdout())
+			}
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
@@ -56,7 +78,13 @@ Exit status: 0 no differences, 1 differences, 2 or more an error.`,
 			return nil
 		},
 	}
-	bindInputFlags(cmd, &file, &namespace)
+	cmd.Flags().StringVarP(&file, "filename", "f", "", `File of custom resources ("-" for standard input).`)
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "Namespace of resources that name none.")
+	cmd.Flags().BoolVar(&all, "all", false, "Diff every custom resource of every kind in the cluster (an upgrade preview).")
+	cmd.Flags().BoolVarP(&fleet.verbose, "verbose", "v", false, "With --all: print what happens to each resource that differs, and the diffs.")
+	cmd.Flags().IntVar(&fleet.concurrency, "concurrency", 16, "With --all: resources diffed at once.")
+	cmd.Flags().Float32Var(&fleet.qps, "kube-api-qps", 100, "Client-side limit on requests per second to the API server.")
+	cmd.Flags().IntVar(&fleet.burst, "kube-api-burst", 200, "Client-side burst of requests to the API server.")
 	return cmd
 }
 
@@ -84,7 +112,7 @@ func runDiff(ctx context.Context, file, namespace string, stdin io.Reader, out i
 			return false, fmt.Errorf("rendering %s %s: %w", cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), err)
 		}
 		for _, o := range objs {
-			d, err := diffObject(ctx, c, o)
+			d, _, err := diffObjectOf(ctx, c, o)
 			if err != nil {
 				return false, err
 			}
@@ -100,9 +128,9 @@ func runDiff(ctx context.Context, file, namespace string, stdin io.Reader, out i
 	return different, nil
 }
 
-// diffObject dry-runs the apply of o and diffs the result against the live
-// object.
-func diffObject(ctx context.Context, c client.Client, o *unstructured.Unstructured) (string, error) {
+// diffObjectOf dry-runs the apply of o and diffs the result against the
+// live object, which existed or not.
+func diffObjectOf(ctx context.Context, c client.Client, o *unstructured.Unstructured) (string, bool, error) {
 	name := o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(o.GroupVersionKind())
@@ -111,28 +139,29 @@ func diffObject(ctx context.Context, c client.Client, o *unstructured.Unstructur
 	case apierrors.IsNotFound(err):
 		live = nil
 	case err != nil:
-		return "", fmt.Errorf("reading %s: %w", name, err)
+		return "", false, fmt.Errorf("reading %s: %w", name, err)
 	}
 	merged := o.DeepCopy()
 	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(merged), client.FieldOwner(reconciler.FieldManager), client.ForceOwnership, client.DryRunAll)
 	if err != nil {
-		return "", fmt.Errorf("dry-run apply of %s: %w", name, err)
+		return "", false, fmt.Errorf("dry-run apply of %s: %w", name, err)
 	}
 	a, err := comparable(live)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	b, err := comparable(merged)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if a == b {
-		return "", nil
+		return "", live != nil, nil
 	}
-	return difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+	diff, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
 		A: difflib.SplitLines(a), B: difflib.SplitLines(b),
 		FromFile: "live/" + name, ToFile: "merged/" + name, Context: 3,
 	})
+	return diff, live != nil, err
 }
 
 // comparable is an object as YAML without the fields every write changes,
@@ -160,9 +189,18 @@ func comparable(o *unstructured.Unstructured) (string, error) {
 
 // newClient is a client of the current kubeconfig that knows stencil's kinds.
 func newClient() (client.Client, error) {
+	return newClientWith(0, 0)
+}
+
+// newClientWith is newClient with client-side limits on requests (0: the
+// defaults).
+func newClientWith(qps float32, burst int) (client.Client, error) {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	if qps > 0 {
+		cfg.QPS, cfg.Burst = qps, max(burst, 1)
 	}
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), kinds.AddToScheme(scheme)); err != nil {

@@ -1,0 +1,235 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/render"
+)
+
+// fleetOptions tune `diff --all`.
+type fleetOptions struct {
+	verbose     bool
+	concurrency int
+	qps         float32
+	burst       int
+}
+
+// resourceDiff is what this binary's templates would do to one existing
+// custom resource.
+type resourceDiff struct {
+	kind, namespace, name string
+	// err: the render failed, or the API server could not answer.
+	err    error
+	render bool // err is a render failure
+	// Objects that would be created, changed or pruned, as
+	// "Kind namespace/name".
+	created, changed, pruned []string
+	diffs                    []string
+}
+
+func (d *resourceDiff) different() bool {
+	return len(d.created)+len(d.changed)+len(d.pruned) > 0
+}
+
+// runFleetDiff renders every custom resource of every kind in the cluster
+// with this binary's templates and compares each object with the live one
+// by a server-side dry-run apply: nothing is written. It prints a summary
+// per kind and, verbose, what differs per resource with its diffs. It
+// reports whether anything differs and whether anything failed.
+func runFleetDiff(ctx context.Context, o fleetOptions, out io.Writer) (different, failed bool, err error) {
+	loaded, err := kinds.Load()
+	if err != nil {
+		return false, false, err
+	}
+	c, err := newClientWith(o.qps, o.burst)
+	if err != nil {
+		return false, false, err
+	}
+	var diffs []*resourceDiff
+	for _, k := range loaded {
+		crs, err := listAll(ctx, c, k)
+		if err != nil {
+			return false, false, err
+		}
+		diffs = append(diffs, diffAll(ctx, c, k, crs, o.concurrency)...)
+	}
+	if o.verbose {
+		if err := printDetails(out, diffs); err != nil {
+			return false, false, err
+		}
+	}
+	if err := printSummary(out, loaded, diffs); err != nil {
+		return false, false, err
+	}
+	for _, d := range diffs {
+		different = different || d.different()
+		failed = failed || d.err != nil
+	}
+	return different, failed, nil
+}
+
+// listAll reads every custom resource of a kind, in every namespace.
+func listAll(ctx context.Context, c client.Client, k *render.Kind) ([]v1alpha1.Object, error) {
+	gvk := k.GroupVersionKind()
+	obj, err := c.Scheme().New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err != nil {
+		return nil, err
+	}
+	list := obj.(client.ObjectList)
+	if err := c.List(ctx, list); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, nil // the CRD is not installed: no resources
+		}
+		return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	crs := make([]v1alpha1.Object, 0, len(items))
+	for _, item := range items {
+		crs = append(crs, item.(v1alpha1.Object))
+	}
+	return crs, nil
+}
+
+// diffAll diffs the resources of one kind, at most concurrency at a time
+// (the client's QPS bounds the requests too).
+func diffAll(ctx context.Context, c client.Client, k *render.Kind, crs []v1alpha1.Object, concurrency int) []*resourceDiff {
+	out := make([]*resourceDiff, len(crs))
+	sem := make(chan struct{}, max(concurrency, 1))
+	var wg sync.WaitGroup
+	for i, cr := range crs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			out[i] = diffResource(ctx, c, k, cr)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// diffResource renders one live custom resource and diffs each object.
+func diffResource(ctx context.Context, c client.Client, k *render.Kind, cr v1alpha1.Object) *resourceDiff {
+	d := &resourceDiff{kind: k.GroupVersionKind().Kind, namespace: cr.GetNamespace(), name: cr.GetName()}
+	objs, err := k.Render(cr)
+	if err != nil {
+		d.err, d.render = err, true
+		return d
+	}
+	rendered := map[string]bool{}
+	for _, o := range objs {
+		name := o.GetKind() + " " + objectName(o.GetNamespace(), o.GetName())
+		rendered[o.GetAPIVersion()+" "+name] = true
+		diff, existed, err := diffObjectOf(ctx, c, o)
+		switch {
+		case err != nil:
+			d.err = err
+			return d
+		case diff == "":
+			continue
+		case existed:
+			d.changed = append(d.changed, name)
+		default:
+			d.created = append(d.created, name)
+		}
+		d.diffs = append(d.diffs, diff)
+	}
+	for _, e := range cr.StencilStatus().Inventory {
+		name := e.Kind + " " + objectName(e.Namespace, e.Name)
+		if !rendered[e.APIVersion+" "+name] {
+			d.pruned = append(d.pruned, name)
+		}
+	}
+	return d
+}
+
+func objectName(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+// printDetails prints, per resource that differs or failed, what would
+// happen and the diffs.
+func printDetails(w io.Writer, diffs []*resourceDiff) error {
+	for _, d := range sorted(diffs) {
+		if !d.different() && d.err == nil {
+			continue
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "# %s %s\n", d.kind, objectName(d.namespace, d.name))
+		if d.err != nil {
+			fmt.Fprintf(&b, "#   error: %v\n", d.err)
+		}
+		for _, list := range []struct {
+			verb  string
+			names []string
+		}{{"create", d.created}, {"change", d.changed}, {"prune", d.pruned}} {
+			for _, n := range list.names {
+				fmt.Fprintf(&b, "#   %s %s\n", list.verb, n)
+			}
+		}
+		for _, diff := range d.diffs {
+			b.WriteString(diff)
+		}
+		if _, err := io.WriteString(w, b.String()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sorted(diffs []*resourceDiff) []*resourceDiff {
+	out := slices.Clone(diffs)
+	slices.SortFunc(out, func(a, b *resourceDiff) int {
+		return strings.Compare(a.kind+"/"+a.namespace+"/"+a.name, b.kind+"/"+b.namespace+"/"+b.name)
+	})
+	return out
+}
+
+// printSummary prints one line per kind: resources unchanged, changed and
+// failing, and objects that would be created, changed and pruned.
+func printSummary(w io.Writer, loaded []*render.Kind, diffs []*resourceDiff) error {
+	type counts struct{ resources, unchanged, changed, failing, create, change, prune int }
+	byKind := map[string]*counts{}
+	var names []string
+	for _, k := range loaded {
+		names = append(names, k.GroupVersionKind().Kind)
+		byKind[k.GroupVersionKind().Kind] = &counts{}
+	}
+	slices.Sort(names)
+	for _, d := range diffs {
+		c := byKind[d.kind]
+		c.resources++
+		switch {
+		case d.err != nil:
+			c.failing++
+		case d.different():
+			c.changed++
+		default:
+			c.unchanged++
+		}
+		c.create, c.change, c.prune = c.create+len(d.created), c.change+len(d.changed), c.prune+len(d.pruned)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tRESOURCES\tUNCHANGED\tCHANGED\tFAILING\tCREATE\tCHANGE\tPRUNE")
+	for _, n := range names {
+		c := byKind[n]
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", n, c.resources, c.unchanged, c.changed, c.failing, c.create, c.change, c.prune)
+	}
+	return tw.Flush()
+}
