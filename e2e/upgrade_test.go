@@ -47,6 +47,7 @@ func TestUpgradePreviewAndPacedRollout(t *testing.T) {
 
 	v2 := buildWithLabel(t)
 	out, code := stencilBinary(t, v2, "diff", "--all")
+	t.Logf("stencil diff --all with the new templates (exit %d):\n%s", code, out)
 	want := regexp.MustCompile(fmt.Sprintf(`(?m)^MyWeb +%d +0 +%d +0 +0 +%d +0\s*$`, len(before), len(before), 3*len(before)))
 	if code != 1 || !want.MatchString(out) {
 		t.Errorf("diff --all with the new templates: exit %d, want 1 and all %d MyWebs changed (3 objects each):\n%s", code, len(before), out)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/flowcontrol"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -83,8 +84,8 @@ Exit status: 0 no differences, 1 differences, 2 or more an error (with
 	cmd.Flags().BoolVar(&all, "all", false, "Diff every custom resource of every kind in the cluster (an upgrade preview).")
 	cmd.Flags().BoolVarP(&fleet.verbose, "verbose", "v", false, "With --all: print what happens to each resource that differs, and the diffs.")
 	cmd.Flags().IntVar(&fleet.concurrency, "concurrency", 16, "With --all: resources diffed at once.")
-	cmd.Flags().Float32Var(&fleet.qps, "kube-api-qps", 100, "Client-side limit on requests per second to the API server.")
-	cmd.Flags().IntVar(&fleet.burst, "kube-api-burst", 200, "Client-side burst of requests to the API server.")
+	cmd.Flags().Float32Var(&fleet.qps, "kube-api-qps", 300, "With --all: client-side limit on requests per second to the API server, all types together.")
+	cmd.Flags().IntVar(&fleet.burst, "kube-api-burst", 600, "With --all: client-side burst of requests to the API server.")
 	return cmd
 }
 
@@ -112,7 +113,11 @@ func runDiff(ctx context.Context, file, namespace string, stdin io.Reader, out i
 			return false, fmt.Errorf("rendering %s %s: %w", cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), err)
 		}
 		for _, o := range objs {
-			d, _, err := diffObjectOf(ctx, c, o)
+			live, err := readLive(ctx, c, o)
+			if err != nil {
+				return false, err
+			}
+			d, err := diffObjectOf(ctx, c, o, live)
 			if err != nil {
 				return false, err
 			}
@@ -128,50 +133,55 @@ func runDiff(ctx context.Context, file, namespace string, stdin io.Reader, out i
 	return different, nil
 }
 
-// diffObjectOf dry-runs the apply of o and diffs the result against the
-// live object, which existed or not.
-func diffObjectOf(ctx context.Context, c client.Client, o *unstructured.Unstructured) (string, bool, error) {
-	name := o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
+// readLive reads the live object of o; nil when there is none.
+func readLive(ctx context.Context, c client.Reader, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(o.GroupVersionKind())
 	err := c.Get(ctx, client.ObjectKeyFromObject(o), live)
 	switch {
 	case apierrors.IsNotFound(err):
-		live = nil
+		return nil, nil
 	case err != nil:
-		return "", false, fmt.Errorf("reading %s: %w", name, err)
+		return nil, fmt.Errorf("reading %s %s: %w", o.GetKind(), objectName(o.GetNamespace(), o.GetName()), err)
 	}
+	return live, nil
+}
+
+// diffObjectOf dry-runs the apply of o and diffs the result against live
+// (nil: o does not exist).
+func diffObjectOf(ctx context.Context, c client.Client, o, live *unstructured.Unstructured) (string, error) {
+	name := o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
 	merged := o.DeepCopy()
-	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(merged), client.FieldOwner(reconciler.FieldManager), client.ForceOwnership, client.DryRunAll)
+	err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(merged), client.FieldOwner(reconciler.FieldManager), client.ForceOwnership, client.DryRunAll)
 	if err != nil {
-		return "", false, fmt.Errorf("dry-run apply of %s: %w", name, err)
+		return "", fmt.Errorf("dry-run apply of %s: %w", name, err)
 	}
 	a, err := comparable(live)
 	if err != nil {
-		return "", false, err
+		return "", err
 	}
 	b, err := comparable(merged)
 	if err != nil {
-		return "", false, err
+		return "", err
 	}
 	if a == b {
-		return "", live != nil, nil
+		return "", nil
 	}
-	diff, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+	return difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
 		A: difflib.SplitLines(a), B: difflib.SplitLines(b),
 		FromFile: "live/" + name, ToFile: "merged/" + name, Context: 3,
 	})
-	return diff, live != nil, err
 }
 
-// comparable is an object as YAML without the fields every write changes,
-// with Secret values masked.
+// comparable is an object as YAML without its status (an apply does not
+// change it, and it may change between two reads) and the fields every
+// write changes, with Secret values masked.
 func comparable(o *unstructured.Unstructured) (string, error) {
 	if o == nil {
 		return "", nil
 	}
 	c := o.DeepCopy()
-	for _, f := range [][]string{{"metadata", "managedFields"}, {"metadata", "resourceVersion"}, {"metadata", "generation"}} {
+	for _, f := range [][]string{{"metadata", "managedFields"}, {"metadata", "resourceVersion"}, {"metadata", "generation"}, {"status"}} {
 		unstructured.RemoveNestedField(c.Object, f...)
 	}
 	if c.GetKind() == "Secret" && c.GroupVersionKind().Group == "" {
@@ -200,7 +210,9 @@ func newClientWith(qps float32, burst int) (client.Client, error) {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	if qps > 0 {
-		cfg.QPS, cfg.Burst = qps, max(burst, 1)
+		// One limiter for every resource type: the client makes a REST
+		// client per type, each with its own limiter from QPS and Burst.
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, max(burst, 1))
 	}
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), kinds.AddToScheme(scheme)); err != nil {

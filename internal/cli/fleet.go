@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
@@ -62,7 +63,11 @@ func runFleetDiff(ctx context.Context, o fleetOptions, out io.Writer) (different
 		if err != nil {
 			return false, false, err
 		}
-		diffs = append(diffs, diffAll(ctx, c, k, crs, o.concurrency)...)
+		live := &liveObjects{reader: c}
+		if len(crs) > 0 {
+			live.prefetch(ctx, c, k)
+		}
+		diffs = append(diffs, diffAll(ctx, c, live, k, crs, o.concurrency)...)
 	}
 	if o.verbose {
 		if err := printDetails(out, diffs); err != nil {
@@ -106,7 +111,7 @@ func listAll(ctx context.Context, c client.Client, k *render.Kind) ([]v1alpha1.O
 
 // diffAll diffs the resources of one kind, at most concurrency at a time
 // (the client's QPS bounds the requests too).
-func diffAll(ctx context.Context, c client.Client, k *render.Kind, crs []v1alpha1.Object, concurrency int) []*resourceDiff {
+func diffAll(ctx context.Context, c client.Client, live *liveObjects, k *render.Kind, crs []v1alpha1.Object, concurrency int) []*resourceDiff {
 	out := make([]*resourceDiff, len(crs))
 	sem := make(chan struct{}, max(concurrency, 1))
 	var wg sync.WaitGroup
@@ -114,7 +119,7 @@ func diffAll(ctx context.Context, c client.Client, k *render.Kind, crs []v1alpha
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			out[i] = diffResource(ctx, c, k, cr)
+			out[i] = diffResource(ctx, c, live, k, cr)
 		})
 	}
 	wg.Wait()
@@ -122,7 +127,7 @@ func diffAll(ctx context.Context, c client.Client, k *render.Kind, crs []v1alpha
 }
 
 // diffResource renders one live custom resource and diffs each object.
-func diffResource(ctx context.Context, c client.Client, k *render.Kind, cr v1alpha1.Object) *resourceDiff {
+func diffResource(ctx context.Context, c client.Client, live *liveObjects, k *render.Kind, cr v1alpha1.Object) *resourceDiff {
 	d := &resourceDiff{kind: k.GroupVersionKind().Kind, namespace: cr.GetNamespace(), name: cr.GetName()}
 	objs, err := k.Render(cr)
 	if err != nil {
@@ -133,14 +138,19 @@ func diffResource(ctx context.Context, c client.Client, k *render.Kind, cr v1alp
 	for _, o := range objs {
 		name := o.GetKind() + " " + objectName(o.GetNamespace(), o.GetName())
 		rendered[o.GetAPIVersion()+" "+name] = true
-		diff, existed, err := diffObjectOf(ctx, c, o)
+		current, err := live.get(ctx, o)
+		if err != nil {
+			d.err = err
+			return d
+		}
+		diff, err := diffObjectOf(ctx, c, o, current)
 		switch {
 		case err != nil:
 			d.err = err
 			return d
 		case diff == "":
 			continue
-		case existed:
+		case current != nil:
 			d.changed = append(d.changed, name)
 		default:
 			d.created = append(d.created, name)
@@ -154,6 +164,44 @@ func diffResource(ctx context.Context, c client.Client, k *render.Kind, cr v1alp
 		}
 	}
 	return d
+}
+
+// liveObjects reads live objects: those stencil labelled from one list per
+// owned type made up front, others (not labelled, or absent) one by one.
+type liveObjects struct {
+	reader client.Reader
+	listed map[string]*unstructured.Unstructured // by liveKey
+}
+
+func liveKey(apiVersion, kind, namespace, name string) string {
+	return apiVersion + " " + kind + " " + namespace + "/" + name
+}
+
+// prefetch lists the objects of a kind's owned types that stencil
+// labelled, in every namespace. A list that fails leaves its objects to be
+// read one by one.
+func (l *liveObjects) prefetch(ctx context.Context, c client.Reader, k *render.Kind) {
+	l.listed = map[string]*unstructured.Unstructured{}
+	for _, t := range k.Declaration().Owns {
+		list := &unstructured.UnstructuredList{}
+		gvk := t.GroupVersionKind()
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := c.List(ctx, list, client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil}); err != nil {
+			continue
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			l.listed[liveKey(gvk.GroupVersion().String(), gvk.Kind, o.GetNamespace(), o.GetName())] = o
+		}
+	}
+}
+
+// get is the live object of o, nil when there is none.
+func (l *liveObjects) get(ctx context.Context, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if live, ok := l.listed[liveKey(o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName())]; ok {
+		return live, nil
+	}
+	return readLive(ctx, l.reader, o)
 }
 
 func objectName(namespace, name string) string {
