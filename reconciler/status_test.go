@@ -68,6 +68,8 @@ func TestComputeStatus(t *testing.T) {
 		{"an object failed: applied, Stalled", v1alpha1.Status{}, result{generation: 2, desired: objs(cm), unhealthy: failedHealth}, v1alpha1.DriftCorrect, v1alpha1.ReasonHealthCheckFailed, v1alpha1.ReasonInSync, v1alpha1.ConditionStalled, 2, 1, 0},
 		{"a failure says more than health", v1alpha1.Status{}, result{generation: 2, desired: objs(cm), unhealthy: progressing, failure: fail(v1alpha1.ReasonPruneFailed, false, "forbidden")}, v1alpha1.DriftCorrect, v1alpha1.ReasonPruneFailed, "", v1alpha1.ConditionReconciling, 0, 0, 0},
 		{"correct keeps the last record", v1alpha1.Status{Drift: drift, Conditions: []metav1.Condition{corrected}}, result{generation: 1, desired: objs(cm)}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFixed, "", 1, 1, 1},
+		{"waiting for a rollout keeps everything", v1alpha1.Status{ObservedGeneration: 2, Inventory: oldInventory, Drift: drift}, result{generation: 2, desired: objs(cm), failure: fail(v1alpha1.ReasonRolloutWaiting, false, "waits its turn")}, v1alpha1.DriftCorrect, v1alpha1.ReasonRolloutWaiting, "", v1alpha1.ConditionReconciling, 2, 1, 1},
+		{"a halted rollout stalls", v1alpha1.Status{ObservedGeneration: 2, Inventory: oldInventory}, result{generation: 2, desired: objs(cm), failure: fail(v1alpha1.ReasonRolloutHalted, true, "halted")}, v1alpha1.DriftCorrect, v1alpha1.ReasonRolloutHalted, "", v1alpha1.ConditionStalled, 2, 1, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,6 +100,20 @@ func TestComputeStatus(t *testing.T) {
 				t.Errorf("drift = %v, want %d objects", got.Drift, tt.wantDrift)
 			}
 		})
+	}
+}
+
+// The version of the templates and the render digest are those of the last
+// apply: a reconcile that applied nothing keeps them.
+func TestStatusRecordsTheTemplatesApplied(t *testing.T) {
+	before := v1alpha1.Status{Templates: "sha256:old", RenderDigest: "sha256:r1"}
+	applied := computeStatus(&before, &result{generation: 1, templates: "sha256:new", renderDigest: "sha256:r2"}, v1alpha1.DriftCorrect)
+	if applied.Templates != "sha256:new" || applied.RenderDigest != "sha256:r2" {
+		t.Errorf("after an apply: %q %q", applied.Templates, applied.RenderDigest)
+	}
+	waiting := computeStatus(&before, &result{generation: 1, failure: &failure{reason: v1alpha1.ReasonRolloutWaiting, err: errors.New("waits")}}, v1alpha1.DriftCorrect)
+	if waiting.Templates != "sha256:old" || waiting.RenderDigest != "sha256:r1" {
+		t.Errorf("after nothing was applied: %q %q", waiting.Templates, waiting.RenderDigest)
 	}
 }
 

@@ -198,3 +198,35 @@ func TestKustomization(t *testing.T) {
 		t.Errorf("message = %q", got)
 	}
 }
+
+// The templates' version changes with any edit of the kind's folder, its
+// declaration included, and only then.
+func TestTemplatesVersion(t *testing.T) {
+	folder := func(template string) fstest.MapFS {
+		return fstest.MapFS{
+			"_kind.yaml": {Data: []byte("owns: [{apiVersion: v1, kind: ConfigMap}]")},
+			"cm.yaml":    {Data: []byte(template)},
+		}
+	}
+	version := func(files fstest.MapFS) string {
+		t.Helper()
+		kind, err := render.Load(render.Definition{GroupVersionKind: testv1alpha1.GroupVersion.WithKind("Widget"), Templates: files})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kind.Templates()
+	}
+	base := version(folder("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"))
+	if !strings.HasPrefix(base, "sha256:") || len(base) != len("sha256:")+12 {
+		t.Errorf("version %q, want sha256: and 12 hex digits", base)
+	}
+	if again := version(folder("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n")); again != base {
+		t.Errorf("the same folder has versions %s and %s", base, again)
+	}
+	edited := version(folder("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n"))
+	declared := folder("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n")
+	declared["_kind.yaml"] = &fstest.MapFile{Data: []byte("owns: [{apiVersion: v1, kind: ConfigMap, status: true}]")}
+	if edited == base || version(declared) == base {
+		t.Error("an edited template or declaration keeps the version")
+	}
+}
