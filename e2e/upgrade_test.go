@@ -23,10 +23,13 @@ const upgradeNamespace = "upgrade"
 // previews the upgrade with `diff --all`, then runs it in place of the
 // first with --rollout-batch=2: the change reaches at most 2 MyWebs at a
 // time; when the first ones it reaches cannot become Ready (a pod quota
-// leaves no room for their new pods) the rollout halts, and the waiting
-// MyWebs say so; once the quota is gone it goes on to the end.
+// leaves no room for their new pods) the rollout halts, the waiting MyWebs
+// say so and keep their objects, a restarted operator keeps it halted;
+// once the quota is gone it goes on to the end.
 func TestUpgradePreviewAndPacedRollout(t *testing.T) {
 	const n, batch = 6, 2
+	// Only this test's MyWebs: the rollout is per kind, cluster-wide.
+	mustKubectl(t, "delete", "myweb", "--all", "--all-namespaces", "--wait=true", "--timeout=60s")
 	mustKubectl(t, "create", "namespace", upgradeNamespace)
 	t.Cleanup(func() { _, _ = kubectl(t, "delete", "namespace", upgradeNamespace, "--wait=false") })
 	var crs strings.Builder
@@ -35,25 +38,30 @@ func TestUpgradePreviewAndPacedRollout(t *testing.T) {
 	}
 	mustKubectl(t, "apply", "-f", writeFile(t, crs.String()))
 	mustKubectl(t, "-n", upgradeNamespace, "wait", "myweb", "--all", "--for=condition=Ready", "--timeout=90s")
-	before := mywebs(t)
-	v1 := before[upgradeNamespace+"/web-0"].Status.Templates
+	v1 := mywebs(t)[upgradeNamespace+"/web-0"].Status.Templates
 	if v1 == "" {
 		t.Fatal("status.templates is empty")
 	}
-	// The running build previews nothing for these resources.
-	if out, _ := stencil(t, "diff", "--all", "-v"); strings.Contains(out, "# MyWeb "+upgradeNamespace+"/") {
-		t.Errorf("diff --all of the running build shows changes to %s:\n%s", upgradeNamespace, out)
+	// The running build previews no change to them.
+	if out, _ := stencil(t, "diff", "--all", "-v"); strings.Contains(out, "# MyWeb ") || !regexp.MustCompile(fmt.Sprintf(`(?m)^MyWeb +%d +%d `, n, n)).MatchString(out) {
+		t.Errorf("diff --all of the running build changes MyWebs:\n%s", out)
 	}
 
 	v2 := buildWithLabel(t)
 	out, code := stencilBinary(t, v2, "diff", "--all")
 	t.Logf("stencil diff --all with the new templates (exit %d):\n%s", code, out)
-	want := regexp.MustCompile(fmt.Sprintf(`(?m)^MyWeb +%d +0 +%d +0 +0 +%d +0\s*$`, len(before), len(before), 3*len(before)))
+	want := regexp.MustCompile(fmt.Sprintf(`(?m)^MyWeb +%d +0 +%d +0 +0 +%d +0\s*$`, n, n, 3*n))
 	if code != 1 || !want.MatchString(out) {
-		t.Errorf("diff --all with the new templates: exit %d, want 1 and all %d MyWebs changed (3 objects each):\n%s", code, len(before), out)
+		t.Errorf("diff --all with the new templates: exit %d, want 1 and all %d MyWebs changed (3 objects each)", code, n)
 	}
-	if m := regexp.MustCompile(`(?m)^(FlightTicket|Foo|Guestbook|Memcached) +(\d+) +(\d+) `).FindAllStringSubmatch(out, -1); len(m) != 4 || m[0][2] != m[0][3] {
-		t.Errorf("diff --all: the kinds whose templates did not change should be unchanged:\n%s", out)
+	others := regexp.MustCompile(`(?m)^(FlightTicket|Foo|Guestbook|Memcached) +(\d+) +(\d+) +0 +0 +0 +0 +0\s*$`).FindAllStringSubmatch(out, -1)
+	if len(others) != 4 {
+		t.Errorf("diff --all: want the 4 kinds whose templates did not change all unchanged")
+	}
+	for _, m := range others {
+		if m[2] != m[3] {
+			t.Errorf("diff --all: %s has %s resources, %s unchanged", m[1], m[2], m[3])
+		}
 	}
 	out, _ = stencilBinary(t, v2, "diff", "--all", "-v")
 	if !strings.Contains(out, "# MyWeb "+upgradeNamespace+"/web-0") || !strings.Contains(out, `+    upgrade.stencil.dev/version: "2"`) {
@@ -72,48 +80,72 @@ func TestUpgradePreviewAndPacedRollout(t *testing.T) {
 
 	watch := watchRollout(t, v1)
 	current.stop()
-	next, err := startBinary("upgraded", v2, fmt.Sprintf("--rollout-batch=%d", batch), "--rollout-deadline=8s")
-	if err != nil {
-		t.Fatal(err)
+	upgraded := func(name string) {
+		op, err := startBinary(name, v2, fmt.Sprintf("--rollout-batch=%d", batch), "--rollout-deadline=8s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		current = op
 	}
-	current = next
+	upgraded("upgraded")
 	t.Cleanup(func() { restoreFirstBuild(t) })
 
-	// Halted: two of ours reached and stuck, the others wait, Stalled.
-	eventually(t, 90*time.Second, "the rollout halts", func() error {
-		rolled, halted := 0, 0
-		for key, w := range mywebs(t) {
-			if !strings.HasPrefix(key, upgradeNamespace+"/") {
-				continue
-			}
-			switch ready := w.condition("Ready"); {
+	halted := func() error {
+		reached, halted := 0, 0
+		for _, w := range mywebs(t) {
+			switch {
 			case w.Status.Templates != v1:
-				rolled++
-			case ready.Reason == "RolloutHalted" && w.condition("Stalled").Status == "True":
+				reached++
+			case w.condition("Ready").Status == "True" && w.condition("Reconciling").Reason == "RolloutHalted":
 				halted++
 			}
 		}
-		if rolled != batch || halted != n-batch {
-			return fmt.Errorf("%d reached, %d say RolloutHalted; want %d and %d", rolled, halted, batch, n-batch)
+		if reached != batch || halted != n-batch {
+			return fmt.Errorf("%d reached, %d say RolloutHalted; want %d and %d", reached, halted, batch, n-batch)
+		}
+		return nil
+	}
+	eventually(t, 90*time.Second, "the rollout halts", halted)
+	if labelled := deploymentsWithLabel(t); labelled != batch {
+		t.Errorf("%d Deployments have the new label while halted; want the %d reached", labelled, batch)
+	}
+	if events := mustKubectl(t, "-n", upgradeNamespace, "get", "events", "--field-selector=reason=RolloutHalted", "-o", "name"); events == "" {
+		t.Error("no RolloutHalted event")
+	}
+	metrics := scrapeAsReader(t)
+	for _, want := range []string{`stencil_rollout_halted{kind="MyWeb"} 1`, fmt.Sprintf(`stencil_rollout_resources{kind="MyWeb",state="rolling"} %d`, batch),
+		fmt.Sprintf(`stencil_rollout_resources{kind="MyWeb",state="waiting"} %d`, n-batch)} {
+		if !strings.Contains(metrics, want+"\n") {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+
+	// A new operator process finds the rollout where it was: still halted,
+	// reaching no other MyWeb.
+	current.stop()
+	upgraded("upgraded-again")
+	eventually(t, 30*time.Second, "the new process leads", func() error {
+		if !strings.Contains(scrapeAsReader(t), `stencil_rollout_halted{kind="MyWeb"} 1`) {
+			return fmt.Errorf("not halted in the new process yet")
 		}
 		return nil
 	})
-	if events := mustKubectl(t, "-n", upgradeNamespace, "get", "events", "--field-selector=reason=RolloutHalted", "-o", "name"); events == "" {
-		t.Error("no RolloutHalted event")
+	if err := halted(); err != nil {
+		t.Errorf("after a restart: %v", err)
 	}
 
 	// Room again: the rollout goes on, to every MyWeb.
 	mustKubectl(t, "-n", upgradeNamespace, "delete", "quota", "pods")
 	eventually(t, 120*time.Second, "every MyWeb has the new templates and is Ready", func() error {
 		for key, w := range mywebs(t) {
-			if w.Status.Templates == v1 || w.condition("Ready").Status != "True" {
-				return fmt.Errorf("%s: templates %s, Ready %+v", key, w.Status.Templates, w.condition("Ready"))
+			if w.Status.Templates == v1 || w.condition("Ready").Status != "True" || w.condition("Reconciling").Status != "" {
+				return fmt.Errorf("%s: templates %s, Ready %+v, Reconciling %+v", key, w.Status.Templates, w.condition("Ready"), w.condition("Reconciling"))
 			}
 		}
 		return nil
 	})
-	if label := mustKubectl(t, "-n", upgradeNamespace, "get", "deployment", "web-5", "-o", `jsonpath={.metadata.labels.upgrade\.stencil\.dev/version}`); label != "2" {
-		t.Errorf("web-5's Deployment label = %q, want the new template's", label)
+	if labelled := deploymentsWithLabel(t); labelled != n {
+		t.Errorf("%d Deployments have the new label; want all %d", labelled, n)
 	}
 	most, counts := watch()
 	if most > batch {
@@ -123,6 +155,36 @@ func TestUpgradePreviewAndPacedRollout(t *testing.T) {
 		t.Errorf("the number of MyWebs reached took %d values; want the rollout seen in steps", counts)
 	}
 	t.Logf("at most %d reached and not Ready at once; %d steps seen", most, counts)
+}
+
+// deploymentsWithLabel counts the test's Deployments that the new templates
+// reached.
+func deploymentsWithLabel(t *testing.T) int {
+	t.Helper()
+	out := mustKubectl(t, "-n", upgradeNamespace, "get", "deployments", "-l", "upgrade.stencil.dev/version=2", "-o", "name")
+	return len(strings.Fields(out))
+}
+
+// scrapeAsReader scrapes the current operator's metrics as a ServiceAccount
+// bound to stencil-metrics-reader.
+func scrapeAsReader(t *testing.T) string {
+	t.Helper()
+	if _, err := kubectl(t, "-n", upgradeNamespace, "get", "serviceaccount", "rollout-scraper"); err != nil {
+		mustKubectl(t, "-n", upgradeNamespace, "create", "serviceaccount", "rollout-scraper")
+		mustKubectl(t, "create", "clusterrolebinding", "rollout-scraper", "--clusterrole=stencil-metrics-reader", "--serviceaccount="+upgradeNamespace+":rollout-scraper")
+		t.Cleanup(func() { _, _ = kubectl(t, "delete", "clusterrolebinding", "rollout-scraper") })
+	}
+	token := strings.TrimSpace(mustKubectl(t, "-n", upgradeNamespace, "create", "token", "rollout-scraper"))
+	var body string
+	eventually(t, 30*time.Second, "metrics served", func() error {
+		code, b := scrape(t, current.metrics, token)
+		if code != 200 {
+			return fmt.Errorf("status %d", code)
+		}
+		body = b
+		return nil
+	})
+	return body
 }
 
 // buildWithLabel builds stencil with MyWeb templates that add a label to
@@ -188,20 +250,28 @@ func (w myweb) condition(typ string) struct{ Type, Status, Reason string } {
 // mywebs reads every MyWeb of the cluster, by namespace/name.
 func mywebs(t *testing.T) map[string]myweb {
 	t.Helper()
+	byName, err := readMyWebs(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return byName
+}
+
+// readMyWebs is mywebs that returns its error (for goroutines).
+func readMyWebs(t *testing.T) (map[string]myweb, error) {
 	out, err := kubectl(t, "get", "myweb", "-A", "-o", "json")
 	if err != nil {
-		t.Error(err)
-		return nil
+		return nil, err
 	}
 	var list struct{ Items []myweb }
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	byName := map[string]myweb{}
 	for _, w := range list.Items {
 		byName[w.Metadata.Namespace+"/"+w.Metadata.Name] = w
 	}
-	return byName
+	return byName, nil
 }
 
 // watchRollout samples every MyWeb of the cluster until the returned
@@ -221,7 +291,11 @@ func watchRollout(t *testing.T, v1 string) func() (int, int) {
 			case <-time.After(100 * time.Millisecond):
 			}
 			reached, rolling := 0, 0
-			for _, w := range mywebs(t) {
+			webs, err := readMyWebs(t)
+			if err != nil {
+				continue // the next sample
+			}
+			for _, w := range webs {
 				if w.Status.Templates == v1 {
 					continue
 				}

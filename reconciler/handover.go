@@ -66,3 +66,26 @@ func withoutHandedOver(body, d *unstructured.Unstructured, entries []metav1.Mana
 	})
 	return out, nil
 }
+
+// PreviewBody is what a reconcile would apply for d onto live (nil: not
+// there yet), for previews of an apply: nothing (false) for a create-only
+// object that exists; else d without the fields handed over to another
+// manager and, under drift policy Report, without those other managers
+// hold.
+func PreviewBody(d, live *unstructured.Unstructured, report bool) (*unstructured.Unstructured, bool, error) {
+	if live == nil {
+		return d, true, nil
+	}
+	if createOnly(d) {
+		return nil, false, nil
+	}
+	body := d
+	var err error
+	if report {
+		body, _, err = withoutOthersFields(d, live.GetManagedFields(), FieldManager)
+	}
+	if err == nil {
+		body, err = withoutHandedOver(body, d, live.GetManagedFields())
+	}
+	return body, err == nil, err
+}

@@ -142,11 +142,25 @@ func (r *Reconciler) pruneTypes(cr v1alpha1.Object, clusterOnly bool) []schema.G
 // ownedBy is the second proof of ownership: a controller ownerReference to
 // cr, or, for cluster-scoped objects, the owner annotation naming it.
 func (r *Reconciler) ownedBy(item metav1.Object, cr v1alpha1.Object) bool {
+	return ownedBy(r.kind.GroupVersionKind(), item, cr)
+}
+
+func ownedBy(kind schema.GroupVersionKind, item metav1.Object, cr v1alpha1.Object) bool {
 	if ref := metav1.GetControllerOf(item); ref != nil {
 		return ref.UID == cr.GetUID()
 	}
-	want := render.OwnerAnnotation(r.kind.GroupVersionKind(), cr.GetNamespace(), cr.GetName())
+	want := render.OwnerAnnotation(kind, cr.GetNamespace(), cr.GetName())
 	return item.GetNamespace() == "" && item.GetAnnotations()[v1alpha1.AnnotationOwner] == want
+}
+
+// Prunable reports whether stencil would prune item, an object that cr (of
+// kind) no longer renders: it carries cr's owner label, its template did
+// not disable its pruning, and it is cr's by ownerReference (or, when
+// cluster-scoped, by owner annotation), as prune checks.
+func Prunable(kind schema.GroupVersionKind, cr v1alpha1.Object, item metav1.Object) bool {
+	return item.GetLabels()[v1alpha1.LabelOwnerUID] == string(cr.GetUID()) &&
+		item.GetAnnotations()[v1alpha1.AnnotationPrune] != v1alpha1.PruneDisabled &&
+		ownedBy(kind, item, cr)
 }
 
 func idOf(gvk schema.GroupVersionKind, namespace, name string) string {

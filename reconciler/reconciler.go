@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -125,6 +126,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (reconcile.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	var err error
+	r.rollout.leave(client.ObjectKeyFromObject(cr)) // the gate adds it again if it still waits
 	if res.desired, err = r.kind.Render(cr); err != nil {
 		log.Info("Render failed", "error", err.Error())
 		// A retry cannot fix a template error; a spec change triggers a new reconcile.
@@ -168,10 +170,10 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	if err != nil {
 		return reconcile.Result{}, res.failQuietly(ctx, v1alpha1.ReasonApplyFailed, err)
 	}
-	res.templates, res.renderDigest = r.kind.Templates(), digest
 	if retry, blocked := r.leaveBlocked(ctx, cr, res, out); blocked {
 		return reconcile.Result{RequeueAfter: retry}, nil
 	}
+	res.templates, res.renderDigest = r.kind.Templates(), digest
 	if res.pruned, err = r.prune(ctx, cr, res.desired, false); err != nil {
 		return reconcile.Result{}, res.fail(v1alpha1.ReasonPruneFailed, false, err)
 	}
@@ -203,10 +205,11 @@ func (r *Reconciler) awaitTurn(ctx context.Context, cr v1alpha1.Object, res *res
 		r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "RollingOut", "Apply",
 			"Applying version %s of the templates, which changes this resource's objects; stencil rolls such changes out to at most %d %s resources at a time",
 			r.kind.Templates(), r.rollout.opts.Batch, r.kind.GroupVersionKind().Kind)
+		res.rollout = &v1alpha1.RolloutStatus{Templates: r.kind.Templates(), Started: metav1.Now()}
 	case v.halted:
-		res.record(v1alpha1.ReasonRolloutHalted, true, errors.New(r.rollout.waitMessage(v)))
+		res.waiting = &pending{reason: v1alpha1.ReasonRolloutHalted, message: r.rollout.waitMessage(v), templates: r.kind.Templates()}
 	case v.wait:
-		res.record(v1alpha1.ReasonRolloutWaiting, false, errors.New(r.rollout.waitMessage(v)))
+		res.waiting = &pending{reason: v1alpha1.ReasonRolloutWaiting, message: r.rollout.waitMessage(v), templates: r.kind.Templates()}
 	}
 	return v.wait, nil
 }
@@ -390,8 +393,18 @@ type result struct {
 	// changing the fields back.
 	fights []deferredCorrection
 	// templates and renderDigest: the version of the templates and the
-	// render this reconcile applied (empty when it applied nothing).
+	// render this reconcile applied in full (empty otherwise).
 	templates, renderDigest string
+	// rollout: a paced rollout of new templates reached the resource now.
+	rollout *v1alpha1.RolloutStatus
+	// waiting: the change the new templates bring waits for its turn; the
+	// reconcile applied nothing.
+	waiting *pending
+}
+
+// pending is why a resource waits for a paced rollout.
+type pending struct {
+	reason, message, templates string
 }
 
 // failure is why a reconcile did not reach the desired state.

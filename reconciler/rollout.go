@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,10 +29,14 @@ import (
 // the kind halts until that resource is Ready or gone. Spec changes, new
 // resources and resources that were not Ready are never held back.
 //
-// What is rolling lives in this process; a new process (a restart, a new
-// leader) takes the resources whose status shows the new templates and a
-// Ready condition that is not True yet (Progressing, HealthCheckFailed) as
-// rolling since that condition's last transition.
+// A resource that waits keeps Ready=True (its objects are as they were, and
+// healthy) with Reconciling=True, reason RolloutWaiting or RolloutHalted;
+// stencil leaves its objects as they are meanwhile (no apply, so no drift
+// correction either) and looks again when its turn comes.
+//
+// What is rolling lives in this process; the resources it reached say so
+// in status.rollout until they are Ready, and a new process (a restart, a
+// new leader) takes those of its own version as rolling since then.
 
 // RolloutOptions pace the rollout of template changes.
 type RolloutOptions struct {
@@ -106,18 +109,15 @@ func (g *rollout) paces() bool { return g != nil && g.opts.Batch > 0 }
 
 // templateChange reports whether desired (with digest renderDigest) brings a
 // change of the templates alone to a converged resource: one that was
-// applied with other templates, was Ready (or waits for its turn), has no
-// newer spec, and whose objects the new templates render otherwise.
+// applied with other templates, is Ready (waiting for its turn keeps it
+// so), has no newer spec, and whose objects the new templates render
+// otherwise.
 func (g *rollout) templateChange(cr v1alpha1.Object, digest string) bool {
 	s := cr.StencilStatus()
 	if !g.paces() || s.Templates == "" || s.Templates == g.templates || s.RenderDigest == digest || cr.GetGeneration() != s.ObservedGeneration {
 		return false
 	}
-	ready := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionReady)
-	if ready == nil {
-		return false
-	}
-	return ready.Status == metav1.ConditionTrue || ready.Reason == v1alpha1.ReasonRolloutWaiting || ready.Reason == v1alpha1.ReasonRolloutHalted
+	return meta.IsStatusConditionTrue(s.Conditions, v1alpha1.ConditionReady)
 }
 
 // admit decides for a resource whose reconcile would bring it a change of
@@ -182,14 +182,13 @@ func (g *rollout) seed(ctx context.Context) error {
 	}
 	for _, cr := range crs {
 		s := cr.StencilStatus()
-		ready := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionReady)
-		if s.Templates != g.templates || cr.GetGeneration() != s.ObservedGeneration || ready == nil ||
-			(ready.Reason != v1alpha1.ReasonProgressing && ready.Reason != v1alpha1.ReasonHealthCheckFailed) {
+		if s.Rollout == nil || s.Rollout.Templates != g.templates {
 			continue
 		}
-		g.start(client.ObjectKeyFromObject(cr), ready.LastTransitionTime.Time)
-		if ready.Reason == v1alpha1.ReasonHealthCheckFailed {
-			g.rolling[client.ObjectKeyFromObject(cr)].failed = ready.Message
+		nn := client.ObjectKeyFromObject(cr)
+		g.start(nn, s.Rollout.Started.Time)
+		if ready := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionReady); ready != nil && ready.Reason == v1alpha1.ReasonHealthCheckFailed {
+			g.rolling[nn].failed = ready.Message
 		}
 	}
 	g.seeded = true
@@ -264,13 +263,13 @@ func (g *rollout) forget(nn types.NamespacedName) {
 // waiting resource when the rollout was halted (each says anew where it
 // stands), else to as many as there are free turns. The caller holds g.mu.
 func (g *rollout) release(nn types.NamespacedName) {
-	_, _, wasHalted := g.haltedBy()
+	was, _, wasHalted := g.haltedBy()
 	g.rolling[nn].timer.Stop()
 	delete(g.rolling, nn)
-	_, _, halted := g.haltedBy()
+	culprit, _, halted := g.haltedBy()
 	switch {
-	case wasHalted && !halted:
-		g.enqueue(g.waiting)
+	case wasHalted && (!halted || culprit != was):
+		g.enqueue(g.waiting) // each says anew where it stands
 	case !halted:
 		g.enqueue(g.waiting[:min(len(g.waiting), max(g.opts.Batch-len(g.rolling), 0))])
 	}
@@ -297,6 +296,17 @@ func (g *rollout) enqueue(nns []types.NamespacedName) {
 	}()
 }
 
+// leave drops nn from the waiting resources; a reconcile that still waits
+// adds it again.
+func (g *rollout) leave(nn types.NamespacedName) {
+	if !g.paces() {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dropWaiting(nn)
+}
+
 func (g *rollout) addWaiting(nn types.NamespacedName) {
 	if !slices.Contains(g.waiting, nn) {
 		g.waiting = append(g.waiting, nn)
@@ -321,14 +331,14 @@ func (g *rollout) gauges() {
 
 // waitMessage is the message of a resource the gate holds back.
 func (g *rollout) waitMessage(v turn) string {
-	change := "Version " + g.templates + " of the " + g.kind + " templates changes this resource's objects"
+	const meanwhile = " Meanwhile stencil leaves its objects as they are (it neither applies nor corrects them); a change of its spec is applied at once."
 	if v.halted {
 		return "The rollout of version " + g.templates + " of the " + g.kind + " templates is halted: " + v.culprit.String() +
-			" is not healthy (" + v.why + "). This resource keeps its objects as they are until " + v.culprit.String() +
-			" is Ready or deleted; or roll stencil back to the previous templates. A change of this resource's spec is applied at once."
+			", which it reached, is not healthy (" + v.why + "). It goes on when " + v.culprit.String() +
+			" is Ready or deleted; or roll stencil back to the previous templates." + meanwhile
 	}
-	return change + " and waits for its turn: stencil rolls template changes out to at most " + fmt.Sprint(g.opts.Batch) + " " + g.kind +
-		" resources at a time, and to the next one when one of those is Ready. Its objects stay as they are meanwhile; a change of its spec is applied at once."
+	return "Version " + g.templates + " of the " + g.kind + " templates changes this resource's objects and waits for its turn: stencil rolls template changes out to at most " +
+		fmt.Sprint(g.opts.Batch) + " " + g.kind + " resources at a time, and to the next one when one of those is Ready." + meanwhile
 }
 
 // renderDigest is a digest of a render: every object's identity and desired

@@ -50,12 +50,9 @@ func TestTemplateChange(t *testing.T) {
 		{"not Ready", 2, with(func(s *v1alpha1.Status) {
 			s.Conditions = readyCondition(metav1.ConditionFalse, v1alpha1.ReasonApplyFailed, time.Now())
 		}), 2, false},
-		{"waiting for its turn", 2, with(func(s *v1alpha1.Status) {
-			s.Conditions = readyCondition(metav1.ConditionFalse, v1alpha1.ReasonRolloutWaiting, time.Now())
-		}), 2, true},
-		{"halted", 2, with(func(s *v1alpha1.Status) {
-			s.Conditions = readyCondition(metav1.ConditionFalse, v1alpha1.ReasonRolloutHalted, time.Now())
-		}), 2, true},
+		{"not Ready, on its way", 2, with(func(s *v1alpha1.Status) {
+			s.Conditions = readyCondition(metav1.ConditionFalse, v1alpha1.ReasonProgressing, time.Now())
+		}), 2, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -186,17 +183,43 @@ func TestRolloutDeadline(t *testing.T) {
 }
 
 // A new process takes what the previous one left rolling from the
-// resources' status: one Progressing at the new templates for longer than
-// the deadline halts the rollout.
+// resources' status.rollout: one reached by this version longer than the
+// deadline ago halts the rollout; one reached by another version, or never,
+// does not count, whatever its Ready.
 func TestRolloutSeedsFromStatus(t *testing.T) {
-	old := time.Now().Add(-time.Hour)
-	left := widgetWithStatus("left", 1, v1alpha1.Status{ObservedGeneration: 1, Templates: "sha256:new",
-		Conditions: readyCondition(metav1.ConditionFalse, v1alpha1.ReasonProgressing, old)})
-	done := widgetWithStatus("done", 1, v1alpha1.Status{ObservedGeneration: 1, Templates: "sha256:new",
-		Conditions: readyCondition(metav1.ConditionTrue, v1alpha1.ReasonReconciled, old)})
-	g := gate(t, RolloutOptions{Batch: 5, Deadline: time.Minute}, left, done)
+	old := metav1.NewTime(time.Now().Add(-time.Hour))
+	progressing := readyCondition(metav1.ConditionFalse, v1alpha1.ReasonProgressing, old.Time)
+	left := widgetWithStatus("left", 1, v1alpha1.Status{ObservedGeneration: 1, Templates: "sha256:new", Conditions: progressing,
+		Rollout: &v1alpha1.RolloutStatus{Templates: "sha256:new", Started: old}})
+	earlier := widgetWithStatus("earlier", 1, v1alpha1.Status{ObservedGeneration: 1, Templates: "sha256:older", Conditions: progressing,
+		Rollout: &v1alpha1.RolloutStatus{Templates: "sha256:older", Started: old}})
+	broken := widgetWithStatus("broken", 1, v1alpha1.Status{ObservedGeneration: 1, Templates: "sha256:new", Conditions: progressing})
+	g := gate(t, RolloutOptions{Batch: 5, Deadline: time.Minute}, left, earlier, broken)
 	if v := mustAdmit(t, g, "x"); !v.halted || v.culprit != nn("left") {
-		t.Errorf("x: %+v, want halted by the resource left Progressing", v)
+		t.Errorf("x: %+v, want halted by the resource left rolling", v)
+	}
+	g = gate(t, RolloutOptions{Batch: 1, Deadline: time.Minute}, earlier, broken)
+	if v := mustAdmit(t, g, "x"); !v.started {
+		t.Errorf("x: %+v, want started: no resource was left rolling by this version", v)
+	}
+}
+
+// When the resource that halts the rollout is Ready and another one still
+// halts it, the waiting ones are woken to name the new culprit.
+func TestRolloutNewCulprit(t *testing.T) {
+	g := gate(t, RolloutOptions{Batch: 2, Deadline: time.Hour})
+	mustAdmit(t, g, "a")
+	mustAdmit(t, g, "b")
+	g.settle(nn("a"), false, "failed a")
+	g.settle(nn("b"), false, "failed b")
+	mustAdmit(t, g, "c")
+	woken(g)
+	g.settle(nn("a"), true, "")
+	if got := woken(g); !slices.Equal(got, []string{"c"}) {
+		t.Errorf("woken: %v, want [c]", got)
+	}
+	if v := mustAdmit(t, g, "c"); !v.halted || v.culprit != nn("b") {
+		t.Errorf("c: %+v, want halted by b", v)
 	}
 }
 

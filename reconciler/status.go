@@ -36,7 +36,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, curren
 		return fmt.Errorf("encoding status: %w", err)
 	}
 	kindFields := res.kindStatus
-	if !res.ok() {
+	if !res.ok() || res.waiting != nil {
 		kindFields = current
 	}
 	for key, value := range kindFields {
@@ -255,11 +255,20 @@ func healthy(c metav1.Condition) bool {
 // computeStatus is the status after a reconcile with result res. It is pure:
 // everything it needs is in its arguments.
 func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPolicy) *v1alpha1.Status {
+	if res.waiting != nil {
+		return waitingStatus(before, res)
+	}
 	after := before.DeepCopy()
 	setReadyCondition(after, res)
 	setProgressConditions(after, res)
 	if res.templates != "" {
 		after.Templates, after.RenderDigest = res.templates, res.renderDigest
+	}
+	if res.rollout != nil {
+		after.Rollout = res.rollout
+	}
+	if res.healthFailure() == nil {
+		after.Rollout = nil // Ready: the rollout is through with it
 	}
 	if res.ok() {
 		after.ObservedGeneration = res.generation
@@ -268,6 +277,22 @@ func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPo
 	} else {
 		after.Inventory = mergeInventory(before.Inventory, res.applied, res.pruned)
 	}
+	return after
+}
+
+// waitingStatus is the status of a resource whose change waits for its
+// turn in a paced rollout: what it was, Ready still True (its objects are
+// as they were, and healthy), with Reconciling=True saying why stencil has
+// not applied the new templates yet.
+func waitingStatus(before *v1alpha1.Status, res *result) *v1alpha1.Status {
+	after := before.DeepCopy()
+	if ready := meta.FindStatusCondition(after.Conditions, v1alpha1.ConditionReady); ready != nil && ready.Status == metav1.ConditionTrue {
+		ready.Message = cut("The objects applied with version "+before.Templates+" of the templates are healthy; version "+
+			res.waiting.templates+" changes them and waits for its turn (see the Reconciling condition).", v1alpha1.MaxMessageBytes)
+	}
+	meta.RemoveStatusCondition(&after.Conditions, v1alpha1.ConditionStalled)
+	meta.SetStatusCondition(&after.Conditions, metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue,
+		Reason: res.waiting.reason, Message: cut(res.waiting.message, v1alpha1.MaxMessageBytes), ObservedGeneration: res.generation})
 	return after
 }
 
@@ -302,7 +327,7 @@ func failureMessage(s *v1alpha1.Status, f *failure) string {
 		return "The resource is being deleted, and deleting its cluster-scoped objects failed: " + f.err.Error() + ". Its finalizer stays until they are gone; stencil retries with backoff."
 	case v1alpha1.ReasonDeleting:
 		return "The resource is being deleted: " + f.err.Error() + ". It may still wait for other finalizers."
-	case v1alpha1.ReasonProgressing, v1alpha1.ReasonHealthCheckFailed, v1alpha1.ReasonRolloutWaiting, v1alpha1.ReasonRolloutHalted:
+	case v1alpha1.ReasonProgressing, v1alpha1.ReasonHealthCheckFailed:
 		return f.err.Error()
 	case v1alpha1.ReasonStatusFailed:
 		return "Status failed: " + f.err.Error() + ". The objects are applied; fix the status template."

@@ -68,8 +68,6 @@ func TestComputeStatus(t *testing.T) {
 		{"an object failed: applied, Stalled", v1alpha1.Status{}, result{generation: 2, desired: objs(cm), unhealthy: failedHealth}, v1alpha1.DriftCorrect, v1alpha1.ReasonHealthCheckFailed, v1alpha1.ReasonInSync, v1alpha1.ConditionStalled, 2, 1, 0},
 		{"a failure says more than health", v1alpha1.Status{}, result{generation: 2, desired: objs(cm), unhealthy: progressing, failure: fail(v1alpha1.ReasonPruneFailed, false, "forbidden")}, v1alpha1.DriftCorrect, v1alpha1.ReasonPruneFailed, "", v1alpha1.ConditionReconciling, 0, 0, 0},
 		{"correct keeps the last record", v1alpha1.Status{Drift: drift, Conditions: []metav1.Condition{corrected}}, result{generation: 1, desired: objs(cm)}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFixed, "", 1, 1, 1},
-		{"waiting for a rollout keeps everything", v1alpha1.Status{ObservedGeneration: 2, Inventory: oldInventory, Drift: drift}, result{generation: 2, desired: objs(cm), failure: fail(v1alpha1.ReasonRolloutWaiting, false, "waits its turn")}, v1alpha1.DriftCorrect, v1alpha1.ReasonRolloutWaiting, "", v1alpha1.ConditionReconciling, 2, 1, 1},
-		{"a halted rollout stalls", v1alpha1.Status{ObservedGeneration: 2, Inventory: oldInventory}, result{generation: 2, desired: objs(cm), failure: fail(v1alpha1.ReasonRolloutHalted, true, "halted")}, v1alpha1.DriftCorrect, v1alpha1.ReasonRolloutHalted, "", v1alpha1.ConditionStalled, 2, 1, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,16 +102,50 @@ func TestComputeStatus(t *testing.T) {
 }
 
 // The version of the templates and the render digest are those of the last
-// apply: a reconcile that applied nothing keeps them.
+// full apply: a reconcile that applied nothing keeps them. A resource a
+// rollout reached says so until it is Ready.
 func TestStatusRecordsTheTemplatesApplied(t *testing.T) {
 	before := v1alpha1.Status{Templates: "sha256:old", RenderDigest: "sha256:r1"}
-	applied := computeStatus(&before, &result{generation: 1, templates: "sha256:new", renderDigest: "sha256:r2"}, v1alpha1.DriftCorrect)
-	if applied.Templates != "sha256:new" || applied.RenderDigest != "sha256:r2" {
-		t.Errorf("after an apply: %q %q", applied.Templates, applied.RenderDigest)
+	started := &v1alpha1.RolloutStatus{Templates: "sha256:new", Started: metav1.Now()}
+	unhealthy := []objectHealth{{object: "Deployment web", message: "Available: 0/1"}}
+	reached := computeStatus(&before, &result{generation: 1, templates: "sha256:new", renderDigest: "sha256:r2", rollout: started, unhealthy: unhealthy}, v1alpha1.DriftCorrect)
+	if reached.Templates != "sha256:new" || reached.RenderDigest != "sha256:r2" || reached.Rollout == nil {
+		t.Errorf("after an apply the rollout reached: %q %q %v", reached.Templates, reached.RenderDigest, reached.Rollout)
 	}
-	waiting := computeStatus(&before, &result{generation: 1, failure: &failure{reason: v1alpha1.ReasonRolloutWaiting, err: errors.New("waits")}}, v1alpha1.DriftCorrect)
-	if waiting.Templates != "sha256:old" || waiting.RenderDigest != "sha256:r1" {
-		t.Errorf("after nothing was applied: %q %q", waiting.Templates, waiting.RenderDigest)
+	if ready := computeStatus(reached, &result{generation: 1, templates: "sha256:new", renderDigest: "sha256:r2"}, v1alpha1.DriftCorrect); ready.Rollout != nil {
+		t.Errorf("Ready, and status.rollout still %v", ready.Rollout)
+	}
+	blocked := computeStatus(&before, &result{generation: 1, failure: &failure{reason: v1alpha1.ReasonOwnershipConflict, err: errors.New("not ours")}}, v1alpha1.DriftCorrect)
+	if blocked.Templates != "sha256:old" || blocked.RenderDigest != "sha256:r1" {
+		t.Errorf("after an apply that left objects: %q %q", blocked.Templates, blocked.RenderDigest)
+	}
+}
+
+// A resource waiting for its turn keeps what it had, Ready=True (its
+// objects are as they were) with a message that says what waits, and
+// Reconciling=True with the reason; no Stalled.
+func TestWaitingStatus(t *testing.T) {
+	inventory := []v1alpha1.InventoryEntry{{APIVersion: "v1", Kind: "Service", Namespace: "ns", Name: "web"}}
+	before := v1alpha1.Status{ObservedGeneration: 2, Inventory: inventory, Templates: "sha256:old", RenderDigest: "sha256:r1",
+		Conditions: []metav1.Condition{
+			{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReconciled, Message: "All 1 rendered objects are applied and healthy."},
+			{Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue, Reason: "x"},
+		}}
+	for _, reason := range []string{v1alpha1.ReasonRolloutWaiting, v1alpha1.ReasonRolloutHalted} {
+		got := computeStatus(&before, &result{generation: 2, waiting: &pending{reason: reason, message: "why", templates: "sha256:new"}}, v1alpha1.DriftCorrect)
+		ready := meta.FindStatusCondition(got.Conditions, v1alpha1.ConditionReady)
+		if ready.Status != metav1.ConditionTrue || ready.Reason != v1alpha1.ReasonReconciled || !strings.Contains(ready.Message, "sha256:old") || !strings.Contains(ready.Message, "sha256:new") {
+			t.Errorf("%s: Ready = %+v", reason, ready)
+		}
+		if c := meta.FindStatusCondition(got.Conditions, v1alpha1.ConditionReconciling); c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason || c.Message != "why" {
+			t.Errorf("%s: Reconciling = %+v", reason, c)
+		}
+		if meta.FindStatusCondition(got.Conditions, v1alpha1.ConditionStalled) != nil {
+			t.Errorf("%s: Stalled stays", reason)
+		}
+		if got.ObservedGeneration != 2 || len(got.Inventory) != 1 || got.Templates != "sha256:old" || got.RenderDigest != "sha256:r1" {
+			t.Errorf("%s: changed what was applied: %+v", reason, got)
+		}
 	}
 }
 

@@ -2,6 +2,9 @@ package render_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"flag"
 	"os"
 	"path/filepath"
@@ -92,5 +95,33 @@ func compareGolden(t *testing.T, path string, got []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs (run `go test ./render -update` and review the diff):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// engineGolden is a digest of the test kind's golden renders, recorded with
+// render.Engine: the test kind's templates change rarely, so a change of
+// its renders is a change of the render code, which must bump
+// render.Engine (see there).
+const engineGolden = "engine 1: sha256:4758a89ba310"
+
+// TestEngineVersion fails when the test kind's renders change and
+// render.Engine did not: a new release would otherwise change every
+// resource's objects at once, with no paced rollout.
+func TestEngineVersion(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "widget", "*", "expected.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden renders of the test kind: %v", err)
+	}
+	h := sha256.New()
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(h, "%s\x00%s\x00", filepath.Base(filepath.Dir(f)), data)
+	}
+	got := "engine " + render.Engine + ": sha256:" + hex.EncodeToString(h.Sum(nil))[:12]
+	if got != engineGolden {
+		t.Errorf("the test kind renders otherwise (%s, recorded %q). If the render code changed what unchanged templates render, bump render.Engine; then (or if only the test kind's templates changed) set engineGolden to %q.", got, engineGolden, got)
 	}
 }

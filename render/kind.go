@@ -167,10 +167,20 @@ func Load(def Definition) (*Kind, error) {
 	return k, nil
 }
 
-// digestFolder is "sha256:" and the first 12 hex digits of a digest of
-// every file of a kind's folder, names and contents, in name order.
+// Engine is the version of what this package makes of templates: the
+// stamping of labels and annotations, the desired hash, the template
+// functions, kustomize. It is part of every kind's [Kind.Templates], so that
+// a release that renders the same templates otherwise is rolled out at a
+// pace like a template change. Bump it with any change of render's output
+// for unchanged templates (TestEngineVersion fails until you do).
+const Engine = "1"
+
+// digestFolder is "sha256:" and the first 12 hex digits of a digest of the
+// render [Engine] and every file of a kind's folder, names and contents, in
+// name order.
 func digestFolder(fsys fs.FS, entries []fs.DirEntry) (string, error) {
 	h := sha256.New()
+	fmt.Fprintf(h, "engine %s\x00", Engine)
 	for _, e := range entries {
 		if e.IsDir() {
 			continue

@@ -71,13 +71,27 @@ type Status struct {
 	// resource changes nothing and is not paced.
 	// +optional
 	RenderDigest string `json:"renderDigest,omitempty"`
+
+	// Rollout is set while a paced rollout of new templates has reached
+	// this resource and it is not Ready yet: which version, since when. A
+	// restarted stencil counts such resources against --rollout-batch.
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
+}
+
+// RolloutStatus is the paced rollout that reached a resource.
+type RolloutStatus struct {
+	// Templates is the version of the templates it brought.
+	Templates string `json:"templates"`
+	// Started is when it reached the resource.
+	Started metav1.Time `json:"started"`
 }
 
 // IsSharedStatusField reports whether a status field belongs to [Status],
 // which stencil itself writes; a kind's status template may not set it.
 func IsSharedStatusField(name string) bool {
 	switch name {
-	case "observedGeneration", "conditions", "inventory", "drift", "templates", "renderDigest":
+	case "observedGeneration", "conditions", "inventory", "drift", "templates", "renderDigest", "rollout":
 		return true
 	}
 	return false
@@ -199,13 +213,15 @@ const (
 	// ReasonHealthCheckFailed: every object is applied, and kstatus says
 	// some failed (a Deployment past its progress deadline, a failed Job).
 	ReasonHealthCheckFailed = "HealthCheckFailed"
-	// ReasonRolloutWaiting: a new version of the templates changes this
-	// resource's objects; stencil rolls such changes out to a few resources
-	// of the kind at a time and applies this one when its turn comes.
+	// ReasonRolloutWaiting (of Reconciling, while Ready stays True): a new
+	// version of the templates changes this resource's objects; stencil
+	// rolls such changes out to a few resources of the kind at a time and
+	// applies this one when its turn comes.
 	ReasonRolloutWaiting = "RolloutWaiting"
-	// ReasonRolloutHalted: the rollout of a new version of the templates
-	// stopped because a resource it already reached did not become Ready in
-	// time; this resource keeps its objects as they are until that changes.
+	// ReasonRolloutHalted (of Reconciling, while Ready stays True): the
+	// rollout of a new version of the templates stopped because a resource
+	// it reached did not become Ready in time; this resource's objects stay
+	// as they are until that resource is Ready or deleted.
 	ReasonRolloutHalted = "RolloutHalted"
 )
 

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/reconciler"
 )
@@ -117,7 +118,7 @@ func runDiff(ctx context.Context, file, namespace string, stdin io.Reader, out i
 			if err != nil {
 				return false, err
 			}
-			d, err := diffObjectOf(ctx, c, o, live)
+			d, err := diffObjectOf(ctx, c, o, live, cr.obj.StencilDriftPolicy() == v1alpha1.DriftReport)
 			if err != nil {
 				return false, err
 			}
@@ -147,14 +148,26 @@ func readLive(ctx context.Context, c client.Reader, o *unstructured.Unstructured
 	return live, nil
 }
 
-// diffObjectOf dry-runs the apply of o and diffs the result against live
-// (nil: o does not exist).
-func diffObjectOf(ctx context.Context, c client.Client, o, live *unstructured.Unstructured) (string, error) {
+// diffObjectOf dry-runs the apply of o, as the operator would make it
+// (report: drift policy Report), and diffs the result against live (nil: o
+// does not exist).
+func diffObjectOf(ctx context.Context, c client.Client, o, live *unstructured.Unstructured, report bool) (string, error) {
 	name := o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
-	merged := o.DeepCopy()
-	err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(merged), client.FieldOwner(reconciler.FieldManager), client.ForceOwnership, client.DryRunAll)
+	body, applies, err := reconciler.PreviewBody(o, live, report)
+	if err != nil || !applies {
+		return "", err
+	}
+	merged := body.DeepCopy()
+	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(merged), client.FieldOwner(reconciler.FieldManager), client.ForceOwnership, client.DryRunAll)
 	if err != nil {
 		return "", fmt.Errorf("dry-run apply of %s: %w", name, err)
+	}
+	if live != nil && live.GetResourceVersion() != merged.GetResourceVersion() {
+		// The object changed since it was read: compare with what the
+		// dry run started from.
+		if live, err = readLive(ctx, c, o); err != nil {
+			return "", err
+		}
 	}
 	a, err := comparable(live)
 	if err != nil {

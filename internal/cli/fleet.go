@@ -11,10 +11,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/reconciler"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -137,13 +139,13 @@ func diffResource(ctx context.Context, c client.Client, live *liveObjects, k *re
 	rendered := map[string]bool{}
 	for _, o := range objs {
 		name := o.GetKind() + " " + objectName(o.GetNamespace(), o.GetName())
-		rendered[o.GetAPIVersion()+" "+name] = true
+		rendered[groupKey(o.GroupVersionKind().Group, o.GetKind(), o.GetNamespace(), o.GetName())] = true
 		current, err := live.get(ctx, o)
 		if err != nil {
 			d.err = err
 			return d
 		}
-		diff, err := diffObjectOf(ctx, c, o, current)
+		diff, err := diffObjectOf(ctx, c, o, current, cr.StencilDriftPolicy() == v1alpha1.DriftReport)
 		switch {
 		case err != nil:
 			d.err = err
@@ -157,10 +159,15 @@ func diffResource(ctx context.Context, c client.Client, live *liveObjects, k *re
 		}
 		d.diffs = append(d.diffs, diff)
 	}
-	for _, e := range cr.StencilStatus().Inventory {
-		name := e.Kind + " " + objectName(e.Namespace, e.Name)
-		if !rendered[e.APIVersion+" "+name] {
-			d.pruned = append(d.pruned, name)
+	owned, err := live.ownedBy(ctx, cr)
+	if err != nil {
+		d.err = err
+		return d
+	}
+	for _, item := range owned {
+		gvk := item.GroupVersionKind()
+		if !rendered[groupKey(gvk.Group, gvk.Kind, item.GetNamespace(), item.GetName())] && reconciler.Prunable(k.GroupVersionKind(), cr, item) {
+			d.pruned = append(d.pruned, gvk.Kind+" "+objectName(item.GetNamespace(), item.GetName()))
 		}
 	}
 	return d
@@ -170,18 +177,24 @@ func diffResource(ctx context.Context, c client.Client, live *liveObjects, k *re
 // owned type made up front, others (not labelled, or absent) one by one.
 type liveObjects struct {
 	reader client.Reader
-	listed map[string]*unstructured.Unstructured // by liveKey
+	listed map[string]*unstructured.Unstructured // by groupKey
+	// byOwner holds the listed objects by owner UID label; listedTypes are
+	// the owned types whose list succeeded.
+	byOwner     map[string][]*unstructured.Unstructured
+	listedTypes map[schema.GroupKind]bool
 }
 
-func liveKey(apiVersion, kind, namespace, name string) string {
-	return apiVersion + " " + kind + " " + namespace + "/" + name
+// groupKey names an object by group, kind, namespace and name, as prune
+// does: another version of the same type is the same object.
+func groupKey(group, kind, namespace, name string) string {
+	return group + "/" + kind + "/" + namespace + "/" + name
 }
 
 // prefetch lists the objects of a kind's owned types that stencil
 // labelled, in every namespace. A list that fails leaves its objects to be
 // read one by one.
 func (l *liveObjects) prefetch(ctx context.Context, c client.Reader, k *render.Kind) {
-	l.listed = map[string]*unstructured.Unstructured{}
+	l.listed, l.byOwner, l.listedTypes = map[string]*unstructured.Unstructured{}, map[string][]*unstructured.Unstructured{}, map[schema.GroupKind]bool{}
 	for _, t := range k.Declaration().Owns {
 		list := &unstructured.UnstructuredList{}
 		gvk := t.GroupVersionKind()
@@ -189,19 +202,53 @@ func (l *liveObjects) prefetch(ctx context.Context, c client.Reader, k *render.K
 		if err := c.List(ctx, list, client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil}); err != nil {
 			continue
 		}
+		l.listedTypes[gvk.GroupKind()] = true
 		for i := range list.Items {
 			o := &list.Items[i]
-			l.listed[liveKey(gvk.GroupVersion().String(), gvk.Kind, o.GetNamespace(), o.GetName())] = o
+			o.SetGroupVersionKind(gvk)
+			l.listed[groupKey(gvk.Group, gvk.Kind, o.GetNamespace(), o.GetName())] = o
+			if uid := o.GetLabels()[v1alpha1.LabelOwnerUID]; uid != "" {
+				l.byOwner[uid] = append(l.byOwner[uid], o)
+			}
 		}
 	}
 }
 
 // get is the live object of o, nil when there is none.
 func (l *liveObjects) get(ctx context.Context, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	if live, ok := l.listed[liveKey(o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName())]; ok {
+	gvk := o.GroupVersionKind()
+	if live, ok := l.listed[groupKey(gvk.Group, gvk.Kind, o.GetNamespace(), o.GetName())]; ok && live.GetAPIVersion() == o.GetAPIVersion() {
 		return live, nil
 	}
 	return readLive(ctx, l.reader, o)
+}
+
+// ownedBy is what prune would look at for cr: the listed objects with its
+// owner label, and the objects of its inventory of types not listed, read
+// one by one.
+func (l *liveObjects) ownedBy(ctx context.Context, cr v1alpha1.Object) ([]*unstructured.Unstructured, error) {
+	out := slices.Clone(l.byOwner[string(cr.GetUID())])
+	for _, e := range cr.StencilStatus().Inventory {
+		gv, err := schema.ParseGroupVersion(e.APIVersion)
+		if err != nil {
+			continue
+		}
+		if l.listedTypes[schema.GroupKind{Group: gv.Group, Kind: e.Kind}] {
+			continue // in byOwner
+		}
+		probe := &unstructured.Unstructured{}
+		probe.SetGroupVersionKind(gv.WithKind(e.Kind))
+		probe.SetNamespace(e.Namespace)
+		probe.SetName(e.Name)
+		item, err := readLive(ctx, l.reader, probe)
+		if err != nil && !meta.IsNoMatchError(err) {
+			return nil, err // a type no longer served has nothing to prune
+		}
+		if item != nil {
+			out = append(out, item)
+		}
+	}
+	return out, nil
 }
 
 func objectName(namespace, name string) string {

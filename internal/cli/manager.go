@@ -84,6 +84,9 @@ const leaderElectionID = "stencil.stencil.dev"
 
 func runManager(ctx context.Context, o managerOptions) error {
 	log := ctrl.Log.WithName("setup")
+	if o.rollout.Batch < 0 || o.rollout.Batch > 0 && o.rollout.Deadline <= 0 {
+		return fmt.Errorf("--rollout-batch must be 0 (no pacing) or more, with a --rollout-deadline above 0; got %d and %s", o.rollout.Batch, o.rollout.Deadline)
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
