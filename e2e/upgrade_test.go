@@ -112,13 +112,16 @@ func TestUpgradePreviewAndPacedRollout(t *testing.T) {
 	if events := mustKubectl(t, "-n", upgradeNamespace, "get", "events", "--field-selector=reason=RolloutHalted", "-o", "name"); events == "" {
 		t.Error("no RolloutHalted event")
 	}
-	metrics := scrapeAsReader(t)
-	for _, want := range []string{`stencil_rollout_halted{kind="MyWeb"} 1`, fmt.Sprintf(`stencil_rollout_resources{kind="MyWeb",state="rolling"} %d`, batch),
-		fmt.Sprintf(`stencil_rollout_resources{kind="MyWeb",state="waiting"} %d`, n-batch)} {
-		if !strings.Contains(metrics, want+"\n") {
-			t.Errorf("metrics lack %s", want)
+	eventually(t, 30*time.Second, "the rollout's metrics", func() error {
+		metrics := scrapeAsReader(t)
+		for _, want := range []string{`stencil_rollout_halted{kind="MyWeb"} 1`, fmt.Sprintf(`stencil_rollout_resources{kind="MyWeb",state="rolling"} %d`, batch),
+			fmt.Sprintf(`stencil_rollout_resources{kind="MyWeb",state="waiting"} %d`, n-batch)} {
+			if !strings.Contains(metrics, want+"\n") {
+				return fmt.Errorf("metrics lack %s", want)
+			}
 		}
-	}
+		return nil
+	})
 
 	// A new operator process finds the rollout where it was: still halted,
 	// reaching no other MyWeb.

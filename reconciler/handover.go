@@ -1,6 +1,8 @@
 package reconciler
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,16 +69,22 @@ func withoutHandedOver(body, d *unstructured.Unstructured, entries []metav1.Mana
 	return out, nil
 }
 
+// ErrNotOurs: an object in the way of a rendered one is not the resource's.
+var ErrNotOurs = errors.New("not this resource's")
+
 // PreviewBody is what a reconcile would apply for d onto live (nil: not
 // there yet), for previews of an apply: nothing (false) for a create-only
-// object that exists; else d without the fields handed over to another
-// manager and, under drift policy Report, without those other managers
-// hold.
+// object that exists, or one on its way out; an error for an object that
+// is not the resource's (stencil leaves it alone: OwnershipConflict); else
+// d without the fields handed over to another manager and, under drift
+// policy Report, without those other managers hold.
 func PreviewBody(d, live *unstructured.Unstructured, report bool) (*unstructured.Unstructured, bool, error) {
-	if live == nil {
+	switch {
+	case live == nil:
 		return d, true, nil
-	}
-	if createOnly(d) {
+	case !ownedFor(live, d) && !adoptedBy(live, d):
+		return nil, false, fmt.Errorf("%w: %s (%s); stencil leaves it alone, with reason %s", ErrNotOurs, conflictWith(d, live).object, holderOf(live), v1alpha1.ReasonOwnershipConflict)
+	case createOnly(d) || live.GetDeletionTimestamp() != nil:
 		return nil, false, nil
 	}
 	body := d

@@ -1,6 +1,8 @@
 package reconciler
 
 import (
+	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
 )
 
 func TestOwnership(t *testing.T) {
@@ -68,6 +71,64 @@ func TestBackoff(t *testing.T) {
 			if got := backoff(tt.lasted); got < tt.min || got > tt.max {
 				t.Errorf("backoff after a conflict of %v = %v, want within [%v, %v]", tt.lasted, got, tt.min, tt.max)
 			}
+		}
+	}
+}
+
+// PreviewBody and Prunable decide as apply and prune do.
+func TestPreviewRules(t *testing.T) {
+	kind := testv1alpha1.GroupVersion.WithKind("Widget")
+	cr := &testv1alpha1.Widget{}
+	cr.Namespace, cr.Name, cr.UID = "ns", "w", "uid-1"
+	desired := func(annotations map[string]string) *unstructured.Unstructured {
+		d := &unstructured.Unstructured{}
+		d.SetAPIVersion("v1")
+		d.SetKind("ConfigMap")
+		d.SetNamespace("ns")
+		d.SetName("cm")
+		d.SetLabels(map[string]string{v1alpha1.LabelOwnerUID: "uid-1"})
+		ann := map[string]string{v1alpha1.AnnotationOwner: "Widget.test.stencil.dev/ns/w"}
+		maps.Copy(ann, annotations)
+		d.SetAnnotations(ann)
+		return d
+	}
+	ours := func(mutate func(*unstructured.Unstructured)) *unstructured.Unstructured {
+		live := desired(nil)
+		live.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "test.stencil.dev/v1alpha1", Kind: "Widget", Name: "w", UID: "uid-1", Controller: new(true)}})
+		if mutate != nil {
+			mutate(live)
+		}
+		return live
+	}
+	foreign := desired(nil)
+	foreign.SetLabels(nil)
+	foreign.SetAnnotations(nil)
+
+	cases := []struct {
+		name          string
+		d, live       *unstructured.Unstructured
+		applies, errs bool
+	}{
+		{"absent: created", desired(nil), nil, true, false},
+		{"ours: applied", desired(nil), ours(nil), true, false},
+		{"not ours: left alone", desired(nil), foreign, false, true},
+		{"create-only and there: not applied", desired(map[string]string{v1alpha1.AnnotationSSA: v1alpha1.SSAIfNotPresent}), ours(nil), false, false},
+		{"on its way out: not applied", desired(nil), ours(func(u *unstructured.Unstructured) { u.SetDeletionTimestamp(new(metav1.Now())) }), false, false},
+	}
+	for _, c := range cases {
+		_, applies, err := PreviewBody(c.d, c.live, false)
+		if applies != c.applies || (err != nil) != c.errs || c.errs && !errors.Is(err, ErrNotOurs) {
+			t.Errorf("%s: applies %v, error %v", c.name, applies, err)
+		}
+	}
+
+	keep := ours(func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{v1alpha1.AnnotationPrune: v1alpha1.PruneDisabled})
+	})
+	copied := ours(func(u *unstructured.Unstructured) { u.SetOwnerReferences(nil) })
+	for name, want := range map[*unstructured.Unstructured]bool{ours(nil): true, keep: false, foreign: false, copied: false} {
+		if got := Prunable(kind, cr, name); got != want {
+			t.Errorf("Prunable(%v) = %v, want %v", name.Object["metadata"], got, want)
 		}
 	}
 }

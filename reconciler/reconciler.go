@@ -103,6 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !cr.GetDeletionTimestamp().IsZero() {
+		r.rollout.forget(req.NamespacedName)
 		return reconcile.Result{}, r.finalizeAndReport(ctx, cr)
 	}
 	current, err := r.currentStatus(cr)
@@ -195,9 +196,22 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 // that the templates alone bring. When it may not, res records why and the
 // reconcile leaves the objects as they are.
 func (r *Reconciler) awaitTurn(ctx context.Context, cr v1alpha1.Object, res *result, digest string) (bool, error) {
-	v, err := r.rollout.admit(ctx, client.ObjectKeyFromObject(cr), r.rollout.templateChange(cr, digest))
+	change := r.rollout.templateChange(cr, digest)
+	if change {
+		intact, err := r.intact(ctx, cr)
+		if err != nil {
+			res.quiet = true // nothing happened; the retry looks again
+			return false, err
+		}
+		change = intact
+	}
+	v, err := r.rollout.admit(ctx, client.ObjectKeyFromObject(cr), change)
 	if err != nil {
-		return false, res.fail(v1alpha1.ReasonApplyFailed, false, err)
+		res.quiet = true
+		return false, err
+	}
+	if !v.since.IsZero() {
+		res.rollout = &v1alpha1.RolloutStatus{Templates: r.kind.Templates(), Started: metav1.NewTime(v.since)}
 	}
 	switch {
 	case v.started:
@@ -205,13 +219,47 @@ func (r *Reconciler) awaitTurn(ctx context.Context, cr v1alpha1.Object, res *res
 		r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "RollingOut", "Apply",
 			"Applying version %s of the templates, which changes this resource's objects; stencil rolls such changes out to at most %d %s resources at a time",
 			r.kind.Templates(), r.rollout.opts.Batch, r.kind.GroupVersionKind().Kind)
-		res.rollout = &v1alpha1.RolloutStatus{Templates: r.kind.Templates(), Started: metav1.Now()}
 	case v.halted:
 		res.waiting = &pending{reason: v1alpha1.ReasonRolloutHalted, message: r.rollout.waitMessage(v), templates: r.kind.Templates()}
 	case v.wait:
 		res.waiting = &pending{reason: v1alpha1.ReasonRolloutWaiting, message: r.rollout.waitMessage(v), templates: r.kind.Templates()}
 	}
 	return v.wait, nil
+}
+
+// intact reports whether the objects a resource was last applied with (its
+// inventory, of the kind's declared types) are all in the cache and, of the
+// types the kind judges, healthy: only such a resource's change waits for
+// its turn. One that lost an object, or whose objects are not healthy, has
+// nothing a paced rollout would protect, and is applied at once.
+func (r *Reconciler) intact(ctx context.Context, cr v1alpha1.Object) (bool, error) {
+	probe := &result{}
+	for _, e := range cr.StencilStatus().Inventory {
+		o := &unstructured.Unstructured{}
+		o.SetAPIVersion(e.APIVersion)
+		o.SetKind(e.Kind)
+		o.SetNamespace(e.Namespace)
+		o.SetName(e.Name)
+		gvk := o.GroupVersionKind()
+		if !r.applier.types.declared(gvk) {
+			continue // no informer for it; prune reads such types itself
+		}
+		if r.kind.JudgesHealth(gvk) {
+			h, err := r.judgeLive(ctx, o, probe)
+			if err != nil || !h.current {
+				return false, err
+			}
+			continue
+		}
+		err := r.client.Get(ctx, client.ObjectKeyFromObject(o), r.applier.types.newObject(gvk))
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("reading %s %s: %w", e.Kind, e.Name, err)
+		}
+	}
+	return true, nil
 }
 
 // settleRollout tells the rollout gate how the reconcile of a resource
@@ -324,12 +372,13 @@ func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
 	defer cancel()
-	err = errors.Join(err, r.writeStatus(wctx, cr, current, res))
+	werr := r.writeStatus(wctx, cr, current, res)
+	err = errors.Join(err, werr)
 	if res.paced > 0 && err == nil {
 		ret.RequeueAfter = soonest(ret.RequeueAfter, res.paced)
 	}
-	if res.paced == 0 && err == nil {
-		r.settleRollout(ctx, cr, res)
+	if res.paced == 0 && werr == nil {
+		r.settleRollout(ctx, cr, res) // its status says how it went
 	}
 	nn := client.ObjectKeyFromObject(cr)
 	if !res.othersWrote {

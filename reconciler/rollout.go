@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,10 +72,13 @@ type rollout struct {
 	// previous process left rolling.
 	list func(context.Context) ([]v1alpha1.Object, error)
 
-	mu      sync.Mutex
-	seeded  bool
-	rolling map[types.NamespacedName]*rolled
-	waiting []types.NamespacedName // in the order they came
+	mu     sync.Mutex
+	seeded bool
+	// readyBeforeSeed are the resources whose reconcile ended Ready before
+	// the seed: the cache may still show them rolling.
+	readyBeforeSeed map[types.NamespacedName]bool
+	rolling         map[types.NamespacedName]*rolled
+	waiting         []types.NamespacedName // in the order they came
 }
 
 // rolled is a resource that a template change reached.
@@ -95,8 +99,10 @@ type turn struct {
 	halted  bool
 	culprit types.NamespacedName
 	why     string
-	// started: the change reaches this resource now.
+	// started: the change reaches this resource now; since: when it did
+	// (now, or earlier for a resource it reached before).
 	started bool
+	since   time.Time
 }
 
 func newRollout(kind, templates string, opts RolloutOptions) *rollout {
@@ -135,8 +141,8 @@ func (g *rollout) admit(ctx context.Context, nn types.NamespacedName, change boo
 	if err := g.seed(ctx); err != nil {
 		return turn{}, err
 	}
-	if _, ok := g.rolling[nn]; ok {
-		return turn{}, nil // reached already; this reconcile goes on with it
+	if e, ok := g.rolling[nn]; ok {
+		return turn{since: e.since}, nil // reached already; this reconcile goes on with it
 	}
 	if culprit, why, halted := g.haltedBy(); halted {
 		g.addWaiting(nn)
@@ -147,9 +153,10 @@ func (g *rollout) admit(ctx context.Context, nn types.NamespacedName, change boo
 		return turn{wait: true}, nil
 	}
 	g.dropWaiting(nn)
-	g.start(nn, time.Now())
+	now := time.Now()
+	g.start(nn, now)
 	rolledOut.WithLabelValues(g.kind).Inc()
-	return turn{started: true}, nil
+	return turn{started: true, since: now}, nil
 }
 
 // start records that the change reached nn at since, and looks at it again
@@ -186,11 +193,15 @@ func (g *rollout) seed(ctx context.Context) error {
 			continue
 		}
 		nn := client.ObjectKeyFromObject(cr)
+		if g.readyBeforeSeed[nn] {
+			continue // the cache has not seen the status that said so yet
+		}
 		g.start(nn, s.Rollout.Started.Time)
-		if ready := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionReady); ready != nil && ready.Reason == v1alpha1.ReasonHealthCheckFailed {
-			g.rolling[nn].failed = ready.Message
+		if stalled := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionStalled); stalled != nil && stalled.Status == metav1.ConditionTrue {
+			g.rolling[nn].failed = stalled.Message
 		}
 	}
+	g.readyBeforeSeed = nil
 	g.seeded = true
 	return nil
 }
@@ -227,6 +238,12 @@ func (g *rollout) settle(nn types.NamespacedName, ready bool, failed string) (st
 	defer g.gauges()
 	e, ok := g.rolling[nn]
 	if !ok {
+		if ready && !g.seeded {
+			if g.readyBeforeSeed == nil {
+				g.readyBeforeSeed = map[types.NamespacedName]bool{}
+			}
+			g.readyBeforeSeed[nn] = true
+		}
 		return "", false
 	}
 	if ready {

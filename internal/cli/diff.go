@@ -119,6 +119,9 @@ func runDiff(ctx context.Context, file, namespace string, stdin io.Reader, out i
 				return false, err
 			}
 			d, err := diffObjectOf(ctx, c, o, live, cr.obj.StencilDriftPolicy() == v1alpha1.DriftReport)
+			if errors.Is(err, reconciler.ErrNotOurs) {
+				d, err = "# "+err.Error()+"\n", nil
+			}
 			if err != nil {
 				return false, err
 			}
@@ -162,9 +165,9 @@ func diffObjectOf(ctx context.Context, c client.Client, o, live *unstructured.Un
 	if err != nil {
 		return "", fmt.Errorf("dry-run apply of %s: %w", name, err)
 	}
-	if live != nil && live.GetResourceVersion() != merged.GetResourceVersion() {
-		// The object changed since it was read: compare with what the
-		// dry run started from.
+	if rv := merged.GetResourceVersion(); live != nil && live.GetResourceVersion() != rv || live == nil && rv != "" {
+		// The object changed (or came) since it was read: compare with
+		// what the dry run started from.
 		if live, err = readLive(ctx, c, o); err != nil {
 			return "", err
 		}

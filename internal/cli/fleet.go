@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"text/tabwriter"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -39,6 +41,9 @@ type resourceDiff struct {
 	// "Kind namespace/name".
 	created, changed, pruned []string
 	diffs                    []string
+	// left are objects in the way that are not the resource's: stencil
+	// leaves them alone, upgrade or not.
+	left []string
 }
 
 func (d *resourceDiff) different() bool {
@@ -147,6 +152,9 @@ func diffResource(ctx context.Context, c client.Client, live *liveObjects, k *re
 		}
 		diff, err := diffObjectOf(ctx, c, o, current, cr.StencilDriftPolicy() == v1alpha1.DriftReport)
 		switch {
+		case errors.Is(err, reconciler.ErrNotOurs):
+			d.left = append(d.left, err.Error())
+			continue
 		case err != nil:
 			d.err = err
 			return d
@@ -241,8 +249,8 @@ func (l *liveObjects) ownedBy(ctx context.Context, cr v1alpha1.Object) ([]*unstr
 		probe.SetNamespace(e.Namespace)
 		probe.SetName(e.Name)
 		item, err := readLive(ctx, l.reader, probe)
-		if err != nil && !meta.IsNoMatchError(err) {
-			return nil, err // a type no longer served has nothing to prune
+		if err != nil && !meta.IsNoMatchError(err) && !apierrors.IsForbidden(err) {
+			return nil, err // a type no longer served, or not readable, is not pruned either
 		}
 		if item != nil {
 			out = append(out, item)
@@ -262,13 +270,16 @@ func objectName(namespace, name string) string {
 // happen and the diffs.
 func printDetails(w io.Writer, diffs []*resourceDiff) error {
 	for _, d := range sorted(diffs) {
-		if !d.different() && d.err == nil {
+		if !d.different() && d.err == nil && len(d.left) == 0 {
 			continue
 		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "# %s %s\n", d.kind, objectName(d.namespace, d.name))
 		if d.err != nil {
 			fmt.Fprintf(&b, "#   error: %v\n", d.err)
+		}
+		for _, l := range d.left {
+			fmt.Fprintf(&b, "#   %s\n", l)
 		}
 		for _, list := range []struct {
 			verb  string
