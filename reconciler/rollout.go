@@ -363,7 +363,7 @@ func (g *rollout) waitMessage(v turn) string {
 func renderDigest(objs []*unstructured.Unstructured) string {
 	h := sha256.New()
 	for _, o := range objs {
-		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\n", o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName(),
+		_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\n", o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName(),
 			o.GetAnnotations()[v1alpha1.AnnotationDesiredHash])
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:12]

@@ -118,7 +118,7 @@ func TestEngineVersion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(h, "%s\x00%s\x00", filepath.Base(filepath.Dir(f)), data)
+		_, _ = fmt.Fprintf(h, "%s\x00%s\x00", filepath.Base(filepath.Dir(f)), data)
 	}
 	got := "engine " + render.Engine + ": sha256:" + hex.EncodeToString(h.Sum(nil))[:12]
 	if got != engineGolden {

@@ -182,7 +182,7 @@ const Engine = "1"
 // name order.
 func digestFolder(fsys fs.FS, entries []fs.DirEntry) (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "engine %s\x00", Engine)
+	_, _ = fmt.Fprintf(h, "engine %s\x00", Engine)
 	for _, e := range entries {
 		if e.IsDir() {
 			continue
@@ -191,7 +191,7 @@ func digestFolder(fsys fs.FS, entries []fs.DirEntry) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("reading %s: %w", e.Name(), err)
 		}
-		fmt.Fprintf(h, "%s\x00%d\x00", e.Name(), len(src))
+		_, _ = fmt.Fprintf(h, "%s\x00%d\x00", e.Name(), len(src))
 		h.Write(src)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:12], nil

@@ -33,8 +33,11 @@ func measurePreview(ctx context.Context, cfg config, e *env) (previewFigures, er
 	if exit, ok := errors.AsType[*exec.ExitError](err); ok {
 		f.Exit, err = exit.ExitCode(), nil
 	}
-	if err != nil || f.Exit > 1 {
-		return f, fmt.Errorf("stencil diff --all: exit %d, %v: %s", f.Exit, err, out)
+	if err != nil {
+		return f, fmt.Errorf("stencil diff --all: %w", err)
+	}
+	if f.Exit > 1 {
+		return f, fmt.Errorf("stencil diff --all: exit %d: %s", f.Exit, out)
 	}
 	for line := range strings.SplitSeq(string(out), "\n") {
 		if strings.HasPrefix(line, "MyWeb ") {

@@ -332,10 +332,11 @@ func printSummary(w io.Writer, loaded []*render.Kind, diffs []*resourceDiff) err
 		c.create, c.change, c.prune = c.create+len(d.created), c.change+len(d.changed), c.prune+len(d.pruned)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tRESOURCES\tUNCHANGED\tCHANGED\tFAILING\tCREATE\tCHANGE\tPRUNE")
+	// tabwriter reports a write error at Flush.
+	_, _ = fmt.Fprintln(tw, "KIND\tRESOURCES\tUNCHANGED\tCHANGED\tFAILING\tCREATE\tCHANGE\tPRUNE")
 	for _, n := range names {
 		c := byKind[n]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", n, c.resources, c.unchanged, c.changed, c.failing, c.create, c.change, c.prune)
+		_, _ = fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", n, c.resources, c.unchanged, c.changed, c.failing, c.create, c.change, c.prune)
 	}
 	return tw.Flush()
 }
