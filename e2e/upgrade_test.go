@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -137,6 +138,33 @@ func TestUpgradePreviewAndPacedRollout(t *testing.T) {
 		t.Errorf("after a restart: %v", err)
 	}
 
+	// Never held back: a waiting MyWeb whose spec changes, and one that
+	// lost an object.
+	var waiting []string
+	for _, w := range mywebs(t) {
+		if w.Status.Templates == v1 {
+			waiting = append(waiting, w.Metadata.Name)
+		}
+	}
+	slices.Sort(waiting)
+	changed, lost := waiting[0], waiting[1]
+	mustKubectl(t, "-n", upgradeNamespace, "patch", "myweb", changed, "--type=merge", "-p", `{"spec":{"image":"nginx:1.27"}}`)
+	mustKubectl(t, "-n", upgradeNamespace, "delete", "service", lost)
+	eventually(t, 30*time.Second, "the spec change and the lost Service applied at once", func() error {
+		image := mustKubectl(t, "-n", upgradeNamespace, "get", "deployment", changed, "-o", "jsonpath={.spec.template.spec.containers[0].image}")
+		label, err := kubectl(t, "-n", upgradeNamespace, "get", "service", lost, "-o", `jsonpath={.metadata.labels.upgrade\.stencil\.dev/version}`)
+		if image != "nginx:1.27" || err != nil || label != "2" {
+			return fmt.Errorf("%s image %q; %s Service: %v, label %q", changed, image, lost, err, label)
+		}
+		return nil
+	})
+	webs := mywebs(t)
+	for _, name := range []string{changed, lost} {
+		if w := webs[upgradeNamespace+"/"+name]; w.Status.Rollout != nil {
+			t.Errorf("%s was counted in the rollout: %+v", name, w.Status.Rollout)
+		}
+	}
+
 	// Room again: the rollout goes on, to every MyWeb.
 	mustKubectl(t, "-n", upgradeNamespace, "delete", "quota", "pods")
 	eventually(t, 120*time.Second, "every MyWeb has the new templates and is Ready", func() error {
@@ -152,7 +180,10 @@ func TestUpgradePreviewAndPacedRollout(t *testing.T) {
 	}
 	most, counts := watch()
 	if most > batch {
-		t.Errorf("up to %d MyWebs were reached and not Ready at once; the batch is %d", most, batch)
+		t.Errorf("up to %d MyWebs were reached by the rollout and not Ready at once; the batch is %d", most, batch)
+	}
+	if most == 0 {
+		t.Error("no MyWeb was ever seen in the rollout (status.rollout)")
 	}
 	if counts < 3 {
 		t.Errorf("the number of MyWebs reached took %d values; want the rollout seen in steps", counts)
@@ -237,6 +268,7 @@ type myweb struct {
 	Metadata struct{ Namespace, Name string }
 	Status   struct {
 		Templates  string
+		Rollout    *struct{ Templates string }
 		Conditions []struct{ Type, Status, Reason string }
 	}
 }
@@ -278,9 +310,9 @@ func readMyWebs(t *testing.T) (map[string]myweb, error) {
 }
 
 // watchRollout samples every MyWeb of the cluster until the returned
-// function is called, which says how many at most were reached by the new
-// templates and not Ready at once, and how many different numbers of
-// reached MyWebs it saw.
+// function is called, which says how many at most the rollout had reached
+// and were not Ready yet at once (status.rollout), and how many different
+// numbers of MyWebs with the new templates it saw.
 func watchRollout(t *testing.T, v1 string) func() (int, int) {
 	stop, done := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
@@ -299,12 +331,11 @@ func watchRollout(t *testing.T, v1 string) func() (int, int) {
 				continue // the next sample
 			}
 			for _, w := range webs {
-				if w.Status.Templates == v1 {
-					continue
-				}
-				reached++
-				if w.condition("Ready").Status != "True" {
+				if w.Status.Rollout != nil {
 					rolling++
+				}
+				if w.Status.Templates != v1 {
+					reached++
 				}
 			}
 			mu.Lock()
