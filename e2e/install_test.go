@@ -82,7 +82,7 @@ func TestHelmChart(t *testing.T) {
 	}
 	helm("lint", "../dist/chart", "--set", "image="+image)
 	helm("install", release, "../dist/chart", "--namespace", ns, "--create-namespace", "--set", "image="+image, "--wait", "--timeout", "2m")
-	if got, want := deployment(), "2 "+image+` ["--leader-elect","--metrics-bind-address=:8443","--metrics-secure","--health-probe-bind-address=:8081"]`; got != want {
+	if got, want := deployment(), "2 "+image+` ["--leader-elect","--metrics-bind-address=:8443","--metrics-secure","--health-probe-bind-address=:8081","--rollout-batch=10","--rollout-deadline=10m"]`; got != want {
 		t.Errorf("Deployment: %s, want %s", got, want)
 	}
 	for _, binding := range []string{"manager", "metrics-auth"} {
@@ -94,8 +94,8 @@ func TestHelmChart(t *testing.T) {
 	mustKubectl(t, "-n", ns, "get", "service", "stencil-metrics")
 
 	helm("upgrade", release, "../dist/chart", "--namespace", ns, "--reuse-values",
-		"--set", "replicas=1", "--set", "leaderElection=false", "--set", "metrics.enabled=false", "--wait", "--timeout", "2m")
-	if got, want := deployment(), "1 "+image+` ["--metrics-bind-address=0","--health-probe-bind-address=:8081"]`; got != want {
+		"--set", "replicas=1", "--set", "leaderElection=false", "--set", "metrics.enabled=false", "--set", "rollout.batch=3", "--wait", "--timeout", "2m")
+	if got, want := deployment(), "1 "+image+` ["--metrics-bind-address=0","--health-probe-bind-address=:8081","--rollout-batch=3","--rollout-deadline=10m"]`; got != want {
 		t.Errorf("Deployment after the upgrade: %s, want %s", got, want)
 	}
 	for _, gone := range [][]string{{"-n", ns, "service", "stencil-metrics"}, {"clusterrole", release + "-metrics-auth"}} {
