@@ -29,7 +29,42 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	os.Exit(localcluster.RunTests(withCRDs{m}, localcluster.Options{BinDir: binDir}, &cluster))
+	flags, cleanup, err := auditFlags()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := localcluster.RunTests(withCRDs{m}, localcluster.Options{BinDir: binDir, APIServerFlags: flags}, &cluster)
+	cleanup()
+	os.Exit(code)
+}
+
+// auditLog records every request of the operator's ServiceAccounts, so
+// that a test can count what one of them sent (see countWrites).
+var auditLog string
+
+// auditPolicy: metadata of the operators' requests, nothing else.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  users: [system:serviceaccount:stencil-system:stencil, system:serviceaccount:stencil-system:stencil-standby]
+- level: None
+`
+
+func auditFlags() ([]string, func(), error) {
+	dir, err := os.MkdirTemp("", "stencil-e2e-audit-")
+	if err != nil {
+		return nil, nil, err
+	}
+	policy := filepath.Join(dir, "policy.yaml")
+	auditLog = filepath.Join(dir, "audit.log")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		return nil, nil, err
+	}
+	return []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLog, "--audit-log-format=json"},
+		func() { _ = os.RemoveAll(dir) }, nil
 }
 
 // withCRDs installs stencil's CRDs with kubectl, as `make install` does,

@@ -63,6 +63,15 @@ func startOperator(name string) (*operator, error) {
 // startBinary is startOperator with another build of stencil, and more
 // flags.
 func startBinary(name, bin string, flags ...string) (*operator, error) {
+	return launch(name, bin, saKubeconfig, flags...)
+}
+
+// startAs is startOperator as another user.
+func startAs(name, kubeconfig string) (*operator, error) {
+	return launch(name, filepath.Join(binDir, "stencil"), kubeconfig)
+}
+
+func launch(name, bin, kubeconfig string, flags ...string) (*operator, error) {
 	probe, err := freeAddress()
 	if err != nil {
 		return nil, err
@@ -78,7 +87,7 @@ func startBinary(name, bin string, flags ...string) (*operator, error) {
 	}
 	op.cmd = exec.Command(bin, append([]string{"--metrics-bind-address=" + metrics, "--metrics-secure",
 		"--health-probe-bind-address=" + probe, "--leader-elect", "--leader-election-namespace=stencil-system"}, flags...)...)
-	op.cmd.Env = append(os.Environ(), "KUBECONFIG="+saKubeconfig)
+	op.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	op.cmd.Stdout, op.cmd.Stderr = log, log
 	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := op.cmd.Start(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/stencil-operator/stencil/internal/fence"
 	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/metricsauth"
 	"github.com/stencil-operator/stencil/reconciler"
@@ -82,6 +83,15 @@ func metricsOptions(o managerOptions) metricsserver.Options {
 // leaderElectionID names the Lease that replicas compete for.
 const leaderElectionID = "stencil.stencil.dev"
 
+// The leader election's timings (controller-runtime's defaults, set here
+// because the fence depends on them): a standby takes the Lease over after
+// leaseDuration without a renewal; the leader gives up when it could not
+// renew for renewDeadline, which is also the fence's window.
+const (
+	leaseDuration = 15 * time.Second
+	renewDeadline = 10 * time.Second
+)
+
 func runManager(ctx context.Context, o managerOptions) error {
 	log := ctrl.Log.WithName("setup")
 	if o.rollout.Batch < 0 || o.rollout.Batch > 0 && o.rollout.Deadline <= 0 {
@@ -92,6 +102,10 @@ func runManager(ctx context.Context, o managerOptions) error {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	tuneClient(cfg, o)
+	if o.leaderElect {
+		// Writes only while the Lease is fresh (see package fence).
+		cfg.Wrap(fence.New(leaderElectionID, renewDeadline).Wrap)
+	}
 	loaded, err := kinds.Load()
 	if err != nil {
 		return fmt.Errorf("loading templates: %w", err)
@@ -111,6 +125,9 @@ func runManager(ctx context.Context, o managerOptions) error {
 		LeaderElectionID:              leaderElectionID,
 		LeaderElectionNamespace:       o.leaderElectionNS,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 new(leaseDuration),
+		RenewDeadline:                 new(renewDeadline),
+		RetryPeriod:                   new(2 * time.Second),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w (are the CRDs installed? `make install` installs them)", err)

@@ -1,0 +1,311 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stencil-operator/stencil/internal/localcluster"
+)
+
+// The fault suite: the control plane misbehaves while stencil converges,
+// and afterwards every resource is Ready for its generation with exactly
+// its rendered objects, and no status says what is not so. They run last
+// (file order): they restart the control plane and stop operators.
+
+// TestAPIServerRestart kills kube-apiserver while stencil converges 100
+// FlightTickets and starts it again.
+func TestAPIServerRestart(t *testing.T) {
+	faultCase(t, "fault-apiserver", 100, func() {
+		if err := cluster.Restart(t.Context(), "kube-apiserver", 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestEtcdRestart kills etcd while stencil converges 100 FlightTickets and
+// starts it again.
+func TestEtcdRestart(t *testing.T) {
+	faultCase(t, "fault-etcd", 100, func() {
+		if err := cluster.Restart(t.Context(), "etcd", 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// faultCase creates n FlightTickets in namespace ns and, at once, the
+// fault; then it waits until every one is Ready for its generation and
+// checks their objects. An operator that exited meanwhile (a leader that
+// could not renew its Lease exits, as it should) is started again, as its
+// Deployment would.
+func faultCase(t *testing.T, ns string, n int, fault func()) {
+	mustKubectl(t, "create", "namespace", ns)
+	var crs strings.Builder
+	for i := range n {
+		fmt.Fprintf(&crs, "---\napiVersion: flights.com/v1\nkind: FlightTicket\nmetadata: {name: ft-%d, namespace: %s}\nspec: {from: Oslo, to: Rome, number: %d}\n", i, ns, i%10+1)
+	}
+	mustKubectl(t, "apply", "-f", writeFile(t, crs.String()))
+	began := time.Now()
+	fault()
+	ended := time.Now()
+	select {
+	case <-current.exited:
+		t.Logf("the operator exited during the fault (%s); starting another", strings.TrimSpace(lastLine(current.logTail())))
+		op, err := startOperator("after-" + ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		current = op
+	default:
+	}
+	eventually(t, 3*time.Minute, "every FlightTicket Ready for its generation", func() error { return allReady(t, ns, n) })
+	t.Logf("%s: the fault took %s; every FlightTicket Ready %s after it ended", ns, ended.Sub(began).Round(time.Millisecond), time.Since(ended).Round(time.Millisecond))
+	checkRendered(t, ns, n)
+}
+
+// flightTicket is the part of a FlightTicket the fault checks read.
+type flightTicket struct {
+	Metadata struct {
+		Name, UID  string
+		Generation int64
+	}
+	Spec   struct{ To string }
+	Status struct {
+		ObservedGeneration int64
+		Conditions         []struct{ Type, Status, Reason string }
+		Inventory          []struct{ Kind, Name string }
+	}
+}
+
+func flightTickets(t *testing.T, ns string) []flightTicket {
+	t.Helper()
+	var list struct{ Items []flightTicket }
+	if err := json.Unmarshal([]byte(mustKubectl(t, "-n", ns, "get", "flighttickets", "-o", "json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// allReady: n FlightTickets, each Ready=True for its generation.
+func allReady(t *testing.T, ns string, n int) error {
+	fts := flightTickets(t, ns)
+	if len(fts) != n {
+		return fmt.Errorf("%d FlightTickets, want %d", len(fts), n)
+	}
+	for _, ft := range fts {
+		ready := false
+		for _, c := range ft.Status.Conditions {
+			ready = ready || c.Type == "Ready" && c.Status == "True"
+		}
+		if !ready || ft.Status.ObservedGeneration != ft.Metadata.Generation {
+			return fmt.Errorf("%s: Ready %v, observedGeneration %d of %d", ft.Metadata.Name, ready, ft.Status.ObservedGeneration, ft.Metadata.Generation)
+		}
+	}
+	return nil
+}
+
+// checkRendered: exactly one ConfigMap per FlightTicket, its own (owner
+// label), with the spec's destination; none without a FlightTicket; each
+// inventory names exactly its ConfigMap.
+func checkRendered(t *testing.T, ns string, n int) {
+	t.Helper()
+	var cms struct {
+		Items []struct {
+			Metadata struct {
+				Name   string
+				Labels map[string]string
+			}
+			Data map[string]string
+		}
+	}
+	out := mustKubectl(t, "-n", ns, "get", "configmaps", "-l", "app.kubernetes.io/managed-by=stencil", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &cms); err != nil {
+		t.Fatal(err)
+	}
+	byOwner := map[string][]string{}
+	booking := map[string]string{}
+	for _, cm := range cms.Items {
+		uid := cm.Metadata.Labels["stencil.dev/owner-uid"]
+		byOwner[uid] = append(byOwner[uid], cm.Metadata.Name)
+		booking[cm.Metadata.Name] = strings.Join(mapValues(cm.Data), " ")
+	}
+	fts := flightTickets(t, ns)
+	if len(cms.Items) != len(fts) || len(fts) != n {
+		t.Errorf("%d ConfigMaps for %d FlightTickets (want %d each)", len(cms.Items), len(fts), n)
+	}
+	for _, ft := range fts {
+		want := ft.Metadata.Name + "-booking"
+		if got := byOwner[ft.Metadata.UID]; len(got) != 1 || got[0] != want {
+			t.Errorf("%s owns ConfigMaps %v, want [%s]", ft.Metadata.Name, got, want)
+		}
+		if !strings.Contains(booking[want], ft.Spec.To) {
+			t.Errorf("%s: ConfigMap %s says %q, not its destination %s", ft.Metadata.Name, want, booking[want], ft.Spec.To)
+		}
+		if inv := ft.Status.Inventory; len(inv) != 1 || inv[0].Kind != "ConfigMap" || inv[0].Name != want {
+			t.Errorf("%s: inventory %v, want its ConfigMap %s", ft.Metadata.Name, inv, want)
+		}
+		delete(byOwner, ft.Metadata.UID)
+	}
+	if len(byOwner) > 0 {
+		t.Errorf("ConfigMaps of no FlightTicket: %v", byOwner)
+	}
+}
+
+func mapValues(m map[string]string) []string {
+	var out []string
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// TestPausedLeaderWritesNothing stops the leader (SIGSTOP) past its Lease;
+// the standby takes over and changes things (a FlightTicket edited, one
+// deleted); the old leader is woken (SIGCONT). Its writes after it wakes
+// are counted in the API server's audit log (the standby runs as another
+// ServiceAccount): the fence refuses them all, so none changes anything,
+// and it exits on finding the Lease lost.
+func TestPausedLeaderWritesNothing(t *testing.T) {
+	const ns, n = "paused-leader", 10
+	mustKubectl(t, "create", "namespace", ns)
+	var crs strings.Builder
+	for i := range n {
+		fmt.Fprintf(&crs, "---\napiVersion: flights.com/v1\nkind: FlightTicket\nmetadata: {name: ft-%d, namespace: %s}\nspec: {from: Oslo, to: Rome, number: %d}\n", i, ns, i%10+1)
+	}
+	mustKubectl(t, "apply", "-f", writeFile(t, crs.String()))
+	eventually(t, 60*time.Second, "every FlightTicket Ready", func() error { return allReady(t, ns, n) })
+
+	standby, err := startStandby(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused, before := current, leader()
+	if err := syscall.Kill(paused.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(paused.cmd.Process.Pid, syscall.SIGCONT) })
+	stopped := time.Now()
+	eventually(t, 60*time.Second, "the standby holds the Lease", func() error {
+		if now := leader(); now == before || now == "" {
+			return fmt.Errorf("holder still %q", now)
+		}
+		return nil
+	})
+	current = standby
+	t.Logf("the standby took the Lease %s after the leader stopped", time.Since(stopped).Round(time.Millisecond))
+
+	// The new leader changes things the old one's cache does not know.
+	mustKubectl(t, "-n", ns, "patch", "flightticket", "ft-0", "--type=merge", "-p", `{"spec":{"to":"Paris"}}`)
+	mustKubectl(t, "-n", ns, "delete", "flightticket", "ft-1", "--wait=true")
+	eventually(t, 30*time.Second, "the new leader applied the change", func() error {
+		if err := allReady(t, ns, n-1); err != nil {
+			return err
+		}
+		if out, _ := kubectl(t, "-n", ns, "get", "configmap", "ft-0-booking", "-o", "yaml"); !strings.Contains(out, "Paris") {
+			return fmt.Errorf("ft-0-booking does not say Paris yet")
+		}
+		if _, err := kubectl(t, "-n", ns, "get", "configmap", "ft-1-booking"); err == nil {
+			return fmt.Errorf("ft-1-booking is still there")
+		}
+		return nil
+	})
+	// The old leader's backstop requeues (30 s after its last applies) are
+	// due; it wakes with a cache of before.
+	if wait := 32*time.Second - time.Since(stopped); wait > 0 {
+		time.Sleep(wait)
+	}
+	woke := time.Now()
+	if err := syscall.Kill(paused.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-paused.exited:
+		t.Logf("the old leader exited %s after it woke: %s", time.Since(woke).Round(time.Millisecond), strings.TrimSpace(lastLine(paused.logTail())))
+	case <-time.After(30 * time.Second):
+		t.Errorf("the old leader still runs 30 s after it woke")
+	}
+	time.Sleep(2 * time.Second) // the audit log is written asynchronously
+	writes, all := countWrites(t, "system:serviceaccount:stencil-system:stencil", woke)
+	t.Logf("the old leader after it woke: %d requests, %d writes other than to its Lease: %v", all, len(writes), writes)
+	if len(writes) > 0 {
+		t.Errorf("the old leader wrote after it woke: %v", writes)
+	}
+	fenced := strings.Count(mustReadFile(t, paused.logPath), "refused a write")
+	t.Logf("the fence refused %d writes in its log", fenced)
+	checkRendered(t, ns, n-1)
+	if out := mustKubectl(t, "-n", ns, "get", "configmap", "ft-0-booking", "-o", "yaml"); !strings.Contains(out, "Paris") {
+		t.Errorf("ft-0-booking lost the new leader's change:\n%s", out)
+	}
+}
+
+// startStandby runs a second operator as the ServiceAccount stencil-standby,
+// bound to the same roles, so that the audit log tells its requests from
+// the leader's.
+func startStandby(t *testing.T) (*operator, error) {
+	t.Helper()
+	mustKubectl(t, "-n", "stencil-system", "create", "serviceaccount", "stencil-standby")
+	mustKubectl(t, "create", "clusterrolebinding", "stencil-standby", "--clusterrole=stencil-manager", "--serviceaccount=stencil-system:stencil-standby")
+	mustKubectl(t, "-n", "stencil-system", "create", "rolebinding", "stencil-standby", "--role=stencil-leader-election", "--serviceaccount=stencil-system:stencil-standby")
+	token := strings.TrimSpace(mustKubectl(t, "-n", "stencil-system", "create", "token", "stencil-standby", "--duration=1h"))
+	kubeconfig := filepath.Join(cluster.Dir, "stencil-standby.kubeconfig")
+	cfg := *cluster.Config
+	cfg.BearerToken, cfg.CertData, cfg.KeyData, cfg.CertFile, cfg.KeyFile = token, nil, nil, "", ""
+	if err := localcluster.WriteKubeconfig(&cfg, kubeconfig); err != nil {
+		return nil, err
+	}
+	return startAs("standby", kubeconfig)
+}
+
+// countWrites reads the audit log: the requests user sent from since on,
+// and its writes among them other than to Leases.
+func countWrites(t *testing.T, user string, since time.Time) ([]string, int) {
+	t.Helper()
+	f, err := os.Open(auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	var writes []string
+	all := 0
+	scanner := bufio.NewScanner(f)
+	scanner.Buffer(nil, 1<<20)
+	for scanner.Scan() {
+		var e struct {
+			Stage, Verb string
+			User        struct{ Username string }
+			ObjectRef   struct{ Resource, Namespace, Name string }
+			Response    struct{ Code int } `json:"responseStatus"`
+			Received    time.Time          `json:"requestReceivedTimestamp"`
+		}
+		if err := json.Unmarshal(scanner.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.User.Username != user || e.Stage != "ResponseComplete" || e.Received.Before(since) {
+			continue
+		}
+		all++
+		switch e.Verb {
+		case "create", "update", "patch", "delete", "deletecollection":
+			if e.ObjectRef.Resource != "leases" {
+				writes = append(writes, fmt.Sprintf("%s %s %s/%s (%d)", e.Verb, e.ObjectRef.Resource, e.ObjectRef.Namespace, e.ObjectRef.Name, e.Response.Code))
+			}
+		}
+	}
+	if err := scanner.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return writes, all
+}
