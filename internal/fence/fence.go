@@ -16,15 +16,17 @@
 package fence
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -109,10 +111,15 @@ func (f *Fence) isLease(req *http.Request) bool {
 		return false
 	}
 	defer func() { _ = body.Close() }()
-	var lease struct {
-		Metadata struct{ Name string } `json:"metadata"`
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return false
 	}
-	return json.NewDecoder(body).Decode(&lease) == nil && "/leases/"+lease.Metadata.Name == f.lease
+	// client-go sends Leases as protobuf or JSON; the universal
+	// deserializer reads both.
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(data, nil, nil)
+	lease, ok := obj.(*coordinationv1.Lease)
+	return err == nil && ok && "/leases/"+lease.Name == f.lease
 }
 
 func writes(method string) bool {
