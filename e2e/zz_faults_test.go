@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +13,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/stencil-operator/stencil/internal/localcluster"
 )
@@ -41,21 +47,38 @@ func TestEtcdRestart(t *testing.T) {
 	})
 }
 
-// faultCase creates n FlightTickets in namespace ns and, at once, the
-// fault; then it waits until every one is Ready for its generation and
-// checks their objects. An operator that exited meanwhile (a leader that
-// could not renew its Lease exits, as it should) is started again, as its
-// Deployment would.
+// faultCase creates n FlightTickets in namespace ns and, once stencil has
+// made a quarter of them Ready and while it works on the rest, runs fault;
+// then it waits until every one is Ready for its generation and checks
+// their objects. A nil fault is one in force from the start (a throttle).
+// An operator that exited meanwhile (a leader that could not renew its
+// Lease exits, as it should) is started again, as its Deployment would.
 func faultCase(t *testing.T, ns string, n int, fault func()) {
 	mustKubectl(t, "create", "namespace", ns)
 	var crs strings.Builder
 	for i := range n {
 		fmt.Fprintf(&crs, "---\napiVersion: flights.com/v1\nkind: FlightTicket\nmetadata: {name: ft-%d, namespace: %s}\nspec: {from: Oslo, to: Rome, number: %d}\n", i, ns, i%10+1)
 	}
-	mustKubectl(t, "apply", "-f", writeFile(t, crs.String()))
+	file := writeFile(t, crs.String())
+	created := make(chan error, 1)
 	began := time.Now()
+	go func() { _, err := kubectl(t, "apply", "-f", file); created <- err }()
+	if fault == nil {
+		fault = func() {}
+	} else {
+		ready := waitForReady(t, ns, n/4)
+		if ready == n {
+			t.Fatalf("all %d FlightTickets were Ready before the fault: it did not hit a convergence", n)
+		}
+		t.Logf("%s: %d of %d FlightTickets Ready when the fault began", ns, ready, n)
+		began = time.Now()
+	}
 	fault()
 	ended := time.Now()
+	if err := <-created; err != nil {
+		// kubectl may have met the fault; what it did not create is created now.
+		mustKubectl(t, "apply", "-f", file)
+	}
 	select {
 	case <-current.exited:
 		t.Logf("the operator exited during the fault (%s); starting another", strings.TrimSpace(lastLine(current.logTail())))
@@ -69,6 +92,40 @@ func faultCase(t *testing.T, ns string, n int, fault func()) {
 	eventually(t, 3*time.Minute, "every FlightTicket Ready for its generation", func() error { return allReady(t, ns, n) })
 	t.Logf("%s: the fault took %s; every FlightTicket Ready %s after it ended", ns, ended.Sub(began).Round(time.Millisecond), time.Since(ended).Round(time.Millisecond))
 	checkRendered(t, ns, n)
+}
+
+// waitForReady polls (every 10 ms, with its own client: kubectl would be too
+// slow to catch a convergence midway) until at least want FlightTickets in
+// ns are Ready, and returns how many are.
+func waitForReady(t *testing.T, ns string, want int) int {
+	t.Helper()
+	client, err := dynamic.NewForConfig(cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource := schema.GroupVersionResource{Group: "flights.com", Version: "v1", Resource: "flighttickets"}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		list, err := client.Resource(resource).Namespace(ns).List(t.Context(), metav1.ListOptions{})
+		ready := 0
+		if err == nil {
+			for _, ft := range list.Items {
+				conditions, _, _ := unstructured.NestedSlice(ft.Object, "status", "conditions")
+				for _, c := range conditions {
+					if c, ok := c.(map[string]any); ok && c["type"] == "Ready" && c["status"] == "True" {
+						ready++
+					}
+				}
+			}
+		}
+		if ready >= want {
+			return ready
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d FlightTickets Ready in %s after a minute, want %d (%v)", ready, ns, want, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // flightTicket is the part of a FlightTicket the fault checks read.
@@ -172,6 +229,164 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
+// operatorUser is the user the e2e operators run as (startOperator).
+const operatorUser = "system:serviceaccount:stencil-system:stencil"
+
+// throttle is an API Priority and Fairness configuration that gives the
+// operators' ServiceAccounts the smallest share there is (one of about 250:
+// 3 requests at a time on this API server), with no queue and no borrowing,
+// so that whatever does not fit is refused at once with 429. Their Lease
+// requests keep the leader-election level, as a cluster's own
+// configuration does for its controllers.
+const throttle = `apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: stencil-throttled}
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 1
+    lendablePercent: 0
+    borrowingLimitPercent: 0
+    limitResponse: {type: Reject}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: stencil-throttled}
+spec:
+  priorityLevelConfiguration: {name: stencil-throttled}
+  matchingPrecedence: 1000
+  distinguisherMethod: {type: ByUser}
+  rules:
+  - subjects:
+    - {kind: ServiceAccount, serviceAccount: {namespace: stencil-system, name: stencil}}
+    - {kind: ServiceAccount, serviceAccount: {namespace: stencil-system, name: stencil-standby}}
+    resourceRules:
+    - {verbs: ["*"], apiGroups: ["*"], resources: ["*"], namespaces: ["*"], clusterScope: true}
+    nonResourceRules:
+    - {verbs: ["*"], nonResourceURLs: ["*"]}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: stencil-leases}
+spec:
+  priorityLevelConfiguration: {name: leader-election}
+  matchingPrecedence: 900
+  distinguisherMethod: {type: ByUser}
+  rules:
+  - subjects:
+    - {kind: ServiceAccount, serviceAccount: {namespace: stencil-system, name: stencil}}
+    - {kind: ServiceAccount, serviceAccount: {namespace: stencil-system, name: stencil-standby}}
+    resourceRules:
+    - {verbs: ["*"], apiGroups: [coordination.k8s.io], resources: [leases], namespaces: ["*"]}
+`
+
+// TestThrottled converges 100 FlightTickets while API Priority and
+// Fairness refuses the operator's requests beyond three at a time (429),
+// and the operator starts (a rollout, a failover) at the same moment: its
+// caches' first lists, its leader election and its first reconciles come
+// in one burst.
+func TestThrottled(t *testing.T) {
+	config := writeFile(t, throttle)
+	mustKubectl(t, "apply", "-f", config)
+	t.Cleanup(func() { _, _ = kubectl(t, "delete", "-f", config) })
+	eventually(t, 30*time.Second, "the FlowSchemas in force", func() error {
+		out, err := kubectl(t, "get", "flowschema", "stencil-throttled", "stencil-leases", "-o", `jsonpath={range .items[*]}{.status.conditions[?(@.type=="Dangling")].status}{" "}{end}`)
+		if err != nil || strings.TrimSpace(out) != "False False" {
+			return fmt.Errorf("Dangling: %q %v", out, err)
+		}
+		return nil
+	})
+	before := rejected(t)
+	current.stop()
+	op, err := startOperator("throttled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	current = op
+	faultCase(t, "fault-throttled", 100, nil)
+	refused := rejected(t) - before
+	t.Logf("the API server refused %d of the operator's requests with 429", refused)
+	for line := range strings.SplitSeq(mustKubectl(t, "get", "--raw", "/metrics"), "\n") {
+		if strings.Contains(line, `priority_level="stencil-throttled"`) && (strings.HasPrefix(line, "apiserver_flowcontrol_nominal_limit_seats") || strings.HasPrefix(line, "apiserver_flowcontrol_dispatched_requests_total") || strings.HasPrefix(line, "apiserver_flowcontrol_current_limit_seats")) {
+			t.Log(line)
+		}
+	}
+	if refused == 0 {
+		t.Errorf("the throttle refused nothing: this case did not test throttling")
+	}
+}
+
+// rejected is how many requests API Priority and Fairness refused at the
+// level stencil-throttled (the API server's own count).
+func rejected(t *testing.T) int {
+	t.Helper()
+	out := mustKubectl(t, "get", "--raw", "/metrics")
+	total := 0.0
+	for line := range strings.SplitSeq(out, "\n") {
+		if !strings.HasPrefix(line, "apiserver_flowcontrol_rejected_requests_total{") || !strings.Contains(line, `priority_level="stencil-throttled"`) {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v); err != nil {
+			t.Fatalf("reading %q: %v", line, err)
+		}
+		total += v
+	}
+	return int(total)
+}
+
+// TestWatchExpiry converges 100 FlightTickets while every watch the
+// operator holds expires: the API server goes down, etcd's history is
+// compacted to its current revision meanwhile, and the API server comes
+// back with its watch cache off, so each informer that resumes its watch
+// from the resourceVersion it had is told 410 Gone and must list again. The
+// watch cache is turned on again afterwards.
+func TestWatchExpiry(t *testing.T) {
+	var resumed time.Time
+	var compacted int64
+	t.Cleanup(func() {
+		if err := cluster.Restart(context.Background(), "kube-apiserver", 0); err != nil {
+			t.Errorf("restoring the API server's flags: %v", err)
+		}
+	})
+	op := current
+	faultCase(t, "fault-watch-expiry", 100, func() {
+		if err := cluster.Kill("kube-apiserver"); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if compacted, err = cluster.CompactEtcd(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := cluster.Start(t.Context(), "kube-apiserver", "--watch-cache=false"); err != nil {
+			t.Fatal(err)
+		}
+		resumed = time.Now()
+	})
+	if op != current {
+		t.Fatalf("the operator exited during a short outage; its lists say nothing about expired watches")
+	}
+	// A watch that failed while the API server was down is tried again
+	// with a backoff (up to 30 s in client-go), then told 410 Gone. A list
+	// is a list, or a watch that starts with the initial events (client-go's
+	// streaming list).
+	var lists map[string]int
+	eventually(t, time.Minute, "the operator lists FlightTickets and ConfigMaps again", func() error {
+		lists = map[string]int{}
+		for _, e := range auditEvents(t, operatorUser, resumed) {
+			if e.Verb == "list" || e.Verb == "watch" && strings.Contains(e.RequestURI, "sendInitialEvents=true") {
+				lists[e.ObjectRef.Resource]++
+			}
+		}
+		if lists["flighttickets"] == 0 || lists["configmaps"] == 0 {
+			return fmt.Errorf("lists since the API server came back: %v", lists)
+		}
+		return nil
+	})
+	t.Logf("etcd compacted at revision %d; the operator listed again %s after the API server came back: %v", compacted, time.Since(resumed).Round(time.Second), lists)
+	checkRendered(t, "fault-watch-expiry", 100)
+}
+
 // TestPausedLeaderWritesNothing stops the leader (SIGSTOP) past its Lease;
 // the standby takes over and changes things (a FlightTicket edited, one
 // deleted); the old leader is woken (SIGCONT). Its writes after it wakes
@@ -238,7 +453,7 @@ func TestPausedLeaderWritesNothing(t *testing.T) {
 		t.Errorf("the old leader still runs 30 s after it woke")
 	}
 	time.Sleep(2 * time.Second) // the audit log is written asynchronously
-	writes, all := countWrites(t, "system:serviceaccount:stencil-system:stencil", woke)
+	writes, all := countWrites(t, operatorUser, woke)
 	t.Logf("the old leader after it woke: %d requests, %d writes other than to its Lease: %v", all, len(writes), writes)
 	if len(writes) > 0 {
 		t.Errorf("the old leader wrote after it woke: %v", writes)
@@ -269,34 +484,52 @@ func startStandby(t *testing.T) (*operator, error) {
 	return startAs("standby", kubeconfig)
 }
 
-// countWrites reads the audit log: the requests user sent from since on,
-// and its writes among them other than to Leases.
-func countWrites(t *testing.T, user string, since time.Time) ([]string, int) {
+// auditEvent is the part of an audit log entry the fault tests read.
+type auditEvent struct {
+	Stage, Verb string
+	RequestURI  string `json:"requestURI"`
+	User        struct{ Username string }
+	ObjectRef   struct{ Resource, Namespace, Name string }
+	Response    struct{ Code int } `json:"responseStatus"`
+	Received    time.Time          `json:"requestReceivedTimestamp"`
+}
+
+// auditEvents reads the audit log: the requests user sent from since on.
+func auditEvents(t *testing.T, user string, since time.Time) []auditEvent {
 	t.Helper()
 	f, err := os.Open(auditLog)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = f.Close() }()
-	var writes []string
-	all := 0
+	var events []auditEvent
 	scanner := bufio.NewScanner(f)
 	scanner.Buffer(nil, 1<<20)
 	for scanner.Scan() {
-		var e struct {
-			Stage, Verb string
-			User        struct{ Username string }
-			ObjectRef   struct{ Resource, Namespace, Name string }
-			Response    struct{ Code int } `json:"responseStatus"`
-			Received    time.Time          `json:"requestReceivedTimestamp"`
-		}
+		var e auditEvent
 		if err := json.Unmarshal(scanner.Bytes(), &e); err != nil {
 			t.Fatal(err)
 		}
-		if e.User.Username != user || e.Stage != "ResponseComplete" || e.Received.Before(since) {
-			continue
+		// A watch is logged when its response starts (it completes only when
+		// it ends); every other request when it completes.
+		done := e.Stage == "ResponseComplete" && e.Verb != "watch" || e.Stage == "ResponseStarted" && e.Verb == "watch"
+		if e.User.Username == user && done && !e.Received.Before(since) {
+			events = append(events, e)
 		}
-		all++
+	}
+	if err := scanner.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return events
+}
+
+// countWrites: the requests user sent from since on, and its writes among
+// them other than to Leases.
+func countWrites(t *testing.T, user string, since time.Time) ([]string, int) {
+	t.Helper()
+	events := auditEvents(t, user, since)
+	var writes []string
+	for _, e := range events {
 		switch e.Verb {
 		case "create", "update", "patch", "delete", "deletecollection":
 			if e.ObjectRef.Resource != "leases" {
@@ -304,8 +537,5 @@ func countWrites(t *testing.T, user string, since time.Time) ([]string, int) {
 			}
 		}
 	}
-	if err := scanner.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return writes, all
+	return writes, len(events)
 }

@@ -51,6 +51,7 @@ type Cluster struct {
 	ca        *authority
 	processes []*process
 	removeDir bool
+	restarts  int // how many times Restart ran (numbers the logs)
 }
 
 // startTimeout bounds how long each component may take to become ready.

@@ -39,6 +39,9 @@ type process struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
+	// base are the arguments of the component's first start (Restart
+	// overrides some); nil until it is restarted.
+	base []string
 }
 
 // startProcess runs binary with args, writing its output to logPath. The child
