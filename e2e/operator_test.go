@@ -30,8 +30,12 @@ type operator struct {
 	metrics string
 }
 
-// saKubeconfig is the kubeconfig of the ServiceAccount stencil-system/stencil.
-var saKubeconfig string
+// saKubeconfig is the kubeconfig of the ServiceAccount stencil-system/stencil,
+// saConfig its client configuration.
+var (
+	saKubeconfig string
+	saConfig     *rest.Config
+)
 
 // setUpServiceAccount creates the operator's namespace, ServiceAccount and
 // RBAC from config/rbac, and a kubeconfig with a token for it, so that the
@@ -50,6 +54,7 @@ func setUpServiceAccount() error {
 	saKubeconfig = filepath.Join(cluster.Dir, "stencil-sa.kubeconfig")
 	cfg := &rest.Config{Host: cluster.Config.Host, BearerToken: strings.TrimSpace(token)}
 	cfg.CAData = cluster.Config.CAData
+	saConfig = cfg
 	return localcluster.WriteKubeconfig(cfg, saKubeconfig)
 }
 

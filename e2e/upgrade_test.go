@@ -154,7 +154,7 @@ func TestUpgradePreviewAndPacedRollout(t *testing.T) {
 		image := mustKubectl(t, "-n", upgradeNamespace, "get", "deployment", changed, "-o", "jsonpath={.spec.template.spec.containers[0].image}")
 		label, err := kubectl(t, "-n", upgradeNamespace, "get", "service", lost, "-o", `jsonpath={.metadata.labels.upgrade\.stencil\.dev/version}`)
 		if image != "nginx:1.27" || err != nil || label != "2" {
-			return fmt.Errorf("%s image %q; %s Service: %v, label %q", changed, image, lost, err, label)
+			return fmt.Errorf("%s image %q; %s Service: %w, label %q", changed, image, lost, err, label)
 		}
 		return nil
 	})

@@ -27,6 +27,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/fence"
 	"github.com/stencil-operator/stencil/internal/localcluster"
 	"github.com/stencil-operator/stencil/internal/testkind"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
@@ -125,11 +126,12 @@ func (c *counter) countIn(method, ns string) int {
 
 // fault changes the operator's requests whose path contains path (and whose
 // method is method, when set): it panics, fails them (as a lost connection
-// would), delays them, or drops from their watch streams the events whose
-// line contains drop.
+// would), refuses its writes as the leader fence does, delays them, or drops
+// from their watch streams the events whose line contains drop.
 type fault struct {
 	method, path string
 	panic, fail  bool
+	fenced       bool
 	delay        time.Duration
 	drop         string
 }
@@ -175,6 +177,9 @@ func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
 			}
 			if f.fail {
 				return nil, errors.New("connection lost, injected by a test: " + req.Method + " " + req.URL.Path)
+			}
+			if f.fenced && req.Method != http.MethodGet {
+				return nil, fmt.Errorf("%w (injected by a test)", fence.ErrFenced)
 			}
 			time.Sleep(f.delay)
 		}

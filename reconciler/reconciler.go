@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/fence"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -104,7 +105,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 	}
 	if !cr.GetDeletionTimestamp().IsZero() {
 		r.rollout.forget(req.NamespacedName)
-		return reconcile.Result{}, r.finalizeAndReport(ctx, cr)
+		err := r.finalizeAndReport(ctx, cr)
+		if errors.Is(err, fence.ErrFenced) {
+			return fenced(ctx, err)
+		}
+		return reconcile.Result{}, err
 	}
 	current, err := r.currentStatus(cr)
 	if err != nil {
@@ -362,6 +367,9 @@ func backoff(lasted time.Duration) time.Duration {
 // the fix.
 func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map[string]any, res *result, ret reconcile.Result, err error) (reconcile.Result, error) {
 	countObjects(r.kind.GroupVersionKind().Kind, res)
+	if errors.Is(err, fence.ErrFenced) {
+		return fenced(ctx, err)
+	}
 	if res.quiet {
 		return ret, err
 	}
@@ -373,6 +381,9 @@ func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
 	defer cancel()
 	werr := r.writeStatus(wctx, cr, current, res)
+	if errors.Is(werr, fence.ErrFenced) {
+		return fenced(ctx, werr)
+	}
 	err = errors.Join(err, werr)
 	if res.paced > 0 && err == nil {
 		ret.RequeueAfter = soonest(ret.RequeueAfter, res.paced)
@@ -392,6 +403,19 @@ func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map
 		ret.RequeueAfter = soonest(ret.RequeueAfter, wait)
 	}
 	return ret, err
+}
+
+// fencedRetry is how soon a reconcile whose write the fence refused is
+// tried again: the leader election's retry period.
+const fencedRetry = 2 * time.Second
+
+// fenced ends a reconcile whose write the fence refused: this process may
+// no longer be the leader. That is no failure of the resource: its status
+// says nothing (it could not be written anyway), no error is counted and no
+// backoff grows; the reconcile is tried again when the Lease may be renewed.
+func fenced(ctx context.Context, err error) (reconcile.Result, error) {
+	ctrl.LoggerFrom(ctx).Info("Not written: this process has not renewed its leader Lease recently; trying again", "error", err.Error())
+	return reconcile.Result{RequeueAfter: fencedRetry}, nil
 }
 
 // forget drops what this process remembers of a deleted custom resource.

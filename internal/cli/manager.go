@@ -90,6 +90,9 @@ const leaderElectionID = "stencil.stencil.dev"
 const (
 	leaseDuration = 15 * time.Second
 	renewDeadline = 10 * time.Second
+	// fenceMargin: a write the fence lets through is to be done this long
+	// before a standby could take the Lease over.
+	fenceMargin = 2 * time.Second
 )
 
 func runManager(ctx context.Context, o managerOptions) error {
@@ -104,7 +107,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	tuneClient(cfg, o)
 	if o.leaderElect {
 		// Writes only while the Lease is fresh (see package fence).
-		cfg.Wrap(fence.New(leaderElectionID, renewDeadline).Wrap)
+		cfg.Wrap(fence.New(o.leaderElectionNS, leaderElectionID, renewDeadline, leaseDuration-fenceMargin).Wrap)
 	}
 	loaded, err := kinds.Load()
 	if err != nil {

@@ -6,16 +6,22 @@
 // as leader.
 //
 // The fence sits in the client's transport. It notes when each successful
-// write of this process's Lease (an acquisition or a renewal) was sent, and
-// refuses every other write (POST, PUT, PATCH, DELETE) unless the last one
-// was sent less than a window ago. A standby takes the Lease over only after
-// it has seen it unrenewed for the whole lease duration, so with a window
-// shorter than that (the renew deadline), a write the fence lets through
-// cannot come after a takeover, but for a pause that falls between the check
-// and the sending of that very request.
+// renewal of this process's Lease (or its acquisition) was sent, and refuses
+// every other write (POST, PUT, PATCH, DELETE) unless the last one was sent
+// less than a window (the renew deadline) ago. A standby takes the Lease
+// over only after it has seen it unrenewed for the whole lease duration,
+// counted from when it saw the renewal, so no earlier than that renewal's
+// sending plus the lease duration. A write let through carries a deadline,
+// on the client and as the API server's timeout parameter, that ends a
+// margin before then: a request that waits in the API server's queues
+// (API Priority and Fairness) or admission past it is dropped, not done.
+// What is left is a pause that falls between the check and the sending of
+// that very request, and the API server's own latency beyond the margin.
+// A release of the Lease closes the fence at once.
 package fence
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -35,18 +41,24 @@ var ErrFenced = errors.New("refused a write: this process has not renewed its le
 
 // Fence guards the writes of one process's clients.
 type Fence struct {
-	lease  string        // "/leases/<name>": the path suffix of our Lease
-	window time.Duration // writes are allowed this long after a renewal was sent
-	now    func() time.Time
-	// renewed is when the last successful write of our Lease was sent
-	// (monotonic); nil until the first.
+	namespace, name string // our Lease; any namespace when namespace is ""
+	// window: writes are let through this long after a renewal was sent.
+	window time.Duration
+	// deadline: a write let through must be done, on the API server's side,
+	// this long after that renewal was sent (before a standby can take over).
+	deadline time.Duration
+	now      func() time.Time
+	// renewed is when the last successful renewal of our Lease was sent;
+	// nil before the first and after a release.
 	renewed atomic.Pointer[time.Time]
 }
 
-// New is a fence for the Lease named lease (in any namespace), letting
-// writes through for window after each renewal.
-func New(lease string, window time.Duration) *Fence {
-	return &Fence{lease: "/leases/" + lease, window: window, now: time.Now}
+// New is a fence for the Lease namespace/name, letting writes through for
+// window after each renewal was sent, each to be done by deadline after it.
+// deadline must be shorter than the lease duration, by a margin for the
+// API server's own latency.
+func New(namespace, name string, window, deadline time.Duration) *Fence {
+	return &Fence{namespace: namespace, name: name, window: window, deadline: deadline, now: time.Now}
 }
 
 // Wrap is a transport wrapper for rest.Config.Wrap.
@@ -61,65 +73,143 @@ type roundTripper struct {
 
 func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	f := t.fence
-	switch {
-	case !writes(req.Method):
-		return t.next.RoundTrip(req)
-	case f.isLease(req):
-		sent := f.now()
-		resp, err := t.next.RoundTrip(req)
-		if err == nil && resp.StatusCode < http.StatusMultipleChoices && req.Method != http.MethodDelete {
-			f.renewed.Store(&sent)
-		}
-		return resp, err
-	case exempt(req.URL.Path):
+	if !writes(req.Method) || exempt(req.URL.Path) {
 		return t.next.RoundTrip(req)
 	}
-	if err := f.check(); err != nil {
+	if ours, holder := f.leaseWrite(req); ours {
+		return f.writeLease(t.next, req, holder)
+	}
+	left, err := f.check()
+	if err != nil {
 		refused.Inc()
 		return nil, err
 	}
-	return t.next.RoundTrip(req)
+	return bounded(t.next, req, left)
 }
 
-// check says whether a write may go now.
-func (f *Fence) check() error {
+// writeLease sends a write of our Lease. A renewal (or acquisition) that
+// succeeds opens the window from when it was sent; a release (no holder,
+// or a delete) closes it before it is sent: a process that lets its Lease
+// go is no longer the leader, whatever else it still has running.
+func (f *Fence) writeLease(next http.RoundTripper, req *http.Request, holder string) (*http.Response, error) {
+	if holder == "" {
+		f.renewed.Store(nil)
+		return next.RoundTrip(req)
+	}
+	sent := f.now()
+	resp, err := next.RoundTrip(req)
+	if err == nil && resp.StatusCode < http.StatusMultipleChoices {
+		f.renewed.Store(&sent)
+	}
+	return resp, err
+}
+
+// check says whether a write may go now and, if so, how long it has to be
+// done in. The age of the last renewal is measured on both clocks: the
+// monotonic one does not advance while the machine is suspended, the wall
+// clock does.
+func (f *Fence) check() (time.Duration, error) {
 	renewed := f.renewed.Load()
 	if renewed == nil {
-		return fmt.Errorf("%w (it never held it)", ErrFenced)
+		return 0, fmt.Errorf("%w (it does not hold it)", ErrFenced)
 	}
-	if age := f.now().Sub(*renewed); age >= f.window {
-		return fmt.Errorf("%w (last renewal sent %s ago; the window is %s)", ErrFenced, age.Round(time.Millisecond), f.window)
+	now := f.now()
+	age := max(now.Sub(*renewed), now.Round(0).Sub(renewed.Round(0)))
+	if age >= f.window {
+		return 0, fmt.Errorf("%w (last renewal sent %s ago; the window is %s)", ErrFenced, age.Round(time.Millisecond), f.window)
 	}
-	return nil
+	return f.deadline - age, nil
 }
 
-// isLease reports whether req writes our Lease: a PUT (or DELETE) of it, or
-// the POST that creates it, whose name is in its body.
-func (f *Fence) isLease(req *http.Request) bool {
+// bounded sends req with a deadline left from now, on both sides: the
+// client gives up waiting, and the API server (its timeout parameter) drops
+// the request if it is still queued (API Priority and Fairness) or in
+// admission by then, so that it cannot be done after a standby took over.
+func bounded(next http.RoundTripper, req *http.Request, left time.Duration) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), left)
+	out := req.Clone(ctx)
+	query := out.URL.Query()
+	if current, err := time.ParseDuration(query.Get("timeout")); err != nil || current > left {
+		query.Set("timeout", left.Truncate(time.Millisecond).String())
+		out.URL.RawQuery = query.Encode()
+	}
+	resp, err := next.RoundTrip(out)
+	if err != nil {
+		cancel()
+		return resp, err
+	}
+	resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose ends a request's context when its response is read.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c cancelOnClose) Close() error {
+	defer c.cancel()
+	return c.ReadCloser.Close()
+}
+
+// leaseWrite reports whether req writes our Lease and, if so, the holder
+// it writes ("" for a release or a delete). A Lease whose body cannot be
+// read counts as a release: the fence closes rather than opens on doubt.
+func (f *Fence) leaseWrite(req *http.Request) (ours bool, holder string) {
 	path := req.URL.Path
 	if !strings.HasPrefix(path, "/apis/coordination.k8s.io/") {
-		return false
+		return false, ""
 	}
-	if strings.HasSuffix(path, f.lease) {
-		return true
+	collection := "/leases"
+	if f.namespace != "" {
+		collection = "/namespaces/" + f.namespace + "/leases"
 	}
-	if req.Method != http.MethodPost || !strings.HasSuffix(path, "/leases") || req.GetBody == nil {
-		return false
+	switch {
+	case strings.HasSuffix(path, collection+"/"+f.name):
+		if req.Method == http.MethodDelete {
+			return true, ""
+		}
+	case req.Method == http.MethodPost && strings.HasSuffix(path, collection):
+	default:
+		return false, ""
+	}
+	lease := readLease(req)
+	if lease == nil {
+		// A POST we cannot read is not known to be ours; a PUT to our
+		// Lease's path is, and closes the fence.
+		return req.Method != http.MethodPost, ""
+	}
+	if lease.Name != f.name {
+		return false, ""
+	}
+	if lease.Spec.HolderIdentity == nil {
+		return true, ""
+	}
+	return true, *lease.Spec.HolderIdentity
+}
+
+// readLease decodes the Lease in req's body: client-go sends it as
+// protobuf or JSON, and the universal deserializer reads both.
+func readLease(req *http.Request) *coordinationv1.Lease {
+	if req.GetBody == nil {
+		return nil
 	}
 	body, err := req.GetBody()
 	if err != nil {
-		return false
+		return nil
 	}
 	defer func() { _ = body.Close() }()
 	data, err := io.ReadAll(body)
 	if err != nil {
-		return false
+		return nil
 	}
-	// client-go sends Leases as protobuf or JSON; the universal
-	// deserializer reads both.
 	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(data, nil, nil)
-	lease, ok := obj.(*coordinationv1.Lease)
-	return err == nil && ok && "/leases/"+lease.Name == f.lease
+	if err != nil {
+		return nil
+	}
+	lease, _ := obj.(*coordinationv1.Lease)
+	return lease
 }
 
 func writes(method string) bool {

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,14 +33,20 @@ func (c *Cluster) Restart(ctx context.Context, name string, down time.Duration, 
 	return c.Start(ctx, name, flags...)
 }
 
-// Kill kills a running component with SIGKILL and waits until it exited.
+// Kill kills a component with SIGKILL and waits until it exited (at once
+// when it already had).
 func (c *Cluster) Kill(name string) error {
 	i := c.index(name)
 	if i < 0 {
 		return fmt.Errorf("no component %q in this cluster", name)
 	}
 	p := c.processes[i]
-	if err := p.cmd.Process.Kill(); err != nil {
+	select {
+	case <-p.exited:
+		return nil // already gone
+	default:
+	}
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("killing %s: %w", name, err)
 	}
 	<-p.exited

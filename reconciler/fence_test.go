@@ -1,0 +1,51 @@
+package reconciler_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+)
+
+// A write the leader fence refuses (this process may no longer be the
+// leader) is no failure of the resource: its status is not touched, no
+// reconcile error is counted (nor its backoff grown), and once writes go
+// again the change is applied within its retry (2 s).
+func TestFencedWriteIsNoFailure(t *testing.T) {
+	ns := newNamespace(t)
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1})
+	waitReady(t, ns, "web")
+	errorsBefore := metric(t, "controller_runtime_reconcile_errors_total", map[string]string{"controller": "widget"})
+	// Only the applies are refused: the status write could go (a renewal
+	// landed in between), and must not tell of a failure.
+	unfence := requests.inject(t, fault{path: "/namespaces/" + ns + "/configmaps", fenced: true})
+	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.Message = "n" })
+	time.Sleep(5 * time.Second) // at least two tries
+	w := getWidget(t, ns, "web")
+	if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != "True" || c.Reason == v1alpha1.ReasonApplyFailed {
+		t.Errorf("Ready while fenced: %+v, want it as it was (True)", c)
+	}
+	if got := metric(t, "controller_runtime_reconcile_errors_total", map[string]string{"controller": "widget"}); got != errorsBefore {
+		t.Errorf("reconcile errors went from %v to %v while fenced, want none", errorsBefore, got)
+	}
+	unfence()
+	unfenced := time.Now()
+	eventually(t, 10*time.Second, "the change applied", func() error {
+		cm, err := get(t, &corev1.ConfigMap{}, ns, "web-config")
+		if err != nil {
+			return err
+		}
+		if cm.Data["message"] != "n" {
+			return fmt.Errorf("message %q", cm.Data["message"])
+		}
+		return readyErr(getWidget(t, ns, "web"))
+	})
+	if took := time.Since(unfenced); took > 5*time.Second {
+		t.Errorf("applied %s after writes went again, want within %s", took, 5*time.Second)
+	}
+}
