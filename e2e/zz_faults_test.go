@@ -365,8 +365,21 @@ func TestWatchExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// Last (cleanups run in reverse): leave the suite as it was, the
+		// API server with its watch cache and an operator that reaches it
+		// directly.
 		if err := cluster.Restart(context.Background(), "kube-apiserver", 0); err != nil {
 			t.Errorf("restoring the API server's flags: %v", err)
+		}
+		select {
+		case <-current.exited:
+			op, err := startOperator("after-watch-expiry")
+			if err != nil {
+				t.Errorf("starting an operator after the proxied one: %v", err)
+				return
+			}
+			current = op
+		default:
 		}
 	})
 	server, err := url.Parse(cluster.Config.Host)
@@ -390,14 +403,7 @@ func TestWatchExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	current = op
-	t.Cleanup(func() {
-		// Leave the suite as it was: an operator that reaches the API
-		// server directly.
-		current.stop()
-		if current, err = startOperator("after-proxy"); err != nil {
-			t.Errorf("starting an operator after the proxied one: %v", err)
-		}
-	})
+	t.Cleanup(current.stop) // before the proxy closes
 	var resumed time.Time
 	var compacted int64
 	faultCase(t, "fault-watch-expiry", 100, func() {

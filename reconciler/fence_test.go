@@ -14,18 +14,30 @@ import (
 
 // A write the leader fence refuses (this process may no longer be the
 // leader) is no failure of the resource: its status is not touched, no
-// reconcile error is counted (nor its backoff grown), and once writes go
-// again the change is applied within its retry (2 s).
+// reconcile error is counted (nor its backoff grown), no revert or fight is
+// counted for a drift it could not revert, and once writes go again the
+// change is applied and the drift reverted within its retry (2 s).
 func TestFencedWriteIsNoFailure(t *testing.T) {
 	ns := newNamespace(t)
-	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1})
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 2})
 	waitReady(t, ns, "web")
+	widget := map[string]string{"kind": "Widget"}
 	errorsBefore := metric(t, "controller_runtime_reconcile_errors_total", map[string]string{"controller": "widget"})
+	revertedBefore := metric(t, "stencil_drift_reverted_objects_total", widget)
+	fightsBefore := metric(t, "stencil_fights_total", widget)
 	// Only the applies are refused: the status write could go (a renewal
 	// landed in between), and must not tell of a failure.
-	unfence := requests.inject(t, fault{path: "/namespaces/" + ns + "/configmaps", fenced: true})
+	unfenceConfigMaps := requests.inject(t, fault{path: "/namespaces/" + ns + "/configmaps", fenced: true})
+	unfenceDeployments := requests.inject(t, fault{path: "/namespaces/" + ns + "/deployments", fenced: true})
 	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.Message = "n" })
-	time.Sleep(5 * time.Second) // at least two tries
+	scale(t, ns, "web", 5, "kubectl-scale") // drift it may not revert now
+	time.Sleep(7 * time.Second)             // three tries or more: a fight would start at three
+	if got := metric(t, "stencil_drift_reverted_objects_total", widget); got != revertedBefore {
+		t.Errorf("stencil_drift_reverted_objects_total went from %v to %v while no revert could be written", revertedBefore, got)
+	}
+	if got := metric(t, "stencil_fights_total", widget); got != fightsBefore {
+		t.Errorf("stencil_fights_total went from %v to %v while fenced", fightsBefore, got)
+	}
 	w := getWidget(t, ns, "web")
 	if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != "True" || c.Reason == v1alpha1.ReasonApplyFailed {
 		t.Errorf("Ready while fenced: %+v, want it as it was (True)", c)
@@ -33,7 +45,8 @@ func TestFencedWriteIsNoFailure(t *testing.T) {
 	if got := metric(t, "controller_runtime_reconcile_errors_total", map[string]string{"controller": "widget"}); got != errorsBefore {
 		t.Errorf("reconcile errors went from %v to %v while fenced, want none", errorsBefore, got)
 	}
-	unfence()
+	unfenceConfigMaps()
+	unfenceDeployments()
 	unfenced := time.Now()
 	eventually(t, 10*time.Second, "the change applied", func() error {
 		cm, err := get(t, &corev1.ConfigMap{}, ns, "web-config")
@@ -42,6 +55,9 @@ func TestFencedWriteIsNoFailure(t *testing.T) {
 		}
 		if cm.Data["message"] != "n" {
 			return fmt.Errorf("message %q", cm.Data["message"])
+		}
+		if got := replicas(t, ns, "web"); got != 2 {
+			return fmt.Errorf("replicas %d, want 2 (the drift reverted)", got)
 		}
 		return readyErr(getWidget(t, ns, "web"))
 	})

@@ -64,6 +64,8 @@ type Reconciler struct {
 	conflicts sync.Map // types.NamespacedName → time.Time
 	// rollout paces template changes (nil: not at all).
 	rollout *rollout
+	// mayWrite is Options.MayWrite (nil: always).
+	mayWrite func() error
 }
 
 // Timings of the reconcile.
@@ -105,6 +107,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 	}
 	if !cr.GetDeletionTimestamp().IsZero() {
 		r.rollout.forget(req.NamespacedName)
+		if err := r.writable(); err != nil {
+			return fenced(ctx, err)
+		}
 		err := r.finalizeAndReport(ctx, cr)
 		if errors.Is(err, fence.ErrFenced) {
 			return fenced(ctx, err)
@@ -149,6 +154,9 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		}
 		return reconcile.Result{RequeueAfter: wait.Jitter(rolloutBackstop, 0.2)}, nil
 	}
+	if err := r.writable(); err != nil {
+		return reconcile.Result{}, err // finish: fenced, nothing said
+	}
 	if err := r.ensureFinalizer(ctx, cr, res.desired); err != nil {
 		if apierrors.IsConflict(err) {
 			// The resource changed since the cache saw it: nothing happened
@@ -159,6 +167,9 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		return reconcile.Result{}, res.failQuietly(ctx, v1alpha1.ReasonFinalizerFailed, err)
 	}
 	out, err := r.applier.apply(ctx, cr, res.desired)
+	if errors.Is(err, fence.ErrFenced) {
+		return reconcile.Result{}, err // nothing counted: finish ends it quietly
+	}
 	res.applied, res.live, res.drift, res.othersWrote, res.fights = out.applied, out.live, out.drift, out.othersWrote, out.deferred
 	for _, d := range out.deferred {
 		res.drift = append(res.drift, d.drift)
@@ -366,10 +377,10 @@ func backoff(lasted time.Duration) time.Duration {
 // wrote it: even after a failure a retry cannot fix, as that write may be
 // the fix.
 func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map[string]any, res *result, ret reconcile.Result, err error) (reconcile.Result, error) {
-	countObjects(r.kind.GroupVersionKind().Kind, res)
 	if errors.Is(err, fence.ErrFenced) {
 		return fenced(ctx, err)
 	}
+	countObjects(r.kind.GroupVersionKind().Kind, res)
 	if res.quiet {
 		return ret, err
 	}
@@ -403,6 +414,14 @@ func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map
 		ret.RequeueAfter = soonest(ret.RequeueAfter, wait)
 	}
 	return ret, err
+}
+
+// writable asks Options.MayWrite whether this process may write now.
+func (r *Reconciler) writable() error {
+	if r.mayWrite == nil {
+		return nil
+	}
+	return r.mayWrite()
 }
 
 // fencedRetry is how soon a reconcile whose write the fence refused is
@@ -585,7 +604,7 @@ func anyClusterScoped(objs []*unstructured.Unstructured) bool {
 // reported too.
 func (r *Reconciler) finalizeAndReport(ctx context.Context, cr v1alpha1.Object) error {
 	pruned, err := r.finalize(ctx, cr)
-	if apierrors.IsConflict(err) || errors.Is(ctx.Err(), context.Canceled) {
+	if apierrors.IsConflict(err) || errors.Is(err, fence.ErrFenced) || errors.Is(ctx.Err(), context.Canceled) {
 		return err
 	}
 	res := &result{generation: cr.GetGeneration(), pruned: pruned}

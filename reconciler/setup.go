@@ -43,6 +43,11 @@ type Options struct {
 	// Rollout paces changes that the templates alone bring to converged
 	// resources; the zero value applies them at once.
 	Rollout RolloutOptions
+	// MayWrite, when set, says whether this process may write now (the
+	// leader fence: an error wrapping fence.ErrFenced when it may not). A
+	// reconcile asks before it writes anything and, refused, leaves the
+	// resource as it is and tries again soon.
+	MayWrite func() error
 }
 
 // DefaultReconcileTimeout bounds a reconcile when Options leave it unset.
@@ -93,6 +98,7 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 			applier:  &applier{client: mgr.GetClient(), reader: mgr.GetAPIReader(), types: types, claims: firstApplies, fights: newFights()},
 			rewrites: newRewrites(),
 			rollout:  newRollout(gvk.Kind, k.Templates(), opts.Rollout),
+			mayWrite: opts.MayWrite,
 		}
 		r.rollout.newObject = func() client.Object { return k.New() }
 		r.rollout.list = listOf(mgr.GetClient(), mgr.GetScheme(), gvk)

@@ -105,9 +105,12 @@ func runManager(ctx context.Context, o managerOptions) error {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	tuneClient(cfg, o)
+	var mayWrite func() error
 	if o.leaderElect {
 		// Writes only while the Lease is fresh (see package fence).
-		cfg.Wrap(fence.New(o.leaderElectionNS, leaderElectionID, renewDeadline, leaseDuration-fenceMargin).Wrap)
+		f := fence.New(o.leaderElectionNS, leaderElectionID, renewDeadline, leaseDuration-fenceMargin)
+		cfg.Wrap(f.Wrap)
+		mayWrite = f.Open
 	}
 	loaded, err := kinds.Load()
 	if err != nil {
@@ -135,7 +138,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w (are the CRDs installed? `make install` installs them)", err)
 	}
-	if err := reconciler.Setup(mgr, loaded, reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout}); err != nil {
+	if err := reconciler.Setup(mgr, loaded, reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite}); err != nil {
 		return fmt.Errorf("%w (are the CRDs installed? `make install` installs them)", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

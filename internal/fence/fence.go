@@ -115,10 +115,18 @@ func (f *Fence) check() (time.Duration, error) {
 	}
 	now := f.now()
 	age := max(now.Sub(*renewed), now.Round(0).Sub(renewed.Round(0)))
-	if age >= f.window {
+	if age >= f.window || age >= f.deadline {
 		return 0, fmt.Errorf("%w (last renewal sent %s ago; the window is %s)", ErrFenced, age.Round(time.Millisecond), f.window)
 	}
 	return f.deadline - age, nil
+}
+
+// Open says whether a write may go now: nil, or an error wrapping
+// ErrFenced. A reconcile asks before it starts writing, so that it does not
+// begin what the fence would stop halfway.
+func (f *Fence) Open() error {
+	_, err := f.check()
+	return err
 }
 
 // bounded sends req with a deadline left from now, on both sides: the

@@ -22,7 +22,7 @@ const (
 )
 
 // encode is a Lease as client-go sends it in mediaType; holder "" is a
-// release.
+// release as client-go writes it, "-" one without a holder at all.
 func encode(t *testing.T, namespace, name, holder, mediaType string) []byte {
 	t.Helper()
 	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mediaType)
@@ -31,7 +31,7 @@ func encode(t *testing.T, namespace, name, holder, mediaType string) []byte {
 	}
 	encoder := scheme.Codecs.EncoderForVersion(info.Serializer, coordinationv1.SchemeGroupVersion)
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
-	if holder != "" {
+	if holder != "-" {
 		lease.Spec.HolderIdentity = &holder
 	}
 	var buf bytes.Buffer
@@ -94,11 +94,11 @@ func TestFence(t *testing.T) {
 		{"a write past the window (paused)", 2 * time.Second, 0, http.MethodPatch, configMap, nil, true, ""},
 		{"a renewal by update", 0, http.StatusOK, http.MethodPut, lease, renew, false, ""},
 		{"writes go again", 0, 0, http.MethodPatch, configMap, nil, false, "13s"},
-		{"a release (no holder)", 0, http.StatusOK, http.MethodPut, lease, encode(t, "stencil-system", ours, "", protobuf), false, ""},
+		{"a release (as client-go writes it: holder \"\")", 0, http.StatusOK, http.MethodPut, lease, encode(t, "stencil-system", ours, "", protobuf), false, ""},
 		{"closes the fence at once", 0, 0, http.MethodPatch, configMap, nil, true, ""},
 		{"a renewal again", 0, http.StatusOK, http.MethodPut, lease, renew, false, ""},
 		{"opens it", 0, 0, http.MethodPatch, configMap, nil, false, "13s"},
-		{"a release that fails", 0, http.StatusConflict, http.MethodPut, lease, encode(t, "stencil-system", ours, "", json), false, ""},
+		{"a release that fails (no holder at all)", 0, http.StatusConflict, http.MethodPut, lease, encode(t, "stencil-system", ours, "-", json), false, ""},
 		{"closes it all the same", 0, 0, http.MethodPatch, configMap, nil, true, ""},
 		{"a renewal once more", 0, http.StatusOK, http.MethodPut, lease, renew, false, ""},
 		{"a write of our Lease that cannot be read closes it", 0, http.StatusOK, http.MethodPut, lease, []byte("?"), false, ""},
@@ -123,6 +123,11 @@ func TestFence(t *testing.T) {
 		}
 		if timeout != s.timeout {
 			t.Errorf("%s: the server saw timeout %q, want %q", s.name, timeout, s.timeout)
+		}
+		if s.method != http.MethodGet && !strings.Contains(s.path, "leases") && s.path != review {
+			if open := f.Open(); errors.Is(open, ErrFenced) != s.refused {
+				t.Errorf("%s: Open() = %v, want refused %v as the write was", s.name, open, s.refused)
+			}
 		}
 	}
 }
