@@ -235,7 +235,6 @@ func (g *rollout) settle(nn types.NamespacedName, ready bool, failed string) (st
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	defer g.gauges()
 	e, ok := g.rolling[nn]
 	if !ok {
 		if ready && !g.seeded {
@@ -253,6 +252,7 @@ func (g *rollout) settle(nn types.NamespacedName, ready bool, failed string) (st
 	if failed != "" && e.failed == "" {
 		e.failed = failed
 		g.enqueue(g.waiting) // they say they are halted now
+		g.gauges()
 	}
 	culprit, why, halted := g.haltedBy()
 	if !halted || culprit != nn || e.reported {

@@ -126,27 +126,34 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 
 // listOf reads the custom resources of a kind from the cache.
 func listOf(c client.Reader, scheme *runtime.Scheme, gvk schema.GroupVersionKind) func(context.Context) ([]v1alpha1.Object, error) {
-	return func(ctx context.Context) ([]v1alpha1.Object, error) {
-		obj, err := scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err != nil {
-			return nil, err
-		}
-		list := obj.(client.ObjectList)
-		if err := c.List(ctx, list); err != nil {
-			return nil, err
-		}
-		items, err := meta.ExtractList(list)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]v1alpha1.Object, 0, len(items))
-		for _, item := range items {
-			if cr, ok := item.(v1alpha1.Object); ok {
-				out = append(out, cr)
-			}
-		}
-		return out, nil
+	return func(ctx context.Context) ([]v1alpha1.Object, error) { return ListResources(ctx, c, scheme, gvk) }
+}
+
+// ListResources lists every custom resource of the kind gvk (a stencil
+// kind: its items are v1alpha1.Objects) that c can read.
+func ListResources(ctx context.Context, c client.Reader, scheme *runtime.Scheme, gvk schema.GroupVersionKind) ([]v1alpha1.Object, error) {
+	obj, err := scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err != nil {
+		return nil, err
 	}
+	list, ok := obj.(client.ObjectList)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a list", gvk.Kind+"List")
+	}
+	if err := c.List(ctx, list); err != nil {
+		return nil, err
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]v1alpha1.Object, 0, len(items))
+	for _, item := range items {
+		if cr, ok := item.(v1alpha1.Object); ok {
+			out = append(out, cr)
+		}
+	}
+	return out, nil
 }
 
 // ownerUIDIndex indexes the cached objects of every declared type by their

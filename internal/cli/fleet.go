@@ -94,24 +94,12 @@ func runFleetDiff(ctx context.Context, o fleetOptions, out io.Writer) (different
 // listAll reads every custom resource of a kind, in every namespace.
 func listAll(ctx context.Context, c client.Client, k *render.Kind) ([]v1alpha1.Object, error) {
 	gvk := k.GroupVersionKind()
-	obj, err := c.Scheme().New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err != nil {
-		return nil, err
+	crs, err := reconciler.ListResources(ctx, c, c.Scheme(), gvk)
+	if meta.IsNoMatchError(err) {
+		return nil, nil // the CRD is not installed: no resources
 	}
-	list := obj.(client.ObjectList)
-	if err := c.List(ctx, list); err != nil {
-		if meta.IsNoMatchError(err) {
-			return nil, nil // the CRD is not installed: no resources
-		}
+	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
-	}
-	items, err := meta.ExtractList(list)
-	if err != nil {
-		return nil, err
-	}
-	crs := make([]v1alpha1.Object, 0, len(items))
-	for _, item := range items {
-		crs = append(crs, item.(v1alpha1.Object))
 	}
 	return crs, nil
 }
