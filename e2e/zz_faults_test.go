@@ -398,12 +398,26 @@ func TestWatchExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	current.stop()
+	started := time.Now()
 	op, err := startAs("proxied", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
 	current = op
 	t.Cleanup(current.stop) // before the proxy closes
+	// client-go lists again, rather than resuming, a watch that ends less
+	// than a second after it began with no event in it ("very short
+	// watch"): the new operator's watches must be older than that when the
+	// proxy cuts them.
+	eventually(t, 30*time.Second, "the proxied operator watches FlightTickets", func() error {
+		for _, e := range auditEvents(t, operatorUser, started) {
+			if e.Verb == "watch" && e.ObjectRef.Resource == "flighttickets" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no watch yet")
+	})
+	time.Sleep(2 * time.Second)
 	var resumed time.Time
 	var compacted int64
 	faultCase(t, "fault-watch-expiry", 100, func() {
@@ -422,6 +436,15 @@ func TestWatchExpiry(t *testing.T) {
 	// watch that starts with the initial events (client-go's streaming
 	// list).
 	var expired, relisted []string
+	t.Cleanup(func() {
+		if t.Failed() { // what the informers did after the cut
+			for _, e := range auditEvents(t, operatorUser, resumed) {
+				if e.Verb == "watch" || e.Verb == "list" {
+					t.Logf("%s %s %s (%d)", e.Received.Format("15:04:05.000"), e.Verb, e.RequestURI, e.Response.Code)
+				}
+			}
+		}
+	})
 	eventually(t, time.Minute, "every informer whose watch expired lists again", func() error {
 		expired, relisted = expiredAndRelisted(t, resumed, compacted)
 		if len(expired) == 0 || len(relisted) < len(expired) {
