@@ -1,0 +1,288 @@
+package render
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"text/template"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
+)
+
+// A decorator is a kind whose parent is not a stencil custom resource but an
+// existing type (a ReplicaSet, a Namespace) that someone else owns. Its
+// templates may render the parent itself, holding only the labels and
+// annotations stencil is to own on it (applied under stencil's field
+// manager, never with an ownerReference, never deleted), and children next
+// to it, owned through an ownerReference like any kind's objects.
+
+// decoratorFile is a decorator folder's declaration.
+const decoratorFile = "_decorator.yaml"
+
+// DecoratorDeclaration is a decorator's _decorator.yaml.
+type DecoratorDeclaration struct {
+	// Decorates is the parent type, and which of its objects.
+	Decorates Parent `json:"decorates"`
+	// Owns lists the types of the children the templates may emit.
+	Owns []TypeRef `json:"owns,omitempty"`
+	// Observes lists objects the templates read, related to each parent.
+	Observes []Observed `json:"observes,omitempty"`
+}
+
+// Parent is a decorator's parent type.
+type Parent struct {
+	TypeRef
+	// Selector chooses the objects of the type that are decorated; unset,
+	// all of them.
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// Observed are objects a decorator's templates read for each parent, found
+// by labels the parent names or by ownerReference to it, in the parent's
+// namespace. stencil caches them metadata-only.
+type Observed struct {
+	TypeRef
+	// As is their name in the templates: .Observed.<As>, a list.
+	As string `json:"as"`
+	// MatchLabelsFrom is the path in the parent (dotted, e.g.
+	// spec.template.metadata.labels) of a map of labels: the observed
+	// objects are those that carry all of them.
+	MatchLabelsFrom string `json:"matchLabelsFrom,omitempty"`
+	// OwnedByParent: the observed objects are those with an
+	// ownerReference to the parent.
+	OwnedByParent bool `json:"ownedByParent,omitempty"`
+}
+
+// DecoratorData is what a decorator's templates see: the parent as it is
+// in the cluster (.Object.metadata.name, .Object.spec…) and the observed
+// objects (.Observed.<as>, lists of objects as maps).
+type DecoratorData struct {
+	Object   map[string]any
+	Observed map[string][]map[string]any
+}
+
+// Decorator is a parsed decorator kind, ready to render. It is immutable
+// and safe for concurrent use.
+type Decorator struct {
+	name        string
+	declaration DecoratorDeclaration
+	selector    labels.Selector
+	owns        map[string]TypeRef // by "apiVersion/kind"
+	tmpl        *template.Template
+	manifests   []string
+}
+
+// LoadDecorator parses a decorator's folder, named name: *.yaml templates,
+// _*.tpl helpers and its _decorator.yaml.
+func LoadDecorator(name string, fsys fs.FS) (*Decorator, error) {
+	raw, err := fs.ReadFile(fsys, decoratorFile)
+	if err != nil {
+		return nil, fmt.Errorf("decorator %s: reading %s: %w", name, decoratorFile, err)
+	}
+	d := &Decorator{name: name, owns: map[string]TypeRef{}}
+	if err := yaml.UnmarshalStrict(raw, &d.declaration); err != nil {
+		return nil, fmt.Errorf("decorator %s: parsing %s: %w", name, decoratorFile, err)
+	}
+	if err := d.check(); err != nil {
+		return nil, fmt.Errorf("decorator %s: %s: %w", name, decoratorFile, err)
+	}
+	d.tmpl = template.New(name).Option("missingkey=error")
+	d.tmpl.Funcs(funcs(d.tmpl))
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return nil, fmt.Errorf("decorator %s: listing templates: %w", name, err)
+	}
+	for _, e := range entries {
+		file, ext := e.Name(), path.Ext(e.Name())
+		if e.IsDir() || file == decoratorFile || ext != ".yaml" && ext != ".tpl" {
+			continue
+		}
+		src, err := fs.ReadFile(fsys, file)
+		if err != nil {
+			return nil, fmt.Errorf("decorator %s: reading %s: %w", name, file, err)
+		}
+		if _, err := d.tmpl.New(file).Parse(string(src)); err != nil {
+			return nil, fmt.Errorf("decorator %s: parsing %w", name, err)
+		}
+		if ext == ".yaml" && !strings.HasPrefix(file, "_") {
+			d.manifests = append(d.manifests, file)
+		}
+	}
+	if len(d.manifests) == 0 {
+		return nil, fmt.Errorf("decorator %s: no *.yaml templates", name)
+	}
+	slices.Sort(d.manifests)
+	return d, nil
+}
+
+// check validates the declaration and keeps its parsed parts.
+func (d *Decorator) check() error {
+	p := d.declaration.Decorates
+	if p.APIVersion == "" || p.Kind == "" {
+		return fmt.Errorf("decorates needs apiVersion and kind")
+	}
+	d.selector = labels.Everything()
+	if p.Selector != nil {
+		s, err := metav1.LabelSelectorAsSelector(p.Selector)
+		if err != nil {
+			return fmt.Errorf("decorates.selector: %w", err)
+		}
+		d.selector = s
+	}
+	for _, t := range d.declaration.Owns {
+		d.owns[t.APIVersion+"/"+t.Kind] = t
+	}
+	seen := map[string]bool{}
+	for _, o := range d.declaration.Observes {
+		switch {
+		case o.As == "":
+			return fmt.Errorf("observes %s: needs as, its name in the templates", o.Kind)
+		case seen[o.As]:
+			return fmt.Errorf("observes: two lists named %q", o.As)
+		case (o.MatchLabelsFrom == "") == !o.OwnedByParent:
+			return fmt.Errorf("observes %s: needs one of matchLabelsFrom and ownedByParent", o.As)
+		}
+		seen[o.As] = true
+	}
+	return nil
+}
+
+// Declaration returns the decorator's declaration.
+func (d *Decorator) Declaration() DecoratorDeclaration { return d.declaration }
+
+// Name is the decorator's folder name.
+func (d *Decorator) Name() string { return d.name }
+
+// Decorates reports whether the decorator applies to parent (its type is
+// the caller's business: it watches only that type).
+func (d *Decorator) Decorates(parent *unstructured.Unstructured) bool {
+	return d.selector.Matches(labels.Set(parent.GetLabels()))
+}
+
+// ObservedSelector is the label selector of the objects o observes for
+// parent: those that carry every label at o.MatchLabelsFrom. A parent
+// without such labels observes nothing (nil, not everything).
+func ObservedSelector(o Observed, parent *unstructured.Unstructured) (labels.Selector, error) {
+	want, found, err := unstructured.NestedStringMap(parent.Object, strings.Split(o.MatchLabelsFrom, ".")...)
+	if err != nil {
+		return nil, fmt.Errorf("%s of %s: %w", o.MatchLabelsFrom, parent.GetName(), err)
+	}
+	if !found || len(want) == 0 {
+		return nil, nil
+	}
+	return labels.SelectorFromSet(want), nil
+}
+
+// Render renders the decorator for parent with its observed objects. It
+// returns what the templates set on the parent (nil when they do not
+// render it): an object with the parent's apiVersion, kind, name and
+// namespace and nothing but metadata.labels and metadata.annotations; and
+// the children, stamped as any kind's objects, owned by the parent.
+func (d *Decorator) Render(parent *unstructured.Unstructured, observed map[string][]*unstructured.Unstructured) (*unstructured.Unstructured, []*unstructured.Unstructured, error) {
+	data := DecoratorData{Object: parent.Object, Observed: map[string][]map[string]any{}}
+	for _, o := range d.declaration.Observes {
+		list := []map[string]any{}
+		for _, obj := range observed[o.As] {
+			list = append(list, obj.Object)
+		}
+		data.Observed[o.As] = list
+	}
+	var patch *unstructured.Unstructured
+	var children []*unstructured.Unstructured
+	own := owner{gvk: parent.GroupVersionKind(), namespace: parent.GetNamespace(), name: parent.GetName(), uid: parent.GetUID()}
+	for _, file := range d.manifests {
+		var buf strings.Builder
+		if err := d.tmpl.ExecuteTemplate(&buf, file, data); err != nil {
+			return nil, nil, &Error{File: file, Err: err}
+		}
+		docs, err := decode([]byte(buf.String()))
+		if err != nil {
+			return nil, nil, &Error{File: file, Err: err}
+		}
+		for _, o := range docs {
+			if isParent(o, parent) {
+				if patch != nil {
+					return nil, nil, &Error{File: file, Err: fmt.Errorf("the parent %s is rendered twice", objectID(o))}
+				}
+				if err := checkPatch(o); err != nil {
+					return nil, nil, &Error{File: file, Err: err}
+				}
+				patch = o
+				continue
+			}
+			if err := d.checkChild(o, parent); err != nil {
+				return nil, nil, &Error{File: file, Err: err}
+			}
+			setSource(o, file)
+			children = append(children, o)
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range children {
+		id := objectID(c)
+		if seen[id] {
+			return nil, nil, &Error{File: c.GetAnnotations()[sourceAnnotation], Err: fmt.Errorf("%s is rendered twice", id)}
+		}
+		seen[id] = true
+		if err := stamp(c, own); err != nil {
+			return nil, nil, err
+		}
+	}
+	slices.SortFunc(children, func(a, b *unstructured.Unstructured) int { return strings.Compare(objectID(a), objectID(b)) })
+	return patch, children, nil
+}
+
+// isParent: o is the parent itself (same type, name and namespace).
+func isParent(o, parent *unstructured.Unstructured) bool {
+	return o.GroupVersionKind() == parent.GroupVersionKind() && o.GetName() == parent.GetName() && o.GetNamespace() == parent.GetNamespace()
+}
+
+// checkPatch: what a decorator sets on its parent is labels and annotations,
+// nothing else (the parent's owner holds the rest).
+func checkPatch(o *unstructured.Unstructured) error {
+	for field, value := range o.Object {
+		switch field {
+		case "apiVersion", "kind":
+		case "metadata":
+			meta, _ := value.(map[string]any)
+			for m := range meta {
+				if m != "name" && m != "namespace" && m != "labels" && m != "annotations" {
+					return fmt.Errorf("the parent %s sets metadata.%s: a decorator sets only labels and annotations on it", objectID(o), m)
+				}
+			}
+		default:
+			return fmt.Errorf("the parent %s sets %s: a decorator sets only labels and annotations on it", objectID(o), field)
+		}
+	}
+	return nil
+}
+
+// checkChild: a child is of a declared type, in the parent's namespace (or,
+// for a Namespace parent, in that namespace), and is not stencil's business
+// to place elsewhere.
+func (d *Decorator) checkChild(o, parent *unstructured.Unstructured) error {
+	t, ok := d.owns[o.GetAPIVersion()+"/"+o.GetKind()]
+	if !ok {
+		return fmt.Errorf("%s is not of a type %s declares in owns", objectID(o), decoratorFile)
+	}
+	if t.ClusterScoped {
+		return fmt.Errorf("%s: a decorator's children are namespaced (a cluster-scoped child would outlive no owner stencil watches)", objectID(o))
+	}
+	ns := parent.GetNamespace()
+	if parent.GetAPIVersion() == "v1" && parent.GetKind() == "Namespace" {
+		ns = parent.GetName()
+	}
+	switch o.GetNamespace() {
+	case "":
+		o.SetNamespace(ns)
+	case ns:
+	default:
+		return fmt.Errorf("%s is not in namespace %s, the parent's", objectID(o), ns)
+	}
+	return nil
+}
