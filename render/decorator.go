@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
 
 // A decorator is a kind whose parent is not a stencil custom resource but an
@@ -160,7 +162,7 @@ func (d *Decorator) Name() string { return d.name }
 
 // Decorates reports whether the decorator applies to parent (its type is
 // the caller's business: it watches only that type).
-func (d *Decorator) Decorates(parent *unstructured.Unstructured) bool {
+func (d *Decorator) Decorates(parent metav1.Object) bool {
 	return d.selector.Matches(labels.Set(parent.GetLabels()))
 }
 
@@ -229,6 +231,12 @@ func (d *Decorator) Render(parent *unstructured.Unstructured, observed map[strin
 			return nil, nil, &Error{File: c.GetAnnotations()[sourceAnnotation], Err: fmt.Errorf("%s is rendered twice", id)}
 		}
 		seen[id] = true
+		labels := c.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[v1alpha1.LabelDecorator] = d.name
+		c.SetLabels(labels)
 		if err := stamp(c, own); err != nil {
 			return nil, nil, err
 		}

@@ -2,7 +2,9 @@
 // (templates/<kind>/): *.yaml manifests, a _kind.yaml that declares the
 // types they may emit, optional _*.tpl helpers, an optional _status.yaml
 // that projects live state into the kind's status, and an optional
-// kustomization.yaml. Package render reads them as data.
+// kustomization.yaml. A decorator's folder (templates/<decorator>/) has a
+// _decorator.yaml instead of a _kind.yaml: its parent is an existing type.
+// Package render reads them as data.
 package templates
 
 import (
@@ -11,7 +13,7 @@ import (
 	"io/fs"
 )
 
-//go:embed all:memcached all:myweb all:foo all:flightticket all:guestbook
+//go:embed all:memcached all:myweb all:foo all:flightticket all:guestbook all:replicaset-podcount all:namespace-defaults
 var folders embed.FS
 
 // Kind returns the folder of one kind, by its lower-case name.

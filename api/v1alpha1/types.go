@@ -234,6 +234,15 @@ const (
 	// LabelOwnerUID holds the UID of the custom resource that the object was
 	// rendered for. Prune selects by it.
 	LabelOwnerUID = "stencil.dev/owner-uid"
+	// LabelDecorator names the decorator that rendered an object for a
+	// parent stencil does not own (with LabelOwnerUID, the parent's UID);
+	// the decorators' cache and prune select by it.
+	LabelDecorator = "stencil.dev/decorator"
+	// AnnotationDecoratorStatus + a decorator's name, on a decorated
+	// parent: what the decorator last set back after another manager
+	// changed it (JSON: reverted, a count, and last, a FieldDrift). A
+	// decorator has no status of its own; `stencil drift` reads this.
+	AnnotationDecoratorStatus = "status.stencil.dev/"
 	// AnnotationOwner names that custom resource as
 	// "<Kind>.<group>/<namespace>/<name>": the second proof of ownership
 	// before a prune, and how events on cluster-scoped objects find their

@@ -15,7 +15,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	out, err := kinds.ClusterRoleYAML(loaded)
+	decorators, err := kinds.LoadDecorators()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	out, err := kinds.ClusterRoleYAML(loaded, decorators)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -116,6 +116,10 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("loading templates: %w", err)
 	}
+	decorators, err := kinds.LoadDecorators()
+	if err != nil {
+		return fmt.Errorf("loading decorators: %w", err)
+	}
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), kinds.AddToScheme(scheme)); err != nil {
 		return fmt.Errorf("building scheme: %w", err)
@@ -138,8 +142,12 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w (are the CRDs installed? `make install` installs them)", err)
 	}
-	if err := reconciler.Setup(mgr, loaded, reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite}); err != nil {
+	opts := reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite}
+	if err := reconciler.Setup(mgr, loaded, opts); err != nil {
 		return fmt.Errorf("%w (are the CRDs installed? `make install` installs them)", err)
+	}
+	if err := reconciler.SetupDecorators(mgr, decorators, opts); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)
@@ -147,7 +155,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
-	log.Info("Starting manager", "host", cfg.Host, "kinds", len(loaded), "leaderElection", o.leaderElect)
+	log.Info("Starting manager", "host", cfg.Host, "kinds", len(loaded), "decorators", len(decorators), "leaderElection", o.leaderElect)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}

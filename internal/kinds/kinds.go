@@ -27,6 +27,10 @@ var registry = []render.Definition{
 	{GroupVersionKind: webappv1.GroupVersion.WithKind("Guestbook"), New: func() v1alpha1.Object { return &webappv1.Guestbook{} }, Templates: templates.Kind("guestbook")},
 }
 
+// decorators lists the shipped decorators, by folder: kinds whose parent is
+// an existing type (templates/<name>/_decorator.yaml), with no Go type.
+var decorators = []string{"replicaset-podcount", "namespace-defaults"}
+
 // schemes add the kinds' Go types to a scheme, one per API group.
 var schemes = []func(*runtime.Scheme) error{
 	cachev1alpha1.AddToScheme,
@@ -59,6 +63,20 @@ func Load() ([]*render.Kind, error) {
 			return nil, err
 		}
 		loaded = append(loaded, k)
+	}
+	return loaded, nil
+}
+
+// LoadDecorators parses every shipped decorator's templates; an error here
+// fails start-up.
+func LoadDecorators() ([]*render.Decorator, error) {
+	var loaded []*render.Decorator
+	for _, name := range decorators {
+		d, err := render.LoadDecorator(name, templates.Kind(name))
+		if err != nil {
+			return nil, err
+		}
+		loaded = append(loaded, d)
 	}
 	return loaded, nil
 }

@@ -79,13 +79,17 @@ func start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	decorators, err := kinds.LoadDecorators()
+	if err != nil {
+		return err
+	}
 	// The operator runs as a user bound only to the generated ClusterRole, so
 	// every test here also proves that the RBAC is enough.
 	operator, err := operatorConfig(ctx)
 	if err != nil {
 		return err
 	}
-	return testutil.StartOperator(ctx, operator, scheme, loaded, nil)
+	return testutil.StartWithDecorators(ctx, operator, scheme, loaded, decorators, nil)
 }
 
 // operatorConfig binds a new user to config/rbac/role.yaml and returns its

@@ -18,7 +18,11 @@ func TestRBACIsUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := kinds.ClusterRoleYAML(loaded)
+	decorators, err := kinds.LoadDecorators()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := kinds.ClusterRoleYAML(loaded, decorators)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +70,32 @@ func TestRBACCoversEveryDeclaredType(t *testing.T) {
 			for _, verb := range []string{"get", "list", "watch"} {
 				if !allows(ty.GroupVersionKind().Group, ty.PluralResource(), verb) {
 					t.Errorf("kind %s observes %s, but the role does not allow %s %s", k.GroupVersionKind().Kind, ty.Kind, verb, ty.PluralResource())
+				}
+			}
+		}
+	}
+	decorators, err := kinds.LoadDecorators()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range decorators {
+		decl := d.Declaration()
+		for _, verb := range []string{"get", "list", "watch", "patch"} {
+			if !allows(decl.Decorates.GroupVersionKind().Group, decl.Decorates.PluralResource(), verb) {
+				t.Errorf("decorator %s decorates %s, but the role does not allow %s %s", d.Name(), decl.Decorates.Kind, verb, decl.Decorates.PluralResource())
+			}
+		}
+		for _, ty := range decl.Owns {
+			for _, verb := range []string{"get", "list", "watch", "create", "patch", "delete"} {
+				if !allows(ty.GroupVersionKind().Group, ty.PluralResource(), verb) {
+					t.Errorf("decorator %s owns %s, but the role does not allow %s %s", d.Name(), ty.Kind, verb, ty.PluralResource())
+				}
+			}
+		}
+		for _, ty := range decl.Observes {
+			for _, verb := range []string{"get", "list", "watch"} {
+				if !allows(ty.GroupVersionKind().Group, ty.PluralResource(), verb) {
+					t.Errorf("decorator %s observes %s, but the role does not allow %s %s", d.Name(), ty.Kind, verb, ty.PluralResource())
 				}
 			}
 		}

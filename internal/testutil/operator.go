@@ -26,6 +26,11 @@ import (
 // ends, with wrap (if not nil) around its HTTP transport. Set
 // STENCIL_TEST_DEBUG=1 to see its logs.
 func StartOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, wrap func(http.RoundTripper) http.RoundTripper) error {
+	return StartWithDecorators(ctx, cfg, scheme, kinds, nil, wrap)
+}
+
+// StartWithDecorators is StartOperator with decorators too.
+func StartWithDecorators(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, decorators []*render.Decorator, wrap func(http.RoundTripper) http.RoundTripper) error {
 	if os.Getenv("STENCIL_TEST_DEBUG") != "" {
 		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
 	} else {
@@ -43,7 +48,11 @@ func StartOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme
 	if err != nil {
 		return err
 	}
-	if err := reconciler.Setup(mgr, kinds, reconciler.Options{MaxConcurrentReconciles: 4, SkipNameValidation: true}); err != nil {
+	opts := reconciler.Options{MaxConcurrentReconciles: 4, SkipNameValidation: true}
+	if err := reconciler.Setup(mgr, kinds, opts); err != nil {
+		return err
+	}
+	if err := reconciler.SetupDecorators(mgr, decorators, opts); err != nil {
 		return err
 	}
 	go func() {

@@ -1,0 +1,526 @@
+package reconciler
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/fence"
+	"github.com/stencil-operator/stencil/render"
+)
+
+// A decorator's parent belongs to someone else (the ReplicaSet controller,
+// whoever created the Namespace). stencil applies to it only the labels and
+// annotations the templates render, under a field manager of the
+// decorator's own, so that no other manager's field is ever touched; it
+// never sets an ownerReference on the parent and never deletes it. When the
+// parent stops matching the decorator's selector, its fields are given up
+// (an apply of nothing under that manager: the API server removes what only
+// it held) and its children are pruned.
+
+// DecoratorManager is the field manager of decorator name's applies, to
+// its parents and children alike.
+func DecoratorManager(name string) string { return "stencil-decorator-" + name }
+
+// decoratorReconciler reconciles the parents of one decorator.
+type decoratorReconciler struct {
+	dec      *render.Decorator
+	cache    cache.Cache // the decorators' cache: parents, observed objects, children
+	client   client.Client
+	reader   client.Reader // the API server, for objects the cache does not hold
+	recorder events.EventRecorder
+	types    cachedTypes // parents: whole, typed when the scheme knows them
+	mayWrite func() error
+}
+
+// Reconcile brings one parent to what the decorator renders for it.
+func (r *decoratorReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	gvk := r.dec.Declaration().Decorates.GroupVersionKind()
+	parent := r.types.newObject(gvk)
+	if err := r.cache.Get(ctx, req.NamespacedName, parent); err != nil {
+		if apierrors.IsNotFound(err) {
+			decorated.forget(r.dec.Name(), req.NamespacedName) // its children go with it: they carry its ownerReference
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	if parent.GetDeletionTimestamp() != nil {
+		return reconcile.Result{}, nil
+	}
+	if r.mayWrite != nil {
+		if err := r.mayWrite(); err != nil {
+			return fenced(ctx, err)
+		}
+	}
+	err := r.decorate(ctx, parent, gvk)
+	if errors.Is(err, fence.ErrFenced) {
+		return fenced(ctx, err)
+	}
+	return reconcile.Result{}, err
+}
+
+// decorate renders and applies, or, for a parent the selector no longer
+// matches, gives up what the decorator set.
+func (r *decoratorReconciler) decorate(ctx context.Context, parent client.Object, gvk schema.GroupVersionKind) error {
+	key := client.ObjectKeyFromObject(parent)
+	if !r.dec.Decorates(parent) {
+		decorated.forget(r.dec.Name(), key)
+		return r.release(ctx, parent, gvk)
+	}
+	u, err := parentMap(parent, gvk)
+	if err != nil {
+		return err
+	}
+	observed, err := r.observe(ctx, u)
+	if err != nil {
+		return err
+	}
+	patch, children, err := r.dec.Render(u, observed)
+	if err == nil && patch == nil && len(children) == 0 {
+		err = fmt.Errorf("the templates rendered nothing for %s %s", gvk.Kind, key)
+	}
+	if err != nil {
+		// Nothing is applied or pruned after a failed render; a change of
+		// the parent or of what it observes tries again.
+		r.fail(parent, "RenderFailed", "Render", err)
+		return nil
+	}
+	if err := r.applyParent(ctx, parent, patch); err != nil {
+		return r.failed(parent, "ApplyFailed", "Apply", err)
+	}
+	if err := r.applyChildren(ctx, parent, children); err != nil {
+		return r.failed(parent, "ApplyFailed", "Apply", err)
+	}
+	if err := r.prune(ctx, parent, children); err != nil {
+		return r.failed(parent, "PruneFailed", "Prune", err)
+	}
+	decorated.set(r.dec.Name(), key)
+	return nil
+}
+
+// fail reports a failure on the parent (a Warning event) and in a metric.
+func (r *decoratorReconciler) fail(parent client.Object, reason, action string, err error) {
+	decoratorFailures.WithLabelValues(r.dec.Name(), reason).Inc()
+	r.recorder.Eventf(parent, nil, corev1.EventTypeWarning, reason, action, "decorator %s: %s", r.dec.Name(), err)
+}
+
+// failed reports err as fail does, unless the fence refused the write (that
+// is no failure), and returns it for the controller's backoff.
+func (r *decoratorReconciler) failed(parent client.Object, reason, action string, err error) error {
+	if !errors.Is(err, fence.ErrFenced) {
+		r.fail(parent, reason, action, err)
+	}
+	return err
+}
+
+// parentMap is parent as the templates read it: its fields as maps, with
+// its type set.
+func parentMap(parent client.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	m, err := objectMap(parent)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
+
+// observe lists, for each type the decorator observes, the objects related
+// to parent: by the labels the parent names, or by ownerReference.
+func (r *decoratorReconciler) observe(ctx context.Context, parent *unstructured.Unstructured) (map[string][]*unstructured.Unstructured, error) {
+	out := map[string][]*unstructured.Unstructured{}
+	for _, o := range r.dec.Declaration().Observes {
+		objs, err := r.observed(ctx, o, parent)
+		if err != nil {
+			return nil, fmt.Errorf("listing the %s that %s observes: %w", o.Kind, parent.GetName(), err)
+		}
+		out[o.As] = objs
+	}
+	return out, nil
+}
+
+func (r *decoratorReconciler) observed(ctx context.Context, o render.Observed, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	opts := []client.ListOption{client.InNamespace(parent.GetNamespace())}
+	if o.MatchLabelsFrom != "" {
+		sel, err := render.ObservedSelector(o, parent)
+		if err != nil || sel == nil {
+			return nil, err // a parent without those labels observes nothing
+		}
+		opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(o.GroupVersionKind().GroupVersion().WithKind(o.Kind + "List"))
+	if err := r.cache.List(ctx, list, opts...); err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for i := range list.Items {
+		item := &list.Items[i]
+		if o.OwnedByParent && !ownedByUID(item, parent.GetUID()) {
+			continue
+		}
+		m, err := objectMap(item)
+		if err != nil {
+			return nil, err
+		}
+		u := &unstructured.Unstructured{Object: m}
+		u.SetGroupVersionKind(o.GroupVersionKind())
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// ownedByUID: obj has an ownerReference to uid.
+func ownedByUID(obj metav1.Object, uid types.UID) bool {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// decoratorStatus is what a decorator records on its parent, in the
+// annotation v1alpha1.AnnotationDecoratorStatus + its name: the drift it
+// reverted. It is written only with an apply that reverts, so it costs no
+// request of its own, and given up with the decorator's labels.
+type decoratorStatus struct {
+	// Reverted counts the fields stencil set back after another manager
+	// changed them.
+	Reverted int `json:"reverted"`
+	// Last is the last of them.
+	Last *v1alpha1.FieldDrift `json:"last,omitempty"`
+}
+
+// statusAnnotation is the annotation of decorator name's status.
+func statusAnnotation(name string) string { return v1alpha1.AnnotationDecoratorStatus + name }
+
+// applyParent applies the labels and annotations of patch to parent when
+// they are not as rendered, or when the decorator holds keys it no longer
+// renders. A value another manager changed is set back, counted and told
+// (event DriftReverted, the status annotation). patch nil: the templates
+// set nothing on the parent; whatever the decorator held is given up.
+func (r *decoratorReconciler) applyParent(ctx context.Context, parent client.Object, patch *unstructured.Unstructured) error {
+	name := r.dec.Name()
+	owned, err := ownedMetadata(parent.GetManagedFields(), DecoratorManager(name))
+	if err != nil {
+		return err
+	}
+	var labels, annotations map[string]string
+	if patch != nil {
+		labels, annotations = patch.GetLabels(), maps.Clone(patch.GetAnnotations())
+	}
+	st := decoratorStatus{}
+	if raw, ok := parent.GetAnnotations()[statusAnnotation(name)]; ok && owned.annotations[statusAnnotation(name)] {
+		_ = json.Unmarshal([]byte(raw), &st) // unreadable: counting starts again
+	}
+	drifts := driftedMetadata(parent, owned, labels, annotations)
+	for _, d := range drifts {
+		st.Reverted++
+		st.Last = &d
+		revertedObjects.WithLabelValues(name).Inc()
+		r.recorder.Eventf(parent, nil, corev1.EventTypeNormal, "DriftReverted", "Apply", "decorator %s set %s back to %s (%s had set %s)", name, d.Path, d.Desired, cmp.Or(d.Manager, "another manager"), d.Live)
+	}
+	if st.Reverted > 0 {
+		raw, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[statusAnnotation(name)] = string(raw)
+	}
+	if len(drifts) == 0 && owned.equal(parent, labels, annotations) {
+		return nil
+	}
+	return r.applyMetadata(ctx, parent, labels, annotations)
+}
+
+// release gives up everything decorator r set on parent: its fields on the
+// parent (when it holds any) and its children.
+func (r *decoratorReconciler) release(ctx context.Context, parent client.Object, gvk schema.GroupVersionKind) error {
+	owned, err := ownedMetadata(parent.GetManagedFields(), DecoratorManager(r.dec.Name()))
+	if err != nil {
+		return err
+	}
+	if owned.held {
+		if err := r.applyMetadata(ctx, parent, nil, nil); err != nil {
+			return r.failed(parent, "ReleaseFailed", "Release", err)
+		}
+		r.recorder.Eventf(parent, nil, corev1.EventTypeNormal, "Released", "Release", "decorator %s no longer decorates this %s: its labels and annotations are removed", r.dec.Name(), gvk.Kind)
+	}
+	if err := r.prune(ctx, parent, nil); err != nil {
+		return r.failed(parent, "PruneFailed", "Prune", err)
+	}
+	return nil
+}
+
+// applyMetadata server-side-applies labels and annotations to parent under
+// the decorator's field manager. Force: a key another manager set is taken
+// (the decorator's templates say it is stencil's). Nothing else is sent, so
+// nothing else is touched; an apply with no keys gives up every field the
+// manager held.
+func (r *decoratorReconciler) applyMetadata(ctx context.Context, parent client.Object, labels, annotations map[string]string) error {
+	gvk := r.dec.Declaration().Decorates.GroupVersionKind()
+	body := &unstructured.Unstructured{}
+	body.SetGroupVersionKind(gvk)
+	body.SetName(parent.GetName())
+	body.SetNamespace(parent.GetNamespace())
+	body.SetLabels(labels)
+	body.SetAnnotations(annotations)
+	raw, err := body.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	target := &metav1.PartialObjectMetadata{}
+	target.SetGroupVersionKind(gvk)
+	target.SetName(parent.GetName())
+	target.SetNamespace(parent.GetNamespace())
+	opts := []client.PatchOption{client.FieldOwner(DecoratorManager(r.dec.Name())), client.ForceOwnership}
+	if err := r.client.Patch(ctx, target, client.RawPatch(types.ApplyPatchType, raw), opts...); err != nil {
+		return fmt.Errorf("applying the labels and annotations of decorator %s to %s %s: %w", r.dec.Name(), gvk.Kind, client.ObjectKeyFromObject(parent), err)
+	}
+	appliedObjects.WithLabelValues(r.dec.Name()).Inc()
+	return nil
+}
+
+// driftedMetadata lists the rendered labels and annotations whose live
+// value is another manager's: the key exists with another value, and the
+// decorator does not hold it (an update by another manager takes a field
+// over). A key that does not exist yet is new, and one the decorator holds
+// has its last rendered value: neither is drift.
+func driftedMetadata(parent client.Object, owned ownedKeys, labels, annotations map[string]string) []v1alpha1.FieldDrift {
+	var out []v1alpha1.FieldDrift
+	check := func(field string, want, live map[string]string, held map[string]bool) {
+		for _, k := range slices.Sorted(maps.Keys(want)) {
+			if v, ok := live[k]; ok && v != want[k] && !held[k] {
+				manager, at := managerOf(parent.GetManagedFields(), field, k)
+				out = append(out, v1alpha1.FieldDrift{
+					Path:    ".metadata." + field + "." + k,
+					Desired: strconv.Quote(want[k]),
+					Live:    strconv.Quote(v),
+					Manager: manager,
+					Time:    at,
+				})
+			}
+		}
+	}
+	check("labels", labels, parent.GetLabels(), owned.labels)
+	check("annotations", annotations, parent.GetAnnotations(), owned.annotations)
+	return out
+}
+
+// ownedKeys are the labels and annotations a field manager holds on an
+// object, as its managedFields record them.
+type ownedKeys struct {
+	held                bool // the manager has an entry with any field
+	labels, annotations map[string]bool
+}
+
+// equal: the live object has exactly the wanted keys held by the manager,
+// with the wanted values.
+func (o ownedKeys) equal(parent client.Object, labels, annotations map[string]string) bool {
+	same := func(want map[string]string, held map[string]bool, live map[string]string) bool {
+		if len(want) != len(held) {
+			return false
+		}
+		for k, v := range want {
+			if got, ok := live[k]; !ok || got != v || !held[k] {
+				return false
+			}
+		}
+		return true
+	}
+	return same(labels, o.labels, parent.GetLabels()) && same(annotations, o.annotations, parent.GetAnnotations())
+}
+
+// ownedMetadata reads from managedFields the labels and annotations that
+// manager holds through its applies.
+func ownedMetadata(entries []metav1.ManagedFieldsEntry, manager string) (ownedKeys, error) {
+	out := ownedKeys{labels: map[string]bool{}, annotations: map[string]bool{}}
+	for _, e := range entries {
+		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply || e.FieldsV1 == nil {
+			continue
+		}
+		var fields map[string]any
+		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+			return out, fmt.Errorf("parsing managedFields of %s: %w", manager, err)
+		}
+		out.held = out.held || len(fields) > 0
+		md, _ := fields["f:metadata"].(map[string]any)
+		for field, keys := range map[string]map[string]bool{"f:labels": out.labels, "f:annotations": out.annotations} {
+			set, _ := md[field].(map[string]any)
+			for k := range set {
+				if name, ok := strings.CutPrefix(k, "f:"); ok {
+					keys[name] = true
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// managerOf names the manager that holds label or annotation key (field:
+// "labels" or "annotations") on an object and when it last wrote, or ""
+// when none is recorded.
+func managerOf(entries []metav1.ManagedFieldsEntry, field, key string) (string, *metav1.Time) {
+	for _, e := range entries {
+		if e.FieldsV1 == nil {
+			continue
+		}
+		var fields map[string]map[string]map[string]any
+		if json.Unmarshal(e.FieldsV1.Raw, &fields) != nil {
+			continue
+		}
+		if _, ok := fields["f:metadata"]["f:"+field]["f:"+key]; ok {
+			return e.Manager, e.Time
+		}
+	}
+	return "", nil
+}
+
+// applyChildren applies each child that is missing or not as rendered. A
+// child the cache does not hold is created only when no object of that
+// name exists or it is this parent's: stencil takes over nothing.
+func (r *decoratorReconciler) applyChildren(ctx context.Context, parent client.Object, children []*unstructured.Unstructured) error {
+	var errs []error
+	for _, c := range children {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(c.GroupVersionKind())
+		err := r.cache.Get(ctx, client.ObjectKeyFromObject(c), live)
+		switch {
+		case err == nil && contains(live.Object, c.Object):
+			continue
+		case apierrors.IsNotFound(err):
+			if taken, err := r.takenByOther(ctx, c, parent.GetUID()); err != nil || taken {
+				errs = append(errs, err)
+				continue
+			}
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		}
+		if err := r.applyChild(ctx, c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// takenByOther: an object named as child c exists and is not this parent's
+// (told once in an event); the cache holds only the decorators' children.
+func (r *decoratorReconciler) takenByOther(ctx context.Context, c *unstructured.Unstructured, uid types.UID) (bool, error) {
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(c.GroupVersionKind())
+	err := r.reader.Get(ctx, client.ObjectKeyFromObject(c), live)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading %s %s: %w", c.GetKind(), client.ObjectKeyFromObject(c), err)
+	}
+	if live.GetLabels()[v1alpha1.LabelOwnerUID] == string(uid) {
+		return false, nil // ours, not cached yet
+	}
+	return true, fmt.Errorf("%s %s exists and is not stencil's: delete it, or rename the decorator's object", c.GetKind(), client.ObjectKeyFromObject(c))
+}
+
+func (r *decoratorReconciler) applyChild(ctx context.Context, c *unstructured.Unstructured) error {
+	raw, err := c.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	target := &metav1.PartialObjectMetadata{}
+	target.SetGroupVersionKind(c.GroupVersionKind())
+	target.SetName(c.GetName())
+	target.SetNamespace(c.GetNamespace())
+	opts := []client.PatchOption{client.FieldOwner(DecoratorManager(r.dec.Name())), client.ForceOwnership}
+	if err := r.client.Patch(ctx, target, client.RawPatch(types.ApplyPatchType, raw), opts...); err != nil {
+		return fmt.Errorf("applying %s %s: %w", c.GetKind(), client.ObjectKeyFromObject(c), err)
+	}
+	appliedObjects.WithLabelValues(r.dec.Name()).Inc()
+	return nil
+}
+
+// prune deletes the children of parent (by the decorator's and the
+// parent's labels) that keep is not rendering any more.
+func (r *decoratorReconciler) prune(ctx context.Context, parent client.Object, keep []*unstructured.Unstructured) error {
+	wanted := map[string]bool{}
+	for _, c := range keep {
+		wanted[idOf(c.GroupVersionKind(), c.GetNamespace(), c.GetName())] = true
+	}
+	var errs []error
+	for _, t := range r.dec.Declaration().Owns {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(t.GroupVersionKind().GroupVersion().WithKind(t.Kind + "List"))
+		sel := client.MatchingLabels{v1alpha1.LabelDecorator: r.dec.Name(), v1alpha1.LabelOwnerUID: string(parent.GetUID())}
+		if err := r.cache.List(ctx, list, sel); err != nil {
+			errs = append(errs, fmt.Errorf("listing %s to prune: %w", t.Kind, err))
+			continue
+		}
+		for i := range list.Items {
+			item := &list.Items[i]
+			if wanted[idOf(t.GroupVersionKind(), item.GetNamespace(), item.GetName())] || !ownedByUID(item, parent.GetUID()) {
+				continue
+			}
+			uid := item.GetUID()
+			err := r.client.Delete(ctx, item, client.Preconditions{UID: &uid})
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("pruning %s %s: %w", t.Kind, client.ObjectKeyFromObject(item), err))
+				continue
+			}
+			prunedObjects.WithLabelValues(r.dec.Name()).Inc()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// contains reports whether every field of want is in have with the same
+// value (lists compared whole): the rendered object is as applied.
+func contains(have, want any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, v := range w {
+			if !contains(h[k], v) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok || len(h) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !contains(h[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		return fmt.Sprint(have) == fmt.Sprint(want)
+	}
+}
