@@ -49,6 +49,8 @@ type decoratorReconciler struct {
 	recorder events.EventRecorder
 	types    cachedTypes // parents: whole, typed when the scheme knows them
 	mayWrite func() error
+	// disabled: the decorator gives up what it set, on every parent.
+	disabled bool
 }
 
 // Reconcile brings one parent to what the decorator renders for it.
@@ -81,7 +83,7 @@ func (r *decoratorReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 // matches, gives up what the decorator set.
 func (r *decoratorReconciler) decorate(ctx context.Context, parent client.Object, gvk schema.GroupVersionKind) error {
 	key := client.ObjectKeyFromObject(parent)
-	if !r.dec.Decorates(parent) {
+	if r.disabled || !r.dec.Decorates(parent) {
 		decorated.forget(r.dec.Name(), key)
 		return r.release(ctx, parent, gvk)
 	}
@@ -198,11 +200,11 @@ func ownedByUID(obj metav1.Object, uid types.UID) bool {
 	return false
 }
 
-// decoratorStatus is what a decorator records on its parent, in the
-// annotation v1alpha1.AnnotationDecoratorStatus + its name: the drift it
+// DecoratorStatus is what a decorator records on its parent, in the
+// annotation DecoratorStatusAnnotation(name): the drift it
 // reverted. It is written only with an apply that reverts, so it costs no
 // request of its own, and given up with the decorator's labels.
-type decoratorStatus struct {
+type DecoratorStatus struct {
 	// Reverted counts the fields stencil set back after another manager
 	// changed them.
 	Reverted int `json:"reverted"`
@@ -210,8 +212,8 @@ type decoratorStatus struct {
 	Last *v1alpha1.FieldDrift `json:"last,omitempty"`
 }
 
-// statusAnnotation is the annotation of decorator name's status.
-func statusAnnotation(name string) string { return v1alpha1.AnnotationDecoratorStatus + name }
+// DecoratorStatusAnnotation is the annotation of decorator name's status.
+func DecoratorStatusAnnotation(name string) string { return v1alpha1.AnnotationDecoratorStatus + name }
 
 // applyParent applies the labels and annotations of patch to parent when
 // they are not as rendered, or when the decorator holds keys it no longer
@@ -228,8 +230,8 @@ func (r *decoratorReconciler) applyParent(ctx context.Context, parent client.Obj
 	if patch != nil {
 		labels, annotations = patch.GetLabels(), maps.Clone(patch.GetAnnotations())
 	}
-	st := decoratorStatus{}
-	if raw, ok := parent.GetAnnotations()[statusAnnotation(name)]; ok && owned.annotations[statusAnnotation(name)] {
+	st := DecoratorStatus{}
+	if raw, ok := parent.GetAnnotations()[DecoratorStatusAnnotation(name)]; ok && owned.annotations[DecoratorStatusAnnotation(name)] {
 		_ = json.Unmarshal([]byte(raw), &st) // unreadable: counting starts again
 	}
 	drifts := driftedMetadata(parent, owned, labels, annotations)
@@ -247,7 +249,7 @@ func (r *decoratorReconciler) applyParent(ctx context.Context, parent client.Obj
 		if annotations == nil {
 			annotations = map[string]string{}
 		}
-		annotations[statusAnnotation(name)] = string(raw)
+		annotations[DecoratorStatusAnnotation(name)] = string(raw)
 	}
 	if len(drifts) == 0 && owned.equal(parent, labels, annotations) {
 		return nil
@@ -327,6 +329,16 @@ func driftedMetadata(parent client.Object, owned ownedKeys, labels, annotations 
 	check("labels", labels, parent.GetLabels(), owned.labels)
 	check("annotations", annotations, parent.GetAnnotations(), owned.annotations)
 	return out
+}
+
+// DecoratorHolds lists the labels and annotations decorator name holds on
+// obj, sorted, as obj's managedFields record them.
+func DecoratorHolds(obj metav1.Object, name string) (labels, annotations []string, err error) {
+	owned, err := ownedMetadata(obj.GetManagedFields(), DecoratorManager(name))
+	if err != nil {
+		return nil, nil, err
+	}
+	return slices.Sorted(maps.Keys(owned.labels)), slices.Sorted(maps.Keys(owned.annotations)), nil
 }
 
 // ownedKeys are the labels and annotations a field manager holds on an

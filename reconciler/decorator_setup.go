@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,11 @@ func SetupDecorators(mgr ctrl.Manager, decorators []*render.Decorator, opts Opti
 		return nil
 	}
 	types := cachedTypes{whole: map[schema.GroupVersionKind]bool{}, scheme: mgr.GetScheme()}
+	for _, name := range opts.DisabledDecorators {
+		if !slices.ContainsFunc(decorators, func(d *render.Decorator) bool { return d.Name() == name }) {
+			return fmt.Errorf("no decorator named %q to disable", name)
+		}
+	}
 	c, err := newDecoratorCache(mgr, decorators, types)
 	if err != nil {
 		return err
@@ -122,6 +128,7 @@ func setupDecorator(mgr ctrl.Manager, c cache.Cache, d *render.Decorator, types 
 		recorder: mgr.GetEventRecorder("stencil"),
 		types:    types,
 		mayWrite: opts.MayWrite,
+		disabled: slices.Contains(opts.DisabledDecorators, d.Name()),
 	}
 	m := &parentMapper{dec: d, cache: c, types: types, gvk: parentGVK, namespaced: mapping.Scope.Name() == meta.RESTScopeNameNamespace}
 	b := ctrl.NewControllerManagedBy(mgr).

@@ -48,6 +48,11 @@ type Options struct {
 	// reconcile asks before it writes anything and, refused, leaves the
 	// resource as it is and tries again soon.
 	MayWrite func() error
+	// DisabledDecorators are decorators (by name) that give up everything
+	// they set: their labels and annotations on every parent, and their
+	// children. The way to remove a decorator: run with it disabled, then
+	// delete its folder.
+	DisabledDecorators []string
 }
 
 // DefaultReconcileTimeout bounds a reconcile when Options leave it unset.

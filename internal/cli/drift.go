@@ -2,16 +2,19 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/reconciler"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -19,12 +22,16 @@ func newDriftCommand() *cobra.Command {
 	var namespace string
 	cmd := &cobra.Command{
 		Use:   "drift KIND/NAME",
-		Short: "Print the drift recorded in a custom resource's status",
+		Short: "Print the drift recorded in a custom resource's status, or on an object a decorator decorates",
 		Long: `drift reads a custom resource and prints, per object and field, what another
 field manager changed: the desired and live values, who changed it and when,
 and the diff. Under the Correct policy it shows what stencil last reverted.
 
-KIND is the kind, its plural or short name (memcached, mywebs, web, ft, ...).`,
+KIND is the kind, its plural or short name (memcached, mywebs, web, ft, ...),
+or a decorator's name (replicaset-podcount, namespace-defaults): NAME is then
+the object it decorates, and drift prints what the decorator holds on it and
+what it last set back (a decorator has no status of its own: see
+docs/add-decorator.md).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runDrift(cmd.Context(), args[0], namespace, cmd.OutOrStdout())
@@ -38,6 +45,12 @@ func runDrift(ctx context.Context, ref, namespace string, out io.Writer) error {
 	kindName, name, ok := strings.Cut(ref, "/")
 	if !ok || name == "" {
 		return fmt.Errorf("%q: want KIND/NAME, as in myweb/myweb", ref)
+	}
+	if d, err := findDecorator(kindName); err != nil || d != nil {
+		if err != nil {
+			return err
+		}
+		return runDecoratorDrift(ctx, d, name, namespace, out)
 	}
 	kind, err := findKind(kindName)
 	if err != nil {
@@ -117,4 +130,82 @@ func findKind(name string) (*render.Kind, error) {
 		known = append(known, kind)
 	}
 	return nil, fmt.Errorf("unknown kind %q; stencil knows %s", name, strings.Join(known, ", "))
+}
+
+// findDecorator returns the decorator named name, or nil.
+func findDecorator(name string) (*render.Decorator, error) {
+	decorators, err := kinds.LoadDecorators()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range decorators {
+		if d.Name() == strings.ToLower(name) {
+			return d, nil
+		}
+	}
+	return nil, nil
+}
+
+func runDecoratorDrift(ctx context.Context, d *render.Decorator, name, namespace string, out io.Writer) error {
+	c, err := newClient()
+	if err != nil {
+		return err
+	}
+	parent := &unstructured.Unstructured{}
+	parent.SetGroupVersionKind(d.Declaration().Decorates.GroupVersionKind())
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, parent); err != nil {
+		return fmt.Errorf("reading %s %s: %w", parent.GetKind(), name, err)
+	}
+	text, err := formatDecoratorDrift(d.Name(), parent)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(out, text)
+	return err
+}
+
+// formatDecoratorDrift is, for people, what decorator name holds on parent
+// (from its managedFields) and what it last set back (its status
+// annotation).
+func formatDecoratorDrift(name string, parent *unstructured.Unstructured) (string, error) {
+	out := &strings.Builder{}
+	where := parent.GetName()
+	if parent.GetNamespace() != "" {
+		where = parent.GetNamespace() + "/" + where
+	}
+	fmt.Fprintf(out, "decorator %s on %s %s\n", name, parent.GetKind(), where)
+	labels, annotations, err := reconciler.DecoratorHolds(parent, name)
+	if err != nil {
+		return "", err
+	}
+	if len(labels)+len(annotations) == 0 {
+		out.WriteString("It holds nothing on it (not decorated, or given up).\n")
+	}
+	for _, k := range labels {
+		fmt.Fprintf(out, "  holds label %s=%q\n", k, parent.GetLabels()[k])
+	}
+	for _, k := range annotations {
+		fmt.Fprintf(out, "  holds annotation %s\n", k)
+	}
+	raw, ok := parent.GetAnnotations()[reconciler.DecoratorStatusAnnotation(name)]
+	if !ok {
+		out.WriteString("No drift recorded.\n")
+		return out.String(), nil
+	}
+	st := reconciler.DecoratorStatus{}
+	if err := json.Unmarshal([]byte(raw), &st); err != nil {
+		return "", fmt.Errorf("reading annotation %s: %w", reconciler.DecoratorStatusAnnotation(name), err)
+	}
+	fmt.Fprintf(out, "Set back %d time(s) after another manager changed it; the last:\n", st.Reverted)
+	if f := st.Last; f != nil {
+		by := ""
+		if f.Manager != "" {
+			by = " by " + f.Manager
+		}
+		if f.Time != nil {
+			by += " at " + f.Time.UTC().Format("2006-01-02 15:04:05Z")
+		}
+		fmt.Fprintf(out, "  %s: desired %s, was %s%s\n", f.Path, orNone(f.Desired), orNone(f.Live), by)
+	}
+	return out.String(), nil
 }

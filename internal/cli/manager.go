@@ -36,6 +36,7 @@ type managerOptions struct {
 	burst            int
 	compression      bool
 	rollout          reconciler.RolloutOptions
+	disabled         []string
 }
 
 func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
@@ -54,6 +55,7 @@ func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.burst, "kube-api-burst", 1000, "Client-side burst of requests to the API server.")
 	fs.IntVar(&o.rollout.Batch, "rollout-batch", reconciler.DefaultRolloutBatch, "Resources per kind that a change of the templates alone (a new stencil version) reaches at a time: the next one gets it when one of those is Ready. 0 applies such changes to every resource at once. Spec changes are never held back.")
 	fs.DurationVar(&o.rollout.Deadline, "rollout-deadline", reconciler.DefaultRolloutDeadline, "How long a resource that a template change reached may take to become Ready before the rollout of its kind halts.")
+	fs.StringSliceVar(&o.disabled, "disable-decorator", nil, "Decorators (by name) that give up what they set: their labels and annotations on every object they decorated, and the objects they created. Run with a decorator disabled before deleting its folder, or its labels stay behind.")
 	fs.BoolVar(&o.compression, "kube-api-compression", false, "Ask the API server to gzip its answers and watch streams (for a slow link; costs its CPU).")
 }
 
@@ -142,7 +144,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w (are the CRDs installed? `make install` installs them)", err)
 	}
-	opts := reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite}
+	opts := reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite, DisabledDecorators: o.disabled}
 	if err := reconciler.Setup(mgr, loaded, opts); err != nil {
 		return fmt.Errorf("%w (are the CRDs installed? `make install` installs them)", err)
 	}
