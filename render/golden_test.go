@@ -125,3 +125,57 @@ func TestEngineVersion(t *testing.T) {
 		t.Errorf("the test kind renders otherwise (%s, recorded %q). If the render code changed what unchanged templates render, bump render.Engine; then (or if only the test kind's templates changed) set engineGolden to %q.", got, engineGolden, got)
 	}
 }
+
+// TestDecoratorGolden renders every shipped decorator's
+// testdata/<decorator>/<case>/: input.yaml is the parent as the cluster
+// holds it, observed.yaml (optional) the observed objects by their name in
+// the templates; expected.yaml is what is set on the parent and then the
+// children.
+func TestDecoratorGolden(t *testing.T) {
+	decorators, err := shipped.LoadDecorators()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range decorators {
+		cases, err := filepath.Glob(filepath.Join("testdata", d.Name(), "*"))
+		if err != nil || len(cases) == 0 {
+			t.Fatalf("no golden cases for %s: %v", d.Name(), err)
+		}
+		for _, dir := range cases {
+			t.Run(d.Name()+"/"+filepath.Base(dir), func(t *testing.T) {
+				parent := &unstructured.Unstructured{}
+				readYAML(t, filepath.Join(dir, "input.yaml"), &parent.Object)
+				observed := map[string][]*unstructured.Unstructured{}
+				if _, err := os.Stat(filepath.Join(dir, "observed.yaml")); err == nil {
+					var lists map[string][]map[string]any
+					readYAML(t, filepath.Join(dir, "observed.yaml"), &lists)
+					for as, list := range lists {
+						for _, o := range list {
+							observed[as] = append(observed[as], &unstructured.Unstructured{Object: o})
+						}
+					}
+				}
+				patch, children, err := d.Render(parent, observed)
+				if err != nil {
+					compareGolden(t, filepath.Join(dir, "error.txt"), []byte(err.Error()+"\n"))
+					return
+				}
+				if patch != nil {
+					children = append([]*unstructured.Unstructured{patch}, children...)
+				}
+				compareGolden(t, filepath.Join(dir, "expected.yaml"), toYAMLStream(t, children))
+			})
+		}
+	}
+}
+
+func readYAML(t *testing.T, path string, into any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, into); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}

@@ -53,6 +53,12 @@ func ClusterRole(kinds []*render.Kind, decorators []*render.Decorator) rbacv1.Cl
 	for _, d := range decorators {
 		decl := d.Declaration()
 		add(decl.Decorates.GroupVersionKind().Group, decl.Decorates.PluralResource(), parentVerbs)
+		if len(decl.Owns) > 0 {
+			// Children carry an ownerReference with blockOwnerDeletion, which
+			// the OwnerReferencesPermissionEnforcement admission plugin
+			// allows only to who may update the parent's finalizers.
+			add(decl.Decorates.GroupVersionKind().Group, decl.Decorates.PluralResource()+"/finalizers", []string{"update"})
+		}
 		for _, t := range decl.Owns {
 			add(t.GroupVersionKind().Group, t.PluralResource(), ownedVerbs)
 		}
