@@ -93,7 +93,7 @@ func TestAddADecorator(t *testing.T) {
 	kubectl(t, "label", "deployment", "web", "stencil.dev/pdb-")
 	testutil.Eventually(t, 30*time.Second, "PodDisruptionBudget pruned, annotation removed", func() error {
 		if err := k8s.Get(t.Context(), key, &policyv1.PodDisruptionBudget{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("PodDisruptionBudget still there (%v)", err)
+			return fmt.Errorf("PodDisruptionBudget still there (%w)", err)
 		}
 		if err := k8s.Get(t.Context(), key, deployment); err != nil {
 			return err

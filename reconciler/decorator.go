@@ -374,7 +374,7 @@ func ownedMetadata(entries []metav1.ManagedFieldsEntry, manager string) (ownedKe
 			continue
 		}
 		var fields map[string]any
-		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields); err != nil {
 			return out, fmt.Errorf("parsing managedFields of %s: %w", manager, err)
 		}
 		out.held = out.held || len(fields) > 0
@@ -400,7 +400,7 @@ func managerOf(entries []metav1.ManagedFieldsEntry, field, key string) (string, 
 			continue
 		}
 		var fields map[string]map[string]map[string]any
-		if json.Unmarshal(e.FieldsV1.Raw, &fields) != nil {
+		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields) != nil {
 			continue
 		}
 		if _, ok := fields["f:metadata"]["f:"+field]["f:"+key]; ok {

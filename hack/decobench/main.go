@@ -186,4 +186,3 @@ func heap() int64 {
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 func kib(b int64) string { return fmt.Sprintf("%.2f KiB", float64(b)/(1<<10)) }
-

@@ -144,8 +144,8 @@ func TestReplicaSetPodCount(t *testing.T) {
 	var managers []string
 	for _, e := range rs.ManagedFields {
 		managers = append(managers, e.Manager)
-		if e.Manager == reconciler.DecoratorManager("replicaset-podcount") && !strings.Contains(string(e.FieldsV1.Raw), `"f:pod-count"`) {
-			t.Errorf("stencil's fields on the ReplicaSet: %s, want only pod-count", e.FieldsV1.Raw)
+		if e.Manager == reconciler.DecoratorManager("replicaset-podcount") && !strings.Contains(e.FieldsV1.GetRawString(), `"f:pod-count"`) {
+			t.Errorf("stencil's fields on the ReplicaSet: %s, want only pod-count", e.FieldsV1.GetRawString())
 		}
 	}
 	if !slices.Contains(managers, "kube-controller-manager") || !slices.Contains(managers, reconciler.DecoratorManager("replicaset-podcount")) {
@@ -179,7 +179,7 @@ func TestReplicaSetPodCount(t *testing.T) {
 	eventually(t, 30*time.Second, "a DriftReverted event", func() error {
 		out, err := kubectl(t, "", "-n", ns, "get", "events", "--field-selector", "reason=DriftReverted", "-o", "name")
 		if err != nil || strings.TrimSpace(out) == "" {
-			return fmt.Errorf("none: %s %v", out, err)
+			return fmt.Errorf("none: %s %w", out, err)
 		}
 		return nil
 	})
@@ -252,10 +252,10 @@ func TestNamespaceDefaults(t *testing.T) {
 			return fmt.Errorf("annotation still %q", v)
 		}
 		if err := k8s.Get(t.Context(), key("same-namespace-only"), &networkingv1.NetworkPolicy{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("NetworkPolicy: %v", err)
+			return fmt.Errorf("NetworkPolicy: %w", err)
 		}
 		if err := k8s.Get(t.Context(), key("defaults"), &corev1.ResourceQuota{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("ResourceQuota: %v", err)
+			return fmt.Errorf("ResourceQuota: %w", err)
 		}
 		return nil
 	})
