@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,6 +52,11 @@ type decoratorReconciler struct {
 	mayWrite func() error
 	// disabled: the decorator gives up what it set, on every parent.
 	disabled bool
+	// written holds, by parent UID, the resourceVersion of the decorator's
+	// last apply to it: a cached parent older than that is not judged
+	// (its drift would be counted twice); the watch event of that apply
+	// reconciles it again.
+	written sync.Map
 }
 
 // Reconcile brings one parent to what the decorator renders for it.
@@ -59,13 +65,20 @@ func (r *decoratorReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	parent := r.types.newObject(gvk)
 	if err := r.cache.Get(ctx, req.NamespacedName, parent); err != nil {
 		if apierrors.IsNotFound(err) {
-			decorated.forget(r.dec.Name(), req.NamespacedName) // its children go with it: they carry its ownerReference
+			// Its children go with it: they carry its ownerReference. (Its
+			// entry in written goes when the process does: UIDs are not
+			// reused.)
+			decorated.forget(r.dec.Name(), req.NamespacedName)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
 	}
 	if parent.GetDeletionTimestamp() != nil {
+		r.written.Delete(parent.GetUID())
 		return reconcile.Result{}, nil
+	}
+	if v, ok := r.written.Load(parent.GetUID()); ok && resourceVersion(parent) < v.(uint64) {
+		return reconcile.Result{}, nil // the cache has not seen our last apply yet
 	}
 	if r.mayWrite != nil {
 		if err := r.mayWrite(); err != nil {
@@ -160,7 +173,7 @@ func (r *decoratorReconciler) observe(ctx context.Context, parent *unstructured.
 }
 
 func (r *decoratorReconciler) observed(ctx context.Context, o render.Observed, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	opts := []client.ListOption{client.InNamespace(parent.GetNamespace())}
+	opts := []client.ListOption{client.InNamespace(render.ChildNamespace(parent))}
 	if o.MatchLabelsFrom != "" {
 		sel, err := render.ObservedSelector(o, parent)
 		if err != nil || sel == nil {
@@ -301,6 +314,7 @@ func (r *decoratorReconciler) applyMetadata(ctx context.Context, parent client.O
 	if err := r.client.Patch(ctx, target, client.RawPatch(types.ApplyPatchType, raw), opts...); err != nil {
 		return fmt.Errorf("applying the labels and annotations of decorator %s to %s %s: %w", r.dec.Name(), gvk.Kind, client.ObjectKeyFromObject(parent), err)
 	}
+	r.written.Store(parent.GetUID(), resourceVersion(target))
 	appliedObjects.WithLabelValues(r.dec.Name()).Inc()
 	return nil
 }

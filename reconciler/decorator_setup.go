@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -207,13 +209,9 @@ func (m *parentMapper) observers(o render.Observed) handler.MapFunc {
 		}
 	}
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
-		list := m.types.newList(m.gvk)
-		if err := m.cache.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Listing parents of an observed object", "decorator", m.dec.Name())
-			return nil
-		}
-		parents, err := items(list, m.gvk)
+		parents, err := m.candidates(ctx, obj)
 		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Finding the parents of an observed object", "decorator", m.dec.Name())
 			return nil
 		}
 		var out []reconcile.Request
@@ -227,6 +225,24 @@ func (m *parentMapper) observers(o render.Observed) handler.MapFunc {
 		}
 		return out
 	}
+}
+
+// candidates are the parents that may observe obj: those in its namespace,
+// or, for Namespace parents, its namespace itself.
+func (m *parentMapper) candidates(ctx context.Context, obj client.Object) ([]client.Object, error) {
+	if m.gvk == corev1.SchemeGroupVersion.WithKind("Namespace") {
+		ns := m.types.newObject(m.gvk)
+		err := m.cache.Get(ctx, client.ObjectKey{Name: obj.GetNamespace()}, ns)
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return []client.Object{ns}, err
+	}
+	list := m.types.newList(m.gvk)
+	if err := m.cache.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil, err
+	}
+	return items(list, m.gvk)
 }
 
 // selector is parent p's selector of the objects o observes, remembered

@@ -270,6 +270,15 @@ func checkPatch(o *unstructured.Unstructured) error {
 	return nil
 }
 
+// ChildNamespace is where a parent's children and observed objects are: its
+// namespace, or, for a Namespace, that namespace itself.
+func ChildNamespace(parent *unstructured.Unstructured) string {
+	if parent.GetAPIVersion() == "v1" && parent.GetKind() == "Namespace" {
+		return parent.GetName()
+	}
+	return parent.GetNamespace()
+}
+
 // checkChild: a child is of a declared type, in the parent's namespace (or,
 // for a Namespace parent, in that namespace), and is not stencil's business
 // to place elsewhere.
@@ -281,10 +290,7 @@ func (d *Decorator) checkChild(o, parent *unstructured.Unstructured) error {
 	if t.ClusterScoped {
 		return fmt.Errorf("%s: a decorator's children are namespaced (a cluster-scoped child would outlive no owner stencil watches)", objectID(o))
 	}
-	ns := parent.GetNamespace()
-	if parent.GetAPIVersion() == "v1" && parent.GetKind() == "Namespace" {
-		ns = parent.GetName()
-	}
+	ns := ChildNamespace(parent)
 	switch o.GetNamespace() {
 	case "":
 		o.SetNamespace(ns)
