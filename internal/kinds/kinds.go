@@ -27,10 +27,6 @@ var registry = []render.Definition{
 	{GroupVersionKind: webappv1.GroupVersion.WithKind("Guestbook"), New: func() v1alpha1.Object { return &webappv1.Guestbook{} }, Templates: templates.Kind("guestbook")},
 }
 
-// decorators lists the shipped decorators, by folder: kinds whose parent is
-// an existing type (templates/<name>/_decorator.yaml), with no Go type.
-var decorators = []string{"replicaset-podcount", "namespace-defaults"}
-
 // schemes add the kinds' Go types to a scheme, one per API group.
 var schemes = []func(*runtime.Scheme) error{
 	cachev1alpha1.AddToScheme,
@@ -66,6 +62,10 @@ func Load() ([]*render.Kind, error) {
 	}
 	return loaded, nil
 }
+
+// decorators lists the shipped decorators, by folder: kinds whose parent is
+// an existing type (templates/<name>/_decorator.yaml), with no Go type.
+var decorators = []string{"replicaset-podcount", "namespace-defaults"}
 
 // LoadDecorators parses every shipped decorator's templates; an error here
 // fails start-up.
