@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -57,6 +58,8 @@ type decoratorReconciler struct {
 	// (its drift would be counted twice); the watch event of that apply
 	// reconciles it again.
 	written sync.Map
+	// forgetParent drops what the event mapper remembers of a parent.
+	forgetParent func(types.NamespacedName)
 }
 
 // Reconcile brings one parent to what the decorator renders for it.
@@ -69,6 +72,9 @@ func (r *decoratorReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 			// entry in written goes when the process does: UIDs are not
 			// reused.)
 			decorated.forget(r.dec.Name(), req.NamespacedName)
+			if r.forgetParent != nil {
+				r.forgetParent(req.NamespacedName)
+			}
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
@@ -183,6 +189,7 @@ func (r *decoratorReconciler) observed(ctx context.Context, o render.Observed, p
 	}
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(o.GroupVersionKind().GroupVersion().WithKind(o.Kind + "List"))
+	opts = append(opts, client.UnsafeDisableDeepCopy) // converted to maps below, never changed
 	if err := r.cache.List(ctx, list, opts...); err != nil {
 		return nil, err
 	}
@@ -192,7 +199,8 @@ func (r *decoratorReconciler) observed(ctx context.Context, o render.Observed, p
 		if o.OwnedByParent && !ownedByUID(item, parent.GetUID()) {
 			continue
 		}
-		m, err := objectMap(item)
+		// Converted without a write: the item is the cache's own.
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(item)
 		if err != nil {
 			return nil, err
 		}
@@ -214,13 +222,16 @@ func ownedByUID(obj metav1.Object, uid types.UID) bool {
 }
 
 // DecoratorStatus is what a decorator records on its parent, in the
-// annotation DecoratorStatusAnnotation(name): the drift it
-// reverted. It is written only with an apply that reverts, so it costs no
-// request of its own, and given up with the decorator's labels.
+// annotation DecoratorStatusAnnotation(name), written in the same apply as
+// its labels (so it costs no request of its own) and given up with them.
 type DecoratorStatus struct {
+	// Holds lists the keys the decorator applied ("labels/<key>",
+	// "annotations/<key>"): a key another manager changes afterwards is
+	// drift, set back; a key another manager set first is not taken.
+	Holds []string `json:"holds,omitempty"`
 	// Reverted counts the fields stencil set back after another manager
-	// changed them.
-	Reverted int `json:"reverted"`
+	// changed or removed them.
+	Reverted int `json:"reverted,omitempty"`
 	// Last is the last of them.
 	Last *v1alpha1.FieldDrift `json:"last,omitempty"`
 }
@@ -230,44 +241,115 @@ func DecoratorStatusAnnotation(name string) string { return v1alpha1.AnnotationD
 
 // applyParent applies the labels and annotations of patch to parent when
 // they are not as rendered, or when the decorator holds keys it no longer
-// renders. A value another manager changed is set back, counted and told
-// (event DriftReverted, the status annotation). patch nil: the templates
-// set nothing on the parent; whatever the decorator held is given up.
+// renders. A key it applied before and another manager changed or removed
+// is set back, counted and told (event DriftReverted, the status
+// annotation); a key another manager set that the decorator never held is
+// left as it is (event KeyConflict): stencil takes nothing over. patch nil:
+// the templates set nothing on the parent; what the decorator held is
+// given up.
 func (r *decoratorReconciler) applyParent(ctx context.Context, parent client.Object, patch *unstructured.Unstructured) error {
 	name := r.dec.Name()
 	owned, err := ownedMetadata(parent.GetManagedFields(), DecoratorManager(name))
 	if err != nil {
 		return err
 	}
-	var labels, annotations map[string]string
-	if patch != nil {
-		labels, annotations = patch.GetLabels(), maps.Clone(patch.GetAnnotations())
+	if patch == nil {
+		if !owned.held {
+			return nil
+		}
+		return r.applyMetadata(ctx, parent, nil, nil)
 	}
+	labels, annotations := maps.Clone(patch.GetLabels()), maps.Clone(patch.GetAnnotations())
 	st := DecoratorStatus{}
 	if raw, ok := parent.GetAnnotations()[DecoratorStatusAnnotation(name)]; ok && owned.annotations[DecoratorStatusAnnotation(name)] {
-		_ = json.Unmarshal([]byte(raw), &st) // unreadable: counting starts again
+		_ = json.Unmarshal([]byte(raw), &st) // unreadable: what it held is read from managedFields alone
 	}
-	drifts := driftedMetadata(parent, owned, labels, annotations)
-	for _, d := range drifts {
+	held := map[string]bool{}
+	for _, k := range st.Holds {
+		held[k] = true
+	}
+	plan := judgeMetadata(parent, owned, held, labels, annotations)
+	st.Holds = plan.holds
+	for _, d := range plan.drifts {
 		st.Reverted++
 		st.Last = &d
-		revertedObjects.WithLabelValues(name).Inc()
-		r.recorder.Eventf(parent, nil, corev1.EventTypeNormal, "DriftReverted", "Apply", "decorator %s set %s back to %s (%s had set %s)", name, d.Path, d.Desired, cmp.Or(d.Manager, "another manager"), d.Live)
 	}
-	if st.Reverted > 0 {
-		raw, err := json.Marshal(st)
-		if err != nil {
-			return err
-		}
-		if annotations == nil {
-			annotations = map[string]string{}
-		}
-		annotations[DecoratorStatusAnnotation(name)] = string(raw)
+	raw, err := json.Marshal(st)
+	if err != nil {
+		return err
 	}
-	if len(drifts) == 0 && owned.equal(parent, labels, annotations) {
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[DecoratorStatusAnnotation(name)] = string(raw)
+	if len(plan.foreign) > 0 {
+		r.fail(parent, "KeyConflict", "Apply", fmt.Errorf("%s set by another manager, which stencil never held: left as they are (remove them, or the template's keys)", strings.Join(plan.foreign, ", ")))
+	}
+	if len(plan.drifts) == 0 && owned.equal(parent, labels, annotations) {
 		return nil
 	}
-	return r.applyMetadata(ctx, parent, labels, annotations)
+	if err := r.applyMetadata(ctx, parent, labels, annotations); err != nil {
+		return err
+	}
+	for _, d := range plan.drifts {
+		revertedObjects.WithLabelValues(name).Inc()
+		r.recorder.Eventf(parent, nil, corev1.EventTypeNormal, "DriftReverted", "Apply", "decorator %s set %s back to %s (%s had set %s)", name, d.Path, d.Desired, cmp.Or(d.Manager, "another manager"), orRemoved(d.Live))
+	}
+	return nil
+}
+
+func orRemoved(v string) string { return cmp.Or(v, "nothing: removed it") }
+
+// metadataPlan is what applyParent does with the rendered keys.
+type metadataPlan struct {
+	drifts  []v1alpha1.FieldDrift // keys held before that another manager changed or removed: set back
+	foreign []string              // keys another manager set that the decorator never held: left out
+	holds   []string              // the keys applied
+}
+
+// judgeMetadata sorts the rendered labels and annotations (the maps lose
+// the foreign keys). owned: what the decorator holds now, by
+// managedFields; held: what it applied before (its status annotation), as
+// "labels/<key>" and "annotations/<key>". An update by another manager
+// takes a key over, so a key held before and not now, with another value
+// or gone, is drift.
+func judgeMetadata(parent client.Object, owned ownedKeys, held map[string]bool, labels, annotations map[string]string) metadataPlan {
+	var plan metadataPlan
+	judge := func(field string, want, live map[string]string, holds map[string]bool) {
+		for _, k := range slices.Sorted(maps.Keys(want)) {
+			v, exists := live[k]
+			switch {
+			case exists && v == want[k], holds[k]:
+				// as rendered (perhaps shared), or ours with an older value
+			case held[field+"/"+k]:
+				manager, at := managerOf(parent.GetManagedFields(), field, k)
+				d := v1alpha1.FieldDrift{Path: ".metadata." + field + "." + k, Desired: strconv.Quote(want[k]), Manager: manager, Time: at}
+				if exists {
+					d.Live = strconv.Quote(v)
+				}
+				if field == "annotations" { // annotations may hold what a log should not
+					d.Desired, d.Live = maskValue(d.Desired), maskValue(d.Live)
+				}
+				plan.drifts = append(plan.drifts, d)
+			case exists:
+				plan.foreign = append(plan.foreign, "metadata."+field+"."+k)
+				delete(want, k)
+				continue
+			}
+			plan.holds = append(plan.holds, field+"/"+k)
+		}
+	}
+	judge("labels", labels, parent.GetLabels(), owned.labels)
+	judge("annotations", annotations, parent.GetAnnotations(), owned.annotations)
+	return plan
+}
+
+// maskValue hides an annotation's value, keeping whether there was one.
+func maskValue(v string) string {
+	if v == "" {
+		return ""
+	}
+	return `"(not shown)"`
 }
 
 // release gives up everything decorator r set on parent: its fields on the
@@ -317,32 +399,6 @@ func (r *decoratorReconciler) applyMetadata(ctx context.Context, parent client.O
 	r.written.Store(parent.GetUID(), resourceVersion(target))
 	appliedObjects.WithLabelValues(r.dec.Name()).Inc()
 	return nil
-}
-
-// driftedMetadata lists the rendered labels and annotations whose live
-// value is another manager's: the key exists with another value, and the
-// decorator does not hold it (an update by another manager takes a field
-// over). A key that does not exist yet is new, and one the decorator holds
-// has its last rendered value: neither is drift.
-func driftedMetadata(parent client.Object, owned ownedKeys, labels, annotations map[string]string) []v1alpha1.FieldDrift {
-	var out []v1alpha1.FieldDrift
-	check := func(field string, want, live map[string]string, held map[string]bool) {
-		for _, k := range slices.Sorted(maps.Keys(want)) {
-			if v, ok := live[k]; ok && v != want[k] && !held[k] {
-				manager, at := managerOf(parent.GetManagedFields(), field, k)
-				out = append(out, v1alpha1.FieldDrift{
-					Path:    ".metadata." + field + "." + k,
-					Desired: strconv.Quote(want[k]),
-					Live:    strconv.Quote(v),
-					Manager: manager,
-					Time:    at,
-				})
-			}
-		}
-	}
-	check("labels", labels, parent.GetLabels(), owned.labels)
-	check("annotations", annotations, parent.GetAnnotations(), owned.annotations)
-	return out
 }
 
 // DecoratorHolds lists the labels and annotations decorator name holds on
@@ -434,6 +490,9 @@ func (r *decoratorReconciler) applyChildren(ctx context.Context, parent client.O
 		live.SetGroupVersionKind(c.GroupVersionKind())
 		err := r.cache.Get(ctx, client.ObjectKeyFromObject(c), live)
 		switch {
+		case err == nil && !r.isChild(live, parent.GetUID()):
+			errs = append(errs, notOurs(c))
+			continue
 		case err == nil && contains(live.Object, c.Object):
 			continue
 		case apierrors.IsNotFound(err):
@@ -464,10 +523,22 @@ func (r *decoratorReconciler) takenByOther(ctx context.Context, c *unstructured.
 	if err != nil {
 		return false, fmt.Errorf("reading %s %s: %w", c.GetKind(), client.ObjectKeyFromObject(c), err)
 	}
-	if live.GetLabels()[v1alpha1.LabelOwnerUID] == string(uid) {
+	if r.isChild(live, uid) {
 		return false, nil // ours, not cached yet
 	}
-	return true, fmt.Errorf("%s %s exists and is not stencil's: delete it, or rename the decorator's object", c.GetKind(), client.ObjectKeyFromObject(c))
+	return true, notOurs(c)
+}
+
+// isChild: obj is a child of this decorator for the parent with uid, by
+// two proofs (a label alone is easily copied): the decorator's and the
+// owner-uid labels, and the parent's controller ownerReference.
+func (r *decoratorReconciler) isChild(obj metav1.Object, uid types.UID) bool {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	return obj.GetLabels()[v1alpha1.LabelDecorator] == r.dec.Name() && obj.GetLabels()[v1alpha1.LabelOwnerUID] == string(uid) && ref != nil && ref.UID == uid
+}
+
+func notOurs(c *unstructured.Unstructured) error {
+	return fmt.Errorf("%s %s exists and is not this decorator's for this object: delete it, or rename the decorator's object", c.GetKind(), client.ObjectKeyFromObject(c))
 }
 
 func (r *decoratorReconciler) applyChild(ctx context.Context, c *unstructured.Unstructured) error {
@@ -505,7 +576,7 @@ func (r *decoratorReconciler) prune(ctx context.Context, parent client.Object, k
 		}
 		for i := range list.Items {
 			item := &list.Items[i]
-			if wanted[idOf(t.GroupVersionKind(), item.GetNamespace(), item.GetName())] || !ownedByUID(item, parent.GetUID()) {
+			if wanted[idOf(t.GroupVersionKind(), item.GetNamespace(), item.GetName())] || !r.isChild(item, parent.GetUID()) {
 				continue
 			}
 			uid := item.GetUID()

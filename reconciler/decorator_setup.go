@@ -84,6 +84,13 @@ func newDecoratorCache(mgr ctrl.Manager, decorators []*render.Decorator, types c
 			byObject[u] = cache.ByObject{Label: labels.NewSelector().Add(*children)}
 		}
 	}
+	for _, d := range decorators {
+		for _, o := range d.Declaration().Observes {
+			if owned[o.GroupVersionKind()] || types.whole[o.GroupVersionKind()] {
+				return nil, fmt.Errorf("decorator %s observes %s, which a decorator also owns or decorates: one cache cannot hold it both ways", d.Name(), o.Kind)
+			}
+		}
+	}
 	for gvk := range owned {
 		if types.whole[gvk] {
 			return nil, fmt.Errorf("decorators: %s is both a parent and a child type, which one cache cannot hold both ways", gvk.Kind)
@@ -190,7 +197,20 @@ type parentMapper struct {
 	types      cachedTypes
 	gvk        schema.GroupVersionKind
 	namespaced bool
-	selectors  sync.Map // parent UID → parentSelector
+	selectors  sync.Map // selectorKey → parentSelector
+}
+
+// selectorKey: a parent and the name of one of its observed lists.
+type selectorKey struct {
+	parent types.NamespacedName
+	as     string
+}
+
+// forget drops what the mapper remembers of a parent that is gone.
+func (m *parentMapper) forget(nn types.NamespacedName) {
+	for _, o := range m.dec.Declaration().Observes {
+		m.selectors.Delete(selectorKey{parent: nn, as: o.As})
+	}
 }
 
 // parentSelector is a parent's selector of observed objects, for the
@@ -248,7 +268,8 @@ func (m *parentMapper) candidates(ctx context.Context, obj client.Object) ([]cli
 // selector is parent p's selector of the objects o observes, remembered
 // per resourceVersion: a pod event does not convert every ReplicaSet.
 func (m *parentMapper) selector(o render.Observed, p client.Object) labels.Selector {
-	if v, ok := m.selectors.Load(p.GetUID()); ok && v.(parentSelector).resourceVersion == p.GetResourceVersion() {
+	key := selectorKey{parent: client.ObjectKeyFromObject(p), as: o.As}
+	if v, ok := m.selectors.Load(key); ok && v.(parentSelector).resourceVersion == p.GetResourceVersion() {
 		return v.(parentSelector).selector
 	}
 	u, err := parentMap(p, m.gvk)
@@ -259,7 +280,7 @@ func (m *parentMapper) selector(o render.Observed, p client.Object) labels.Selec
 	if err != nil {
 		return nil
 	}
-	m.selectors.Store(p.GetUID(), parentSelector{resourceVersion: p.GetResourceVersion(), selector: sel})
+	m.selectors.Store(key, parentSelector{resourceVersion: p.GetResourceVersion(), selector: sel})
 	return sel
 }
 

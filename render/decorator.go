@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
@@ -82,6 +83,9 @@ type Decorator struct {
 // LoadDecorator parses a decorator's folder, named name: *.yaml templates,
 // _*.tpl helpers and its _decorator.yaml.
 func LoadDecorator(name string, fsys fs.FS) (*Decorator, error) {
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return nil, fmt.Errorf("decorator %q: its name goes into a label value and an annotation key: %s", name, strings.Join(errs, "; "))
+	}
 	raw, err := fs.ReadFile(fsys, decoratorFile)
 	if err != nil {
 		return nil, fmt.Errorf("decorator %s: reading %s: %w", name, decoratorFile, err)
@@ -267,6 +271,17 @@ func checkPatch(o *unstructured.Unstructured) error {
 			return fmt.Errorf("the parent %s sets %s: a decorator sets only labels and annotations on it", objectID(o), field)
 		}
 	}
+	return stringMaps(o)
+}
+
+// stringMaps: o's labels and annotations are maps of strings (a number
+// needs quote: unstructured would drop the whole map otherwise).
+func stringMaps(o *unstructured.Unstructured) error {
+	for _, field := range []string{"labels", "annotations"} {
+		if _, _, err := unstructured.NestedStringMap(o.Object, "metadata", field); err != nil {
+			return fmt.Errorf("%s: metadata.%s: every value must be a string (use quote): %w", objectID(o), field, err)
+		}
+	}
 	return nil
 }
 
@@ -283,6 +298,9 @@ func ChildNamespace(parent *unstructured.Unstructured) string {
 // for a Namespace parent, in that namespace), and is not stencil's business
 // to place elsewhere.
 func (d *Decorator) checkChild(o, parent *unstructured.Unstructured) error {
+	if err := stringMaps(o); err != nil {
+		return err
+	}
 	t, ok := d.owns[o.GetAPIVersion()+"/"+o.GetKind()]
 	if !ok {
 		return fmt.Errorf("%s is not of a type %s declares in owns", objectID(o), decoratorFile)

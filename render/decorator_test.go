@@ -128,6 +128,10 @@ func TestDecoratorErrors(t *testing.T) {
 			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n", "not of a type"},
 		{"a child elsewhere", "decorates: {apiVersion: apps/v1, kind: ReplicaSet}\nowns: [{apiVersion: v1, kind: ConfigMap}]",
 			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: other}\n", "not in namespace shop"},
+		{"a label that is a number", `decorates: {apiVersion: apps/v1, kind: ReplicaSet}`,
+			"apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: web-7d9, namespace: shop, labels: {pod-count: 3}}\n", "must be a string (use quote)"},
+		{"a child's annotation that is a number", "decorates: {apiVersion: apps/v1, kind: ReplicaSet}\nowns: [{apiVersion: v1, kind: ConfigMap}]",
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, annotations: {n: 1}}\n", "must be a string"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,6 +150,9 @@ func TestDecoratorErrors(t *testing.T) {
 		{"an observed list found no way", "decorates: {apiVersion: v1, kind: Namespace}\nobserves: [{apiVersion: v1, kind: Pod, as: pods}]", "one of matchLabelsFrom and ownedByParent"},
 		{"an unknown field", "decorates: {apiVersion: v1, kind: Namespace}\nowner: x", "unknown field"},
 		{"a bad selector", "decorates: {apiVersion: v1, kind: Namespace, selector: {matchExpressions: [{key: a, operator: Nope}]}}", "decorates.selector"},
+	}
+	if _, err := LoadDecorator("Not_A_Name", podCount); err == nil || !strings.Contains(err.Error(), "label value") {
+		t.Errorf("a bad name: error %v", err)
 	}
 	for _, tt := range declarations {
 		t.Run(tt.name, func(t *testing.T) {

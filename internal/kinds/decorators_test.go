@@ -282,7 +282,7 @@ func TestNamespaceDefaultsLeaveOthersObjects(t *testing.T) {
 	})
 	eventually(t, 30*time.Second, "an ApplyFailed event on the Namespace", func() error {
 		out, _ := kubectl(t, "", "get", "events", "-A", "--field-selector", "reason=ApplyFailed,involvedObject.name="+ns.Name, "-o", "custom-columns=MESSAGE:.message")
-		if !strings.Contains(out, "is not stencil's") {
+		if !strings.Contains(out, "is not this decorator's") {
 			return fmt.Errorf("events: %s", out)
 		}
 		return nil
@@ -293,5 +293,43 @@ func TestNamespaceDefaultsLeaveOthersObjects(t *testing.T) {
 	}
 	if got.Labels[v1alpha1.LabelManagedBy] != "" || len(got.OwnerReferences) != 0 || !slices.Equal(got.Spec.PolicyTypes, theirs.Spec.PolicyTypes) {
 		t.Errorf("their NetworkPolicy was changed: %+v", got)
+	}
+}
+
+// TestPodCountTakesNoForeignLabel: a ReplicaSet whose pod-count label
+// another manager set before stencil is left as it is (stencil never held
+// it, so it is not drift to set back), and an event says so.
+func TestPodCountTakesNoForeignLabel(t *testing.T) {
+	ns := newNamespace(t, "podcount-foreign", nil).Name
+	labels := map[string]string{"app": "nobody"}
+	replicas := int32(0)
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: ns, Labels: map[string]string{"pod-count": "42"}},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}},
+		},
+	}
+	if err := k8s.Create(t.Context(), rs); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "a KeyConflict event", func() error {
+		out, _ := kubectl(t, "", "-n", ns, "get", "events", "--field-selector", "reason=KeyConflict", "-o", "custom-columns=MESSAGE:.message")
+		if !strings.Contains(out, "metadata.labels.pod-count set by another manager") {
+			return fmt.Errorf("events: %s", out)
+		}
+		return nil
+	})
+	if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(rs), rs); err != nil {
+		t.Fatal(err)
+	}
+	if got := rs.Labels["pod-count"]; got != "42" {
+		t.Errorf("pod-count=%q, want their 42", got)
+	}
+	for _, e := range rs.ManagedFields {
+		if e.Manager == reconciler.DecoratorManager("replicaset-podcount") && strings.Contains(e.FieldsV1.GetRawString(), `"f:pod-count"`) {
+			t.Errorf("stencil holds pod-count: %s", e.FieldsV1.GetRawString())
+		}
 	}
 }
