@@ -196,6 +196,10 @@ func formatDecoratorDrift(name string, parent *unstructured.Unstructured) (strin
 	if err := json.Unmarshal([]byte(raw), &st); err != nil {
 		return "", fmt.Errorf("reading annotation %s: %w", reconciler.DecoratorStatusAnnotation(name), err)
 	}
+	if st.Reverted == 0 {
+		out.WriteString("No drift recorded.\n")
+		return out.String(), nil
+	}
 	fmt.Fprintf(out, "Set back %d time(s) after another manager changed it; the last:\n", st.Reverted)
 	if f := st.Last; f != nil {
 		by := ""
