@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -53,11 +54,10 @@ type decoratorReconciler struct {
 	mayWrite func() error
 	// disabled: the decorator gives up what it set, on every parent.
 	disabled bool
-	// written holds, by parent UID, the resourceVersion of the decorator's
-	// last apply to it: a cached parent older than that is not judged
-	// (its drift would be counted twice); the watch event of that apply
-	// reconciles it again.
-	written sync.Map
+	// written holds, by parent, the decorator's last apply to it: a cached
+	// parent older than that is not judged (its drift would be counted
+	// twice) but tried again shortly, for writtenGrace.
+	written sync.Map // types.NamespacedName → writtenParent
 	// forgetParent drops what the event mapper remembers of a parent.
 	forgetParent func(types.NamespacedName)
 }
@@ -68,10 +68,9 @@ func (r *decoratorReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	parent := r.types.newObject(gvk)
 	if err := r.cache.Get(ctx, req.NamespacedName, parent); err != nil {
 		if apierrors.IsNotFound(err) {
-			// Its children go with it: they carry its ownerReference. (Its
-			// entry in written goes when the process does: UIDs are not
-			// reused.)
+			// Its children go with it: they carry its ownerReference.
 			decorated.forget(r.dec.Name(), req.NamespacedName)
+			r.written.Delete(req.NamespacedName)
 			if r.forgetParent != nil {
 				r.forgetParent(req.NamespacedName)
 			}
@@ -80,11 +79,10 @@ func (r *decoratorReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 		return reconcile.Result{}, err
 	}
 	if parent.GetDeletionTimestamp() != nil {
-		r.written.Delete(parent.GetUID())
 		return reconcile.Result{}, nil
 	}
-	if v, ok := r.written.Load(parent.GetUID()); ok && resourceVersion(parent) < v.(uint64) {
-		return reconcile.Result{}, nil // the cache has not seen our last apply yet
+	if r.cacheBehind(parent) {
+		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 	if r.mayWrite != nil {
 		if err := r.mayWrite(); err != nil {
@@ -96,6 +94,29 @@ func (r *decoratorReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 		return fenced(ctx, err)
 	}
 	return reconcile.Result{}, err
+}
+
+// writtenParent is the decorator's last apply to a parent.
+type writtenParent struct {
+	uid             types.UID
+	resourceVersion uint64
+	at              time.Time
+}
+
+// writtenGrace bounds how long a reconcile waits for the cache to show the
+// decorator's own apply (it always does, unless resourceVersions went
+// backwards, as after an etcd restore).
+const writtenGrace = 10 * time.Second
+
+// cacheBehind: the cached parent is older than the decorator's last apply
+// to it, less than writtenGrace ago.
+func (r *decoratorReconciler) cacheBehind(parent client.Object) bool {
+	v, ok := r.written.Load(client.ObjectKeyFromObject(parent))
+	if !ok {
+		return false
+	}
+	w := v.(writtenParent)
+	return w.uid == parent.GetUID() && resourceVersion(parent) < w.resourceVersion && time.Since(w.at) < writtenGrace
 }
 
 // decorate renders and applies, or, for a parent the selector no longer
@@ -234,6 +255,9 @@ type DecoratorStatus struct {
 	Reverted int `json:"reverted,omitempty"`
 	// Last is the last of them.
 	Last *v1alpha1.FieldDrift `json:"last,omitempty"`
+	// Conflicts lists the keys another manager set first, which the
+	// decorator renders and leaves as they are (told once per change).
+	Conflicts []string `json:"conflicts,omitempty"`
 }
 
 // DecoratorStatusAnnotation is the annotation of decorator name's status.
@@ -274,6 +298,8 @@ func (r *decoratorReconciler) applyParent(ctx context.Context, parent client.Obj
 		st.Reverted++
 		st.Last = &d
 	}
+	newConflicts := !slices.Equal(st.Conflicts, plan.foreign)
+	st.Conflicts = plan.foreign
 	raw, err := json.Marshal(st)
 	if err != nil {
 		return err
@@ -282,14 +308,14 @@ func (r *decoratorReconciler) applyParent(ctx context.Context, parent client.Obj
 		annotations = map[string]string{}
 	}
 	annotations[DecoratorStatusAnnotation(name)] = string(raw)
-	if len(plan.foreign) > 0 {
-		r.fail(parent, "KeyConflict", "Apply", fmt.Errorf("%s set by another manager, which stencil never held: left as they are (remove them, or the template's keys)", strings.Join(plan.foreign, ", ")))
-	}
 	if len(plan.drifts) == 0 && owned.equal(parent, labels, annotations) {
 		return nil
 	}
 	if err := r.applyMetadata(ctx, parent, labels, annotations); err != nil {
 		return err
+	}
+	if newConflicts && len(plan.foreign) > 0 {
+		r.fail(parent, "KeyConflict", "Apply", fmt.Errorf("%s set by another manager, which stencil never held: left as they are (remove them, or the template's keys)", strings.Join(plan.foreign, ", ")))
 	}
 	for _, d := range plan.drifts {
 		revertedObjects.WithLabelValues(name).Inc()
@@ -319,8 +345,14 @@ func judgeMetadata(parent client.Object, owned ownedKeys, held map[string]bool, 
 		for _, k := range slices.Sorted(maps.Keys(want)) {
 			v, exists := live[k]
 			switch {
-			case exists && v == want[k], holds[k]:
-				// as rendered (perhaps shared), or ours with an older value
+			case holds[k], exists && v == want[k] && held[field+"/"+k]:
+				// ours (perhaps with an older value), or ours before and
+				// set to the same value by another manager
+			case exists && v == want[k] && managerOfKey(parent, field, k) != "":
+				// another manager's key with the rendered value: not taken
+				// either (a later change of either value would take it)
+				delete(want, k)
+				continue
 			case held[field+"/"+k]:
 				manager, at := managerOf(parent.GetManagedFields(), field, k)
 				d := v1alpha1.FieldDrift{Path: ".metadata." + field + "." + k, Desired: strconv.Quote(want[k]), Manager: manager, Time: at}
@@ -342,6 +374,12 @@ func judgeMetadata(parent client.Object, owned ownedKeys, held map[string]bool, 
 	judge("labels", labels, parent.GetLabels(), owned.labels)
 	judge("annotations", annotations, parent.GetAnnotations(), owned.annotations)
 	return plan
+}
+
+// managerOfKey names the manager that holds a label or annotation key.
+func managerOfKey(parent client.Object, field, key string) string {
+	m, _ := managerOf(parent.GetManagedFields(), field, key)
+	return m
 }
 
 // maskValue hides an annotation's value, keeping whether there was one.
@@ -396,7 +434,7 @@ func (r *decoratorReconciler) applyMetadata(ctx context.Context, parent client.O
 	if err := r.client.Patch(ctx, target, client.RawPatch(types.ApplyPatchType, raw), opts...); err != nil {
 		return fmt.Errorf("applying the labels and annotations of decorator %s to %s %s: %w", r.dec.Name(), gvk.Kind, client.ObjectKeyFromObject(parent), err)
 	}
-	r.written.Store(parent.GetUID(), resourceVersion(target))
+	r.written.Store(client.ObjectKeyFromObject(parent), writtenParent{uid: parent.GetUID(), resourceVersion: resourceVersion(target), at: time.Now()})
 	appliedObjects.WithLabelValues(r.dec.Name()).Inc()
 	return nil
 }

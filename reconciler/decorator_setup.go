@@ -140,6 +140,7 @@ func setupDecorator(mgr ctrl.Manager, c cache.Cache, d *render.Decorator, types 
 		disabled: slices.Contains(opts.DisabledDecorators, d.Name()),
 	}
 	m := &parentMapper{dec: d, cache: c, types: types, gvk: parentGVK, namespaced: mapping.Scope.Name() == meta.RESTScopeNameNamespace}
+	r.forgetParent = m.forget
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("decorator-" + d.Name()).
 		WithOptions(controller.Options{
@@ -315,7 +316,7 @@ func (m *parentMapper) byOwnerReference(obj client.Object) []reconcile.Request {
 var (
 	decoratorFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "stencil_decorator_failures_total",
-		Help: "Failures of a decorator on a parent, by reason (RenderFailed, ApplyFailed, PruneFailed, ReleaseFailed); each also is a Warning event on the parent.",
+		Help: "Failures of a decorator on a parent, by reason (RenderFailed, ApplyFailed, PruneFailed, ReleaseFailed; KeyConflict counted when the keys in conflict change); each also is a Warning event on the parent.",
 	}, []string{"kind", "reason"})
 	decorated = newDecoratedParents()
 )

@@ -278,6 +278,9 @@ func checkPatch(o *unstructured.Unstructured) error {
 // needs quote: unstructured would drop the whole map otherwise).
 func stringMaps(o *unstructured.Unstructured) error {
 	for _, field := range []string{"labels", "annotations"} {
+		if v, found, _ := unstructured.NestedFieldNoCopy(o.Object, "metadata", field); !found || v == nil {
+			continue // none, or an empty block
+		}
 		if _, _, err := unstructured.NestedStringMap(o.Object, "metadata", field); err != nil {
 			return fmt.Errorf("%s: metadata.%s: every value must be a string (use quote): %w", objectID(o), field, err)
 		}
@@ -300,6 +303,9 @@ func ChildNamespace(parent *unstructured.Unstructured) string {
 func (d *Decorator) checkChild(o, parent *unstructured.Unstructured) error {
 	if err := stringMaps(o); err != nil {
 		return err
+	}
+	if _, ok := o.GetAnnotations()[v1alpha1.AnnotationPrune]; ok {
+		return fmt.Errorf("%s: annotation %s: a decorator's child is owned by its parent and goes with it", objectID(o), v1alpha1.AnnotationPrune)
 	}
 	t, ok := d.owns[o.GetAPIVersion()+"/"+o.GetKind()]
 	if !ok {
