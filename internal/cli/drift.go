@@ -87,20 +87,25 @@ func formatDrift(kind string, cr v1alpha1.Object) string {
 		}
 		fmt.Fprintf(out, "\n%s %s (%s) %s:\n", o.Kind, o.Name, o.APIVersion, verb)
 		for _, f := range o.Fields {
-			by := ""
-			if f.Manager != "" {
-				by = " by " + f.Manager
-			}
-			if f.Time != nil {
-				by += " at " + f.Time.UTC().Format("2006-01-02 15:04:05Z")
-			}
-			fmt.Fprintf(out, "  %s: desired %s, live %s%s\n", f.Path, orNone(f.Desired), orNone(f.Live), by)
+			fmt.Fprintf(out, "  %s: desired %s, live %s%s\n", f.Path, orNone(f.Desired), orNone(f.Live), byWhom(f))
 		}
 		if o.Diff != "" {
 			fmt.Fprintf(out, "%s\n", indent(o.Diff, "  "))
 		}
 	}
 	return out.String()
+}
+
+// byWhom is " by <manager> at <time>", as far as f knows them.
+func byWhom(f v1alpha1.FieldDrift) string {
+	by := ""
+	if f.Manager != "" {
+		by = " by " + f.Manager
+	}
+	if f.Time != nil {
+		by += " at " + f.Time.UTC().Format("2006-01-02 15:04:05Z")
+	}
+	return by
 }
 
 func orNone(v string) string {
@@ -202,14 +207,7 @@ func formatDecoratorDrift(name string, parent *unstructured.Unstructured) (strin
 	}
 	fmt.Fprintf(out, "Set back %d time(s) after another manager changed it; the last:\n", st.Reverted)
 	if f := st.Last; f != nil {
-		by := ""
-		if f.Manager != "" {
-			by = " by " + f.Manager
-		}
-		if f.Time != nil {
-			by += " at " + f.Time.UTC().Format("2006-01-02 15:04:05Z")
-		}
-		fmt.Fprintf(out, "  %s: desired %s, was %s%s\n", f.Path, orNone(f.Desired), orNone(f.Live), by)
+		fmt.Fprintf(out, "  %s: desired %s, was %s%s\n", f.Path, orNone(f.Desired), orNone(f.Live), byWhom(*f))
 	}
 	return out.String(), nil
 }

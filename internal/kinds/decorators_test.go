@@ -16,24 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/testutil"
 	"github.com/stencil-operator/stencil/reconciler"
 )
 
-// eventually polls check every 100 ms until it returns nil or timeout ends.
-func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %s: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+var eventually = testutil.Eventually
 
 // newNamespace creates a namespace for one test, deleted when it ends.
 func newNamespace(t *testing.T, name string, labels map[string]string) *corev1.Namespace {
