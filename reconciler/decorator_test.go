@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -81,17 +82,18 @@ func TestDecoratorObservesByOwner(t *testing.T) {
 		}
 	}
 	eventually(t, 30*time.Second, "revisions=1", annotated("1"))
-	dep.Spec.Template.Spec.Containers[0].Image = "nginx:2"
-	if err := k8s.Update(t.Context(), dep); err != nil {
-		t.Fatal(err)
+	// Merge patches: the Deployment controller and the decorator write the
+	// Deployment too.
+	patch := func(p string) {
+		t.Helper()
+		if err := k8s.Patch(t.Context(), dep, client.RawPatch(types.MergePatchType, []byte(p))); err != nil {
+			t.Fatal(err)
+		}
 	}
+	patch(`{"spec":{"template":{"spec":{"containers":[{"name":"c","image":"nginx:2"}]}}}}`)
 	eventually(t, 30*time.Second, "revisions=2 after a new ReplicaSet", annotated("2"))
 
-	dep.Labels["broken"] = "yes"
-	dep.Spec.Template.Spec.Containers[0].Image = "nginx:3"
-	if err := k8s.Update(t.Context(), dep); err != nil {
-		t.Fatal(err)
-	}
+	patch(`{"metadata":{"labels":{"broken":"yes"}},"spec":{"template":{"spec":{"containers":[{"name":"c","image":"nginx:3"}]}}}}`)
 	eventually(t, 30*time.Second, "a RenderFailed event", func() error {
 		list := &corev1.EventList{}
 		if err := k8s.List(t.Context(), list, client.InNamespace(ns)); err != nil {

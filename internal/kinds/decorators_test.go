@@ -13,6 +13,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
@@ -31,6 +32,15 @@ func newNamespace(t *testing.T, name string, labels map[string]string) *corev1.N
 	}
 	t.Cleanup(func() { _ = k8s.Delete(t.Context(), ns) })
 	return ns
+}
+
+// mergePatch patches obj (a merge patch: the decorators write the same
+// objects, so an update could conflict).
+func mergePatch(t *testing.T, obj client.Object, patch string) {
+	t.Helper()
+	if err := k8s.Patch(t.Context(), obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // podCounts maps each ReplicaSet in ns to its pod-count label ("" when
@@ -112,7 +122,7 @@ func TestReplicaSetPodCount(t *testing.T) {
 	}
 	waitPodCount(t, ns, 3)
 	for _, n := range []int32{5, 2} {
-		if err := k8s.Patch(t.Context(), d, client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n))); err != nil {
+		if err := k8s.Patch(t.Context(), d, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n))); err != nil {
 			t.Fatal(err)
 		}
 		waitPodCount(t, ns, int(n))
@@ -213,10 +223,7 @@ func TestNamespaceDefaults(t *testing.T) {
 		return nil
 	})
 
-	ns.Labels["stencil.dev/pods"] = "10"
-	if err := k8s.Update(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
+	mergePatch(t, ns, `{"metadata":{"labels":{"stencil.dev/pods":"10"}}}`)
 	eventually(t, 30*time.Second, "quota of 10 pods", func() error {
 		if err := k8s.Get(t.Context(), key("defaults"), quota); err != nil {
 			return err
@@ -227,10 +234,7 @@ func TestNamespaceDefaults(t *testing.T) {
 		return nil
 	})
 
-	delete(ns.Labels, "stencil.dev/defaults")
-	if err := k8s.Update(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
+	mergePatch(t, ns, `{"metadata":{"labels":{"stencil.dev/defaults":null}}}`)
 	eventually(t, 30*time.Second, "defaults pruned, the annotation removed", func() error {
 		if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(ns), ns); err != nil {
 			return err
@@ -260,10 +264,7 @@ func TestNamespaceDefaultsLeaveOthersObjects(t *testing.T) {
 	if err := k8s.Create(t.Context(), theirs); err != nil {
 		t.Fatal(err)
 	}
-	ns.Labels = map[string]string{"stencil.dev/defaults": "on"}
-	if err := k8s.Update(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
+	mergePatch(t, ns, `{"metadata":{"labels":{"stencil.dev/defaults":"on"}}}`)
 	eventually(t, 30*time.Second, "the quota created", func() error {
 		return k8s.Get(t.Context(), client.ObjectKey{Namespace: ns.Name, Name: "defaults"}, &corev1.ResourceQuota{})
 	})
