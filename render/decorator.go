@@ -3,7 +3,6 @@ package render
 import (
 	"fmt"
 	"io/fs"
-	"path"
 	"slices"
 	"strings"
 	"text/template"
@@ -97,32 +96,12 @@ func LoadDecorator(name string, fsys fs.FS) (*Decorator, error) {
 	if err := d.check(); err != nil {
 		return nil, fmt.Errorf("decorator %s: %s: %w", name, decoratorFile, err)
 	}
-	d.tmpl = template.New(name).Option("missingkey=error")
-	d.tmpl.Funcs(funcs(d.tmpl))
-	entries, err := fs.ReadDir(fsys, ".")
-	if err != nil {
-		return nil, fmt.Errorf("decorator %s: listing templates: %w", name, err)
-	}
-	for _, e := range entries {
-		file, ext := e.Name(), path.Ext(e.Name())
-		if e.IsDir() || file == decoratorFile || ext != ".yaml" && ext != ".tpl" {
-			continue
-		}
-		src, err := fs.ReadFile(fsys, file)
-		if err != nil {
-			return nil, fmt.Errorf("decorator %s: reading %s: %w", name, file, err)
-		}
-		if _, err := d.tmpl.New(file).Parse(string(src)); err != nil {
-			return nil, fmt.Errorf("decorator %s: parsing %w", name, err)
-		}
-		if ext == ".yaml" && !strings.HasPrefix(file, "_") {
-			d.manifests = append(d.manifests, file)
-		}
+	if d.tmpl, d.manifests, _, err = parseFolder(name, fsys, decoratorFile); err != nil {
+		return nil, fmt.Errorf("decorator %s: %w", name, err)
 	}
 	if len(d.manifests) == 0 {
 		return nil, fmt.Errorf("decorator %s: no *.yaml templates", name)
 	}
-	slices.Sort(d.manifests)
 	return d, nil
 }
 

@@ -146,21 +146,17 @@ func Load(def Definition) (*Kind, error) {
 	for _, t := range k.declaration.Owns {
 		k.owns[t.GroupVersionKind()] = t
 	}
-	k.tmpl = template.New(name).Option("missingkey=error")
-	k.tmpl.Funcs(funcs(k.tmpl))
-	entries, err := fs.ReadDir(def.Templates, ".")
+	tmpl, manifests, entries, err := parseFolder(name, def.Templates, declarationFile)
 	if err != nil {
-		return nil, fmt.Errorf("kind %s: listing templates: %w", name, err)
+		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
-	for _, e := range entries {
-		if err := k.parse(e); err != nil {
-			return nil, fmt.Errorf("kind %s: %w", name, err)
-		}
-	}
+	k.tmpl = tmpl
+	k.status = tmpl.Lookup(statusFile) != nil
+	k.kustomize = slices.Contains(manifests, kustomizationFile)
+	k.manifests = slices.DeleteFunc(manifests, func(f string) bool { return f == kustomizationFile })
 	if len(k.manifests) == 0 {
 		return nil, fmt.Errorf("kind %s: no *.yaml templates", name)
 	}
-	slices.Sort(k.manifests)
 	if k.digest, err = digestFolder(def.Templates, entries); err != nil {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
@@ -197,31 +193,34 @@ func digestFolder(fsys fs.FS, entries []fs.DirEntry) (string, error) {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
-func (k *Kind) parse(e fs.DirEntry) error {
-	file := e.Name()
-	if e.IsDir() || file == declarationFile {
-		return nil
+// parseFolder parses a folder's templates, every *.yaml and *.tpl file but
+// the declaration, into one template set named name with the template
+// functions. manifests are the *.yaml files not named _*, in name order;
+// entries, the folder's files.
+func parseFolder(name string, fsys fs.FS, declaration string) (tmpl *template.Template, manifests []string, entries []fs.DirEntry, err error) {
+	tmpl = template.New(name).Option("missingkey=error")
+	tmpl.Funcs(funcs(tmpl))
+	if entries, err = fs.ReadDir(fsys, "."); err != nil {
+		return nil, nil, nil, fmt.Errorf("listing templates: %w", err)
 	}
-	ext := path.Ext(file)
-	if ext != ".yaml" && ext != ".tpl" {
-		return nil
+	for _, e := range entries {
+		file, ext := e.Name(), path.Ext(e.Name())
+		if e.IsDir() || file == declaration || ext != ".yaml" && ext != ".tpl" {
+			continue
+		}
+		src, err := fs.ReadFile(fsys, file)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("reading %s: %w", file, err)
+		}
+		if _, err := tmpl.New(file).Parse(string(src)); err != nil {
+			return nil, nil, nil, fmt.Errorf("parsing %w", err)
+		}
+		if ext == ".yaml" && !strings.HasPrefix(file, "_") {
+			manifests = append(manifests, file)
+		}
 	}
-	src, err := fs.ReadFile(k.def.Templates, file)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", file, err)
-	}
-	if _, err := k.tmpl.New(file).Parse(string(src)); err != nil {
-		return fmt.Errorf("parsing %w", err)
-	}
-	switch {
-	case file == kustomizationFile:
-		k.kustomize = true
-	case file == statusFile:
-		k.status = true
-	case ext == ".yaml" && !strings.HasPrefix(file, "_"):
-		k.manifests = append(k.manifests, file)
-	}
-	return nil
+	slices.Sort(manifests)
+	return tmpl, manifests, entries, nil
 }
 
 // GroupVersionKind of the kind's custom resource.
