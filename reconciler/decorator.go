@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/fence"
@@ -422,20 +423,11 @@ func (r *decoratorReconciler) applyMetadata(ctx context.Context, parent client.O
 	body.SetNamespace(parent.GetNamespace())
 	body.SetLabels(labels)
 	body.SetAnnotations(annotations)
-	raw, err := body.MarshalJSON()
+	target, err := r.forceApply(ctx, body)
 	if err != nil {
-		return err
-	}
-	target := &metav1.PartialObjectMetadata{}
-	target.SetGroupVersionKind(gvk)
-	target.SetName(parent.GetName())
-	target.SetNamespace(parent.GetNamespace())
-	opts := []client.PatchOption{client.FieldOwner(DecoratorManager(r.dec.Name())), client.ForceOwnership}
-	if err := r.client.Patch(ctx, target, client.RawPatch(types.ApplyPatchType, raw), opts...); err != nil {
 		return fmt.Errorf("applying the labels and annotations of decorator %s to %s %s: %w", r.dec.Name(), gvk.Kind, client.ObjectKeyFromObject(parent), err)
 	}
 	r.written.Store(client.ObjectKeyFromObject(parent), writtenParent{uid: parent.GetUID(), resourceVersion: resourceVersion(target), at: time.Now()})
-	appliedObjects.WithLabelValues(r.dec.Name()).Inc()
 	return nil
 }
 
@@ -481,20 +473,13 @@ func ownedMetadata(entries []metav1.ManagedFieldsEntry, manager string) (ownedKe
 		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply || e.FieldsV1 == nil {
 			continue
 		}
-		var fields map[string]any
-		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields); err != nil {
+		keys, held, err := metadataKeys(e)
+		if err != nil {
 			return out, fmt.Errorf("parsing managedFields of %s: %w", manager, err)
 		}
-		out.held = out.held || len(fields) > 0
-		md, _ := fields["f:metadata"].(map[string]any)
-		for field, keys := range map[string]map[string]bool{"f:labels": out.labels, "f:annotations": out.annotations} {
-			set, _ := md[field].(map[string]any)
-			for k := range set {
-				if name, ok := strings.CutPrefix(k, "f:"); ok {
-					keys[name] = true
-				}
-			}
-		}
+		out.held = out.held || held
+		maps.Copy(out.labels, keys["labels"])
+		maps.Copy(out.annotations, keys["annotations"])
 	}
 	return out, nil
 }
@@ -507,15 +492,33 @@ func managerOf(entries []metav1.ManagedFieldsEntry, field, key string) (string, 
 		if e.FieldsV1 == nil {
 			continue
 		}
-		var fields map[string]map[string]map[string]any
-		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields) != nil {
-			continue
-		}
-		if _, ok := fields["f:metadata"]["f:"+field]["f:"+key]; ok {
+		if keys, _, err := metadataKeys(e); err == nil && keys[field][key] {
 			return e.Manager, e.Time
 		}
 	}
 	return "", nil
+}
+
+// metadataKeys reads from one managedFields entry the label and annotation
+// keys it holds, by field ("labels", "annotations"), and whether it holds
+// any field at all.
+func metadataKeys(e metav1.ManagedFieldsEntry) (map[string]map[string]bool, bool, error) {
+	set := &fieldpath.Set{}
+	if err := set.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
+		return nil, false, err
+	}
+	metadata := "metadata"
+	md := set.Children.Descend(fieldpath.PathElement{FieldName: &metadata})
+	out := map[string]map[string]bool{}
+	for _, field := range []string{"labels", "annotations"} {
+		out[field] = map[string]bool{}
+		md.Children.Descend(fieldpath.PathElement{FieldName: &field}).Members.Iterate(func(pe fieldpath.PathElement) {
+			if pe.FieldName != nil {
+				out[field][*pe.FieldName] = true
+			}
+		})
+	}
+	return out, !set.Empty(), nil
 }
 
 // applyChildren applies each child that is missing or not as rendered. A
@@ -580,20 +583,29 @@ func notOurs(c *unstructured.Unstructured) error {
 }
 
 func (r *decoratorReconciler) applyChild(ctx context.Context, c *unstructured.Unstructured) error {
-	raw, err := c.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	target := &metav1.PartialObjectMetadata{}
-	target.SetGroupVersionKind(c.GroupVersionKind())
-	target.SetName(c.GetName())
-	target.SetNamespace(c.GetNamespace())
-	opts := []client.PatchOption{client.FieldOwner(DecoratorManager(r.dec.Name())), client.ForceOwnership}
-	if err := r.client.Patch(ctx, target, client.RawPatch(types.ApplyPatchType, raw), opts...); err != nil {
+	if _, err := r.forceApply(ctx, c); err != nil {
 		return fmt.Errorf("applying %s %s: %w", c.GetKind(), client.ObjectKeyFromObject(c), err)
 	}
-	appliedObjects.WithLabelValues(r.dec.Name()).Inc()
 	return nil
+}
+
+// forceApply server-side-applies obj with force under the decorator's field
+// manager, counts it, and returns the metadata the API server answered.
+func (r *decoratorReconciler) forceApply(ctx context.Context, obj *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {
+	raw, err := obj.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	target := &metav1.PartialObjectMetadata{}
+	target.SetGroupVersionKind(obj.GroupVersionKind())
+	target.SetName(obj.GetName())
+	target.SetNamespace(obj.GetNamespace())
+	opts := []client.PatchOption{client.FieldOwner(DecoratorManager(r.dec.Name())), client.ForceOwnership}
+	if err := r.client.Patch(ctx, target, client.RawPatch(types.ApplyPatchType, raw), opts...); err != nil {
+		return nil, err
+	}
+	appliedObjects.WithLabelValues(r.dec.Name()).Inc()
+	return target, nil
 }
 
 // prune deletes the children of parent (by the decorator's and the
