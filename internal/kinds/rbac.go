@@ -37,6 +37,7 @@ func ClusterRole(kinds []*render.Kind, decorators []*render.Decorator) rbacv1.Cl
 		slices.Sort(merged)
 		need[group][resource] = slices.Compact(merged)
 	}
+	addType := func(t render.TypeRef, verbs []string) { add(t.GroupVersionKind().Group, t.PluralResource(), verbs) }
 	for _, k := range kinds {
 		gvk := k.GroupVersionKind()
 		plural := render.TypeRef{Kind: gvk.Kind}.PluralResource()
@@ -44,15 +45,15 @@ func ClusterRole(kinds []*render.Kind, decorators []*render.Decorator) rbacv1.Cl
 		add(gvk.Group, plural+"/status", statusVerbs)
 		add(gvk.Group, plural+"/finalizers", []string{"update"})
 		for _, t := range k.Declaration().Owns {
-			add(t.GroupVersionKind().Group, t.PluralResource(), ownedVerbs)
+			addType(t, ownedVerbs)
 		}
 		for _, t := range k.Declaration().Observes {
-			add(t.GroupVersionKind().Group, t.PluralResource(), observedVerbs)
+			addType(t, observedVerbs)
 		}
 	}
 	for _, d := range decorators {
 		decl := d.Declaration()
-		add(decl.Decorates.GroupVersionKind().Group, decl.Decorates.PluralResource(), parentVerbs)
+		addType(decl.Decorates.TypeRef, parentVerbs)
 		if len(decl.Owns) > 0 {
 			// Children carry an ownerReference with blockOwnerDeletion, which
 			// the OwnerReferencesPermissionEnforcement admission plugin
@@ -60,10 +61,10 @@ func ClusterRole(kinds []*render.Kind, decorators []*render.Decorator) rbacv1.Cl
 			add(decl.Decorates.GroupVersionKind().Group, decl.Decorates.PluralResource()+"/finalizers", []string{"update"})
 		}
 		for _, t := range decl.Owns {
-			add(t.GroupVersionKind().Group, t.PluralResource(), ownedVerbs)
+			addType(t, ownedVerbs)
 		}
-		for _, t := range decl.Observes {
-			add(t.GroupVersionKind().Group, t.PluralResource(), observedVerbs)
+		for _, o := range decl.Observes {
+			addType(o.TypeRef, observedVerbs)
 		}
 	}
 	add("", "events", []string{"create", "patch"})
