@@ -64,9 +64,15 @@ const DefaultReconcileTimeout = 2 * time.Minute
 // managedFields, which nothing reads (finalizers and status go in merge
 // patches); owned objects keep theirs for the drift check.
 func CacheOptions(kinds []*render.Kind) cache.Options {
+	return ShardCacheOptions(kinds, labels.Everything())
+}
+
+// ShardCacheOptions is CacheOptions for one shard: the custom resources
+// that shard selects (see Shards).
+func ShardCacheOptions(kinds []*render.Kind, shard labels.Selector) cache.Options {
 	byObject := map[client.Object]cache.ByObject{}
 	for _, k := range kinds {
-		byObject[k.New()] = cache.ByObject{Label: labels.Everything(), Transform: cache.TransformStripManagedFields()}
+		byObject[k.New()] = cache.ByObject{Label: shard, Transform: cache.TransformStripManagedFields()}
 	}
 	return cache.Options{
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil}),

@@ -234,6 +234,10 @@ const (
 	// LabelOwnerUID holds the UID of the custom resource that the object was
 	// rendered for. Prune selects by it.
 	LabelOwnerUID = "stencil.dev/owner-uid"
+	// LabelShard, on a custom resource, names the shard (the stencil
+	// process, see --shard) that reconciles it; without it, or naming no
+	// known shard, the default shard does.
+	LabelShard = "stencil.dev/shard"
 	// LabelDecorator names the decorator that rendered an object for a
 	// parent stencil does not own (with LabelOwnerUID, the parent's UID);
 	// the decorators' cache and prune select by it.

@@ -37,6 +37,7 @@ type managerOptions struct {
 	compression      bool
 	rollout          reconciler.RolloutOptions
 	disabled         []string
+	shards           reconciler.Shards
 }
 
 func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
@@ -56,6 +57,8 @@ func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.rollout.Batch, "rollout-batch", reconciler.DefaultRolloutBatch, "Resources per kind that a change of the templates alone (a new stencil version) reaches at a time: the next one gets it when one of those is Ready. 0 applies such changes to every resource at once. Spec changes are never held back.")
 	fs.DurationVar(&o.rollout.Deadline, "rollout-deadline", reconciler.DefaultRolloutDeadline, "How long a resource that a template change reached may take to become Ready before the rollout of its kind halts.")
 	fs.StringSliceVar(&o.disabled, "disable-decorator", nil, "Decorators (by name) that give up what they set: their labels and annotations on every object they decorated, and the objects they created. Run with a decorator disabled before deleting its folder, or its labels stay behind.")
+	fs.StringVar(&o.shards.Name, "shard", "", "The shard this process reconciles: the custom resources labelled stencil.dev/shard=<shard>. Empty: the default shard, every resource whose label names none of --shards. Each shard elects its own leader.")
+	fs.StringSliceVar(&o.shards.Known, "shards", nil, "Every shard but the default, the same list for every process.")
 	fs.BoolVar(&o.compression, "kube-api-compression", false, "Ask the API server to gzip its answers and watch streams (for a slow link; costs its CPU).")
 }
 
@@ -102,6 +105,14 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if o.rollout.Batch < 0 || o.rollout.Batch > 0 && o.rollout.Deadline <= 0 {
 		return fmt.Errorf("--rollout-batch must be 0 (no pacing) or more, with a --rollout-deadline above 0; got %d and %s", o.rollout.Batch, o.rollout.Deadline)
 	}
+	if err := o.shards.Check(); err != nil {
+		return err
+	}
+	shard, err := o.shards.Selector()
+	if err != nil {
+		return err
+	}
+	lease := o.shards.LeaseName(leaderElectionID)
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
@@ -110,7 +121,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	var mayWrite func() error
 	if o.leaderElect {
 		// Writes only while the Lease is fresh (see package fence).
-		f := fence.New(o.leaderElectionNS, leaderElectionID, renewDeadline, leaseDuration-fenceMargin)
+		f := fence.New(o.leaderElectionNS, lease, renewDeadline, leaseDuration-fenceMargin)
 		cfg.Wrap(f.Wrap)
 		mayWrite = f.Open
 	}
@@ -128,13 +139,13 @@ func runManager(ctx context.Context, o managerOptions) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
-		Cache:                         reconciler.CacheOptions(loaded),
+		Cache:                         reconciler.ShardCacheOptions(loaded, shard),
 		Client:                        reconciler.ClientOptions(),
 		Metrics:                       metricsOptions(o),
 		HealthProbeBindAddress:        o.probeAddr,
 		PprofBindAddress:              o.pprofAddr,
 		LeaderElection:                o.leaderElect,
-		LeaderElectionID:              leaderElectionID,
+		LeaderElectionID:              lease,
 		LeaderElectionNamespace:       o.leaderElectionNS,
 		LeaderElectionReleaseOnCancel: true,
 		LeaseDuration:                 new(leaseDuration),
@@ -147,6 +158,9 @@ func runManager(ctx context.Context, o managerOptions) error {
 	opts := reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite, DisabledDecorators: o.disabled}
 	if err := reconciler.Setup(mgr, loaded, opts); err != nil {
 		return fmt.Errorf("%w (are the CRDs installed? `make install` installs them)", err)
+	}
+	if o.shards.Name != "" {
+		decorators = nil // the default shard runs the decorators: one writer of their labels
 	}
 	if err := reconciler.SetupDecorators(mgr, decorators, opts); err != nil {
 		return err
