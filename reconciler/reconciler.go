@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
@@ -66,6 +67,9 @@ type Reconciler struct {
 	rollout *rollout
 	// mayWrite is Options.MayWrite (nil: always).
 	mayWrite func() error
+	// shards is Options.Shards (nil: unsharded, no claims).
+	shards *Shards
+	scheme *runtime.Scheme
 }
 
 // Timings of the reconcile.
@@ -92,6 +96,9 @@ const (
 	// recreateBackstop: after deleting objects to create them anew, look
 	// again this soon even if the deletions' events were missed.
 	recreateBackstop = 5 * time.Second
+	// claimRetry: a resource another shard still holds is looked at again
+	// this soon (that shard's release also wakes it).
+	claimRetry = time.Second
 )
 
 // Reconcile renders, applies, prunes and writes status, in that order. The
@@ -100,10 +107,24 @@ const (
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret reconcile.Result, err error) {
 	cr := r.kind.New()
 	if err := r.client.Get(ctx, req.NamespacedName, cr); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.forget(req.NamespacedName)
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
 		}
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+		r.forget(req.NamespacedName)
+		// Gone, or moved to another shard: then it waits for this claim.
+		if err := r.release(ctx, req.NamespacedName); err != nil {
+			if errors.Is(err, fence.ErrFenced) {
+				return fenced(ctx, err)
+			}
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{}, nil
+	}
+	if ok, err := r.claimed(ctx, cr); err != nil || !ok {
+		if errors.Is(err, fence.ErrFenced) {
+			return fenced(ctx, err)
+		}
+		return reconcile.Result{RequeueAfter: claimRetry}, err
 	}
 	if !cr.GetDeletionTimestamp().IsZero() {
 		r.rollout.forget(req.NamespacedName)

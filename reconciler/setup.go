@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -53,6 +54,10 @@ type Options struct {
 	// children. The way to remove a decorator: run with it disabled, then
 	// delete its folder.
 	DisabledDecorators []string
+	// Shards, when set, makes this process one shard of several: it
+	// claims each resource before it writes for it and gives the claim up
+	// when the resource moves to another shard (see claim.go).
+	Shards *Shards
 }
 
 // DefaultReconcileTimeout bounds a reconcile when Options leave it unset.
@@ -110,6 +115,8 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 			rewrites: newRewrites(),
 			rollout:  newRollout(gvk.Kind, k.Templates(), opts.Rollout),
 			mayWrite: opts.MayWrite,
+			shards:   opts.Shards,
+			scheme:   mgr.GetScheme(),
 		}
 		r.rollout.newObject = func() client.Object { return k.New() }
 		r.rollout.list = listOf(mgr.GetClient(), mgr.GetScheme(), gvk)
@@ -131,6 +138,11 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 		if err := b.Complete(r); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", gvk.Kind, err)
 		}
+		if opts.Shards != nil {
+			if err := mgr.Add(manager.RunnableFunc(r.releaseMoved)); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -142,7 +154,7 @@ func listOf(c client.Reader, scheme *runtime.Scheme, gvk schema.GroupVersionKind
 
 // ListResources lists every custom resource of the kind gvk (a stencil
 // kind: its items are v1alpha1.Objects) that c can read.
-func ListResources(ctx context.Context, c client.Reader, scheme *runtime.Scheme, gvk schema.GroupVersionKind) ([]v1alpha1.Object, error) {
+func ListResources(ctx context.Context, c client.Reader, scheme *runtime.Scheme, gvk schema.GroupVersionKind, opts ...client.ListOption) ([]v1alpha1.Object, error) {
 	obj, err := scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err != nil {
 		return nil, err
@@ -151,7 +163,7 @@ func ListResources(ctx context.Context, c client.Reader, scheme *runtime.Scheme,
 	if !ok {
 		return nil, fmt.Errorf("%s is not a list", gvk.Kind+"List")
 	}
-	if err := c.List(ctx, list); err != nil {
+	if err := c.List(ctx, list, opts...); err != nil {
 		return nil, err
 	}
 	items, err := meta.ExtractList(list)

@@ -29,8 +29,8 @@ func (s Shards) Check() error {
 	if s.Name != "" && !slices.Contains(s.Known, s.Name) {
 		return fmt.Errorf("shard %q is not among the known shards %v: every process must be told them all, or the default shard would take this shard's resources too", s.Name, s.Known)
 	}
-	if slices.Contains(s.Known, "") {
-		return fmt.Errorf("the default shard is not named among the known shards")
+	if slices.Contains(s.Known, "") || slices.Contains(s.Known, "default") {
+		return fmt.Errorf("the default shard is not named among the known shards (nor may a shard be named default)")
 	}
 	return nil
 }

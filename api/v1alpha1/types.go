@@ -238,6 +238,11 @@ const (
 	// process, see --shard) that reconciles it; without it, or naming no
 	// known shard, the default shard does.
 	LabelShard = "stencil.dev/shard"
+	// LabelClaim, on a custom resource, names the shard that holds it
+	// ("default" for the default shard): set by that shard before it
+	// writes anything for the resource, removed once the resource has left
+	// its shard, so that a moved resource has one writer at a time.
+	LabelClaim = "stencil.dev/claimed-by"
 	// LabelDecorator names the decorator that rendered an object for a
 	// parent stencil does not own (with LabelOwnerUID, the parent's UID);
 	// the decorators' cache and prune select by it.

@@ -156,6 +156,9 @@ func runManager(ctx context.Context, o managerOptions) error {
 		return fmt.Errorf("creating manager: %w (are the CRDs installed? `make install` installs them)", err)
 	}
 	opts := reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite, DisabledDecorators: o.disabled}
+	if len(o.shards.Known) > 0 {
+		opts.Shards = &o.shards
+	}
 	if err := reconciler.Setup(mgr, loaded, opts); err != nil {
 		return fmt.Errorf("%w (are the CRDs installed? `make install` installs them)", err)
 	}

@@ -29,6 +29,40 @@ func StartOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme
 	return StartWithDecorators(ctx, cfg, scheme, kinds, nil, wrap)
 }
 
+// StartShard is StartOperator as one shard of several (see
+// reconciler.Shards).
+func StartShard(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, shards reconciler.Shards, wrap func(http.RoundTripper) http.RoundTripper) error {
+	sel, err := shards.Selector()
+	if err != nil {
+		return err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 500, 1000
+	cfg.WrapTransport = wrap
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:  scheme,
+		Cache:   reconciler.ShardCacheOptions(kinds, sel),
+		Client:  reconciler.ClientOptions(),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+	})
+	if err != nil {
+		return err
+	}
+	opts := reconciler.Options{MaxConcurrentReconciles: 4, SkipNameValidation: true, Shards: &shards}
+	if os.Getenv("STENCIL_TEST_NO_CLAIMS") != "" { // to see the test fail without claims
+		opts.Shards = nil
+	}
+	if err := reconciler.Setup(mgr, kinds, opts); err != nil {
+		return err
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	return nil
+}
+
 // StartWithDecorators is StartOperator with decorators too.
 func StartWithDecorators(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, decorators []*render.Decorator, wrap func(http.RoundTripper) http.RoundTripper) error {
 	if os.Getenv("STENCIL_TEST_DEBUG") != "" {

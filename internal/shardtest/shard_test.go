@@ -1,0 +1,197 @@
+package shardtest_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/localcluster"
+	"github.com/stencil-operator/stencil/internal/testkind"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/reconciler"
+	"github.com/stencil-operator/stencil/render"
+)
+
+var (
+	cluster *localcluster.Cluster
+	k8s     client.Client
+	scheme  = runtime.NewScheme()
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(localcluster.RunTests(m, localcluster.Options{}, &cluster))
+}
+
+// writes records one shard's write requests to the API server (start and
+// end), and can delay those whose path contains slow.
+type writes struct {
+	mu    sync.Mutex
+	spans []span
+	slow  string
+	delay time.Duration
+}
+
+type span struct {
+	path       string
+	start, end time.Time
+}
+
+func (w *writes) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		if req.Method == http.MethodGet {
+			return rt.RoundTrip(req)
+		}
+		w.mu.Lock()
+		slow, delay := w.slow, w.delay
+		i := len(w.spans)
+		w.spans = append(w.spans, span{path: req.URL.Path, start: time.Now()}) // in flight until end is set
+		w.mu.Unlock()
+		if slow != "" && strings.Contains(req.URL.Path, slow) {
+			time.Sleep(delay)
+		}
+		resp, err := rt.RoundTrip(req)
+		w.mu.Lock()
+		w.spans[i].end = time.Now()
+		w.mu.Unlock()
+		return resp, err
+	})
+}
+
+// of lists the spans of writes whose path contains s.
+func (w *writes) of(s string) []span {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []span
+	for _, sp := range w.spans {
+		if strings.Contains(sp.path, s) {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+func setup(t *testing.T) *render.Kind {
+	t.Helper()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, testv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var err error
+	if k8s, err = client.New(cluster.Config, client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+	if err := testutil.InstallCRDs(t.Context(), k8s, testkind.CRDs()); err != nil {
+		t.Fatal(err)
+	}
+	kind, err := render.Load(testkind.Widget())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kind
+}
+
+// TestMovedResourceHasOneWriterAtATime: a Widget relabelled from shard a
+// to shard b while a's reconcile of it is in flight (its writes held back
+// 3 s) is written by b only after a's last write ended: b waits for a's
+// claim, which a gives up once the Widget has left its view.
+func TestMovedResourceHasOneWriterAtATime(t *testing.T) {
+	kind := setup(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	known := []string{"a", "b"}
+	wa, wb := &writes{}, &writes{}
+	if err := testutil.StartShard(ctx, cluster.Config, scheme, []*render.Kind{kind}, reconciler.Shards{Name: "a", Known: known}, wa.wrap); err != nil {
+		t.Fatal(err)
+	}
+	if err := testutil.StartShard(ctx, cluster.Config, scheme, []*render.Kind{kind}, reconciler.Shards{Name: "b", Known: known}, wb.wrap); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "moved"}}); err != nil {
+		t.Fatal(err)
+	}
+	w := &testv1alpha1.Widget{
+		ObjectMeta: metav1.ObjectMeta{Name: "w-0", Namespace: "moved", Labels: map[string]string{v1alpha1.LabelShard: "a"}},
+		Spec:       testv1alpha1.WidgetSpec{Message: "one"},
+	}
+	if err := k8s.Create(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	readyWith := func(claim string) func() error {
+		return func() error {
+			if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(w), w); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
+			if c == nil || c.Status != metav1.ConditionTrue || w.Status.ObservedGeneration != w.Generation {
+				return fmt.Errorf("not Ready for generation %d: %+v", w.Generation, c)
+			}
+			if got := w.Labels[v1alpha1.LabelClaim]; got != claim && os.Getenv("STENCIL_TEST_NO_CLAIMS") == "" {
+				return fmt.Errorf("claimed by %q", got)
+			}
+			return nil
+		}
+	}
+	testutil.Eventually(t, time.Minute, "Ready, claimed by a", readyWith("a"))
+
+	wa.mu.Lock()
+	wa.slow, wa.delay = "/w-0", 3*time.Second
+	wa.mu.Unlock()
+	patch := func(p string) {
+		t.Helper()
+		if err := k8s.Patch(t.Context(), w, client.RawPatch(types.MergePatchType, []byte(p))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch(`{"spec":{"message":"two"}}`)
+	time.Sleep(300 * time.Millisecond) // a is reconciling, its writes held back
+	patch(`{"metadata":{"labels":{"stencil.dev/shard":"b"}}}`)
+	testutil.Eventually(t, time.Minute, "Ready, claimed by b", readyWith("b"))
+
+	time.Sleep(7 * time.Second) // a's held-back writes end (two, one after the other), if it sent any
+	aSpans, bSpans := wa.of("/w-0"), wb.of("/w-0")
+	if len(aSpans) == 0 || len(bSpans) == 0 {
+		t.Fatalf("writes of a %d, of b %d: want both", len(aSpans), len(bSpans))
+	}
+	for _, s := range aSpans {
+		t.Logf("a %s %s–%s", s.path, s.start.Format("05.000"), s.end.Format("05.000"))
+	}
+	for _, s := range bSpans {
+		t.Logf("b %s %s–%s", s.path, s.start.Format("05.000"), s.end.Format("05.000"))
+	}
+	var lastA time.Time
+	for _, s := range aSpans {
+		end := s.end
+		if end.IsZero() {
+			end = time.Now() // still in flight
+		}
+		if end.After(lastA) {
+			lastA = end
+		}
+	}
+	firstB := bSpans[0].start
+	t.Logf("a wrote %d times, the last ending %s; b's first write began %s later", len(aSpans), lastA.Format("15:04:05.000"), firstB.Sub(lastA).Round(time.Millisecond))
+	if firstB.Before(lastA) {
+		t.Errorf("b wrote (%s) before a's last write ended (%s): two writers at once", bSpans[0].path, lastA.Format("15:04:05.000"))
+	}
+}
