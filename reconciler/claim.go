@@ -71,6 +71,7 @@ func (r *Reconciler) claimed(ctx context.Context, cr client.Object) (bool, error
 	if err != nil {
 		return false, fmt.Errorf("claiming %s for shard %s: %w", client.ObjectKeyFromObject(cr), mine, err)
 	}
+	r.justClaimed.Store(client.ObjectKeyFromObject(cr), true)
 	return true, nil
 }
 

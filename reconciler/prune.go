@@ -28,12 +28,18 @@ import (
 // lists from the API server rather than the cache, so an object applied just
 // before the resource was deleted is not missed.
 func (r *Reconciler) prune(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured, fresh bool) ([]v1alpha1.InventoryEntry, error) {
+	return r.pruneFrom(ctx, cr, desired, fresh, fresh)
+}
+
+// pruneFrom is prune, listing from the API server with fresh and only
+// cluster-scoped types with clusterOnly.
+func (r *Reconciler) pruneFrom(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured, fresh, clusterOnly bool) ([]v1alpha1.InventoryEntry, error) {
 	keep := map[string]bool{}
 	for _, d := range desired {
 		keep[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())] = true
 	}
 	var pruned []v1alpha1.InventoryEntry
-	for _, gvk := range r.pruneTypes(cr, fresh) {
+	for _, gvk := range r.pruneTypes(cr, clusterOnly) {
 		items, err := r.listToPrune(ctx, cr, gvk, fresh)
 		if err != nil {
 			return pruned, fmt.Errorf("listing %s to prune: %w", gvk.Kind, err)

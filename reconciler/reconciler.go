@@ -70,6 +70,9 @@ type Reconciler struct {
 	// shards is Options.Shards (nil: unsharded, no claims).
 	shards *Shards
 	scheme *runtime.Scheme
+	// justClaimed holds the resources this shard claimed and has not
+	// pruned since (see prune in run).
+	justClaimed sync.Map // types.NamespacedName → bool
 }
 
 // Timings of the reconcile.
@@ -212,7 +215,15 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		return reconcile.Result{RequeueAfter: retry}, nil
 	}
 	res.templates, res.renderDigest = r.kind.Templates(), digest
-	if res.pruned, err = r.prune(ctx, cr, res.desired, false); err != nil {
+	// A resource just claimed may have come from another shard, whose
+	// cache held its objects: the first prune lists them from the API
+	// server (objects it no longer renders still carry the old shard's
+	// label, which this shard's cache does not hold).
+	_, fresh := r.justClaimed.LoadAndDelete(client.ObjectKeyFromObject(cr))
+	if res.pruned, err = r.pruneFrom(ctx, cr, res.desired, fresh, false); err != nil {
+		if fresh {
+			r.justClaimed.Store(client.ObjectKeyFromObject(cr), true)
+		}
 		return reconcile.Result{}, res.fail(v1alpha1.ReasonPruneFailed, false, err)
 	}
 	if res.kindStatus, err = r.kindStatus(ctx, cr, res); err != nil {

@@ -79,8 +79,12 @@ func ShardCacheOptions(kinds []*render.Kind, shard labels.Selector) cache.Option
 	for _, k := range kinds {
 		byObject[k.New()] = cache.ByObject{Label: shard, Transform: cache.TransformStripManagedFields()}
 	}
+	owned := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil})
+	if reqs, selectable := shard.Requirements(); selectable {
+		owned = owned.Add(reqs...) // objects carry their resource's shard label
+	}
 	return cache.Options{
-		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil}),
+		DefaultLabelSelector: owned,
 		ByObject:             byObject,
 	}
 }

@@ -23,10 +23,13 @@ type owner struct {
 	namespace string
 	name      string
 	uid       types.UID
+	// shard is the resource's shard label, copied to its objects so that
+	// each shard caches only its own resources' objects.
+	shard string
 }
 
 func newOwner(gvk schema.GroupVersionKind, obj v1alpha1.Object) owner {
-	return owner{gvk: gvk, namespace: obj.GetNamespace(), name: obj.GetName(), uid: obj.GetUID()}
+	return owner{gvk: gvk, namespace: obj.GetNamespace(), name: obj.GetName(), uid: obj.GetUID(), shard: obj.GetLabels()[v1alpha1.LabelShard]}
 }
 
 // OwnerAnnotation is the value of [v1alpha1.AnnotationOwner] for the custom
@@ -103,6 +106,9 @@ func stamp(o *unstructured.Unstructured, own owner) error {
 	}
 	labels[v1alpha1.LabelManagedBy] = v1alpha1.ManagedByStencil
 	labels[v1alpha1.LabelOwnerUID] = string(own.uid)
+	if own.shard != "" {
+		labels[v1alpha1.LabelShard] = own.shard
+	}
 	o.SetLabels(labels)
 
 	ann := maps.Clone(o.GetAnnotations())

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -132,7 +133,7 @@ func TestMovedResourceHasOneWriterAtATime(t *testing.T) {
 	}
 	w := &testv1alpha1.Widget{
 		ObjectMeta: metav1.ObjectMeta{Name: "w-0", Namespace: "moved", Labels: map[string]string{v1alpha1.LabelShard: "a"}},
-		Spec:       testv1alpha1.WidgetSpec{Message: "one"},
+		Spec:       testv1alpha1.WidgetSpec{Message: "one", Service: true},
 	}
 	if err := k8s.Create(t.Context(), w); err != nil {
 		t.Fatal(err)
@@ -165,9 +166,24 @@ func TestMovedResourceHasOneWriterAtATime(t *testing.T) {
 	}
 	patch(`{"spec":{"message":"two"}}`)
 	time.Sleep(300 * time.Millisecond) // a is reconciling, its writes held back
-	patch(`{"metadata":{"labels":{"stencil.dev/shard":"b"}}}`)
+	// Moved, and no longer rendering its Service: b must prune an object
+	// that still carries a's label, which b's cache does not hold.
+	patch(`{"metadata":{"labels":{"stencil.dev/shard":"b"}},"spec":{"service":false}}`)
 	testutil.Eventually(t, time.Minute, "Ready, claimed by b", readyWith("b"))
 
+	testutil.Eventually(t, 30*time.Second, "the Service pruned by b, the ConfigMap labelled b", func() error {
+		if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: "moved", Name: "w-0"}, &corev1.Service{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Service: %w", err)
+		}
+		cm := &corev1.ConfigMap{}
+		if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: "moved", Name: "w-0-config"}, cm); err != nil {
+			return err
+		}
+		if cm.Labels[v1alpha1.LabelShard] != "b" {
+			return fmt.Errorf("ConfigMap labels %v", cm.Labels)
+		}
+		return nil
+	})
 	time.Sleep(7 * time.Second) // a's held-back writes end (two, one after the other), if it sent any
 	aSpans, bSpans := wa.of("/w-0"), wb.of("/w-0")
 	if len(aSpans) == 0 || len(bSpans) == 0 {
