@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -210,4 +212,15 @@ func TestMovedResourceHasOneWriterAtATime(t *testing.T) {
 	if firstB.Before(lastA) {
 		t.Errorf("b wrote (%s) before a's last write ended (%s): two writers at once", bSpans[0].path, lastA.Format("15:04:05.000"))
 	}
+	bin, err := localcluster.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), filepath.Join(bin, "kubectl"), "-n", "moved", "get", "widgets", "-o", "wide")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "SHARD") || !strings.HasSuffix(strings.TrimSpace(string(out)), " b") {
+		t.Errorf("kubectl get widgets -o wide: %v\n%s", err, out)
+	}
+	t.Logf("$ kubectl get widgets -o wide\n%s", out)
 }
