@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
@@ -22,6 +24,31 @@ import (
 // gives the claim up only once the resource has left its view, which its
 // workqueue tells it after any reconcile of that resource in flight.
 // Unsharded (Options.Shards nil) nothing of this happens.
+
+// claimedResources counts, per kind, the resources this shard holds.
+var claimedResources = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "stencil_claimed_resources",
+	Help: "Custom resources whose claim this process's shard holds (sharded processes only; label shard: the shard's name, default for the default shard).",
+}, []string{"kind", "shard"})
+
+func init() { metrics.Registry.MustRegister(claimedResources) }
+
+// noteClaim adds or removes a resource from this shard's claimed set and
+// sets the gauge.
+func (r *Reconciler) noteClaim(nn types.NamespacedName, held bool) {
+	if r.shards == nil {
+		return
+	}
+	_, had := r.claims.Load(nn)
+	switch {
+	case held && !had:
+		r.claims.Store(nn, true)
+		claimedResources.WithLabelValues(r.kind.GroupVersionKind().Kind, claimName(r.shards)).Inc()
+	case !held && had:
+		r.claims.Delete(nn)
+		claimedResources.WithLabelValues(r.kind.GroupVersionKind().Kind, claimName(r.shards)).Dec()
+	}
+}
 
 // claimName is a shard's value of the claim label.
 func claimName(s *Shards) string {
@@ -40,6 +67,7 @@ func (r *Reconciler) claimed(ctx context.Context, cr client.Object) (bool, error
 	}
 	mine := claimName(r.shards)
 	if cr.GetLabels()[v1alpha1.LabelClaim] == mine {
+		r.noteClaim(client.ObjectKeyFromObject(cr), true)
 		return true, nil
 	}
 	fresh := r.kind.New()
@@ -48,6 +76,7 @@ func (r *Reconciler) claimed(ctx context.Context, cr client.Object) (bool, error
 	}
 	switch holder := fresh.GetLabels()[v1alpha1.LabelClaim]; holder {
 	case mine:
+		r.noteClaim(client.ObjectKeyFromObject(cr), true)
 		return true, nil
 	case "":
 	default:
@@ -72,6 +101,7 @@ func (r *Reconciler) claimed(ctx context.Context, cr client.Object) (bool, error
 		return false, fmt.Errorf("claiming %s for shard %s: %w", client.ObjectKeyFromObject(cr), mine, err)
 	}
 	r.justClaimed.Store(client.ObjectKeyFromObject(cr), true)
+	r.noteClaim(client.ObjectKeyFromObject(cr), true)
 	return true, nil
 }
 
@@ -81,6 +111,7 @@ func (r *Reconciler) release(ctx context.Context, nn types.NamespacedName) error
 	if r.shards == nil {
 		return nil
 	}
+	r.noteClaim(nn, false) // gone from this shard's view: no longer counted, whatever follows
 	fresh := r.kind.New()
 	if err := r.reader.Get(ctx, nn, fresh); err != nil {
 		return client.IgnoreNotFound(err)

@@ -73,6 +73,8 @@ type Reconciler struct {
 	// justClaimed holds the resources this shard claimed and has not
 	// pruned since (see prune in run).
 	justClaimed sync.Map // types.NamespacedName → bool
+	// claims is the set of resources this shard holds (for the gauge).
+	claims sync.Map // types.NamespacedName → bool
 }
 
 // Timings of the reconcile.

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/localcluster"
@@ -212,6 +213,11 @@ func TestMovedResourceHasOneWriterAtATime(t *testing.T) {
 	if firstB.Before(lastA) {
 		t.Errorf("b wrote (%s) before a's last write ended (%s): two writers at once", bSpans[0].path, lastA.Format("15:04:05.000"))
 	}
+	for shard, want := range map[string]float64{"a": 0, "b": 1} {
+		if got := claimedGauge(t, shard); got != want {
+			t.Errorf("stencil_claimed_resources{kind=Widget,shard=%s} = %v, want %v", shard, got, want)
+		}
+	}
 	bin, err := localcluster.BinDir()
 	if err != nil {
 		t.Fatal(err)
@@ -223,4 +229,29 @@ func TestMovedResourceHasOneWriterAtATime(t *testing.T) {
 		t.Errorf("kubectl get widgets -o wide: %v\n%s", err, out)
 	}
 	t.Logf("$ kubectl get widgets -o wide\n%s", out)
+}
+
+// claimedGauge reads stencil_claimed_resources for Widgets of shard from
+// this process's registry (both shards run in it).
+func claimedGauge(t *testing.T, shard string) float64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "stencil_claimed_resources" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["kind"] == "Widget" && labels["shard"] == shard {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
 }
