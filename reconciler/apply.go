@@ -25,9 +25,10 @@ import (
 // owns every field it owned right after our last apply of that render (its
 // baseline): another manager took a field. Baselines come from apply
 // responses, so values the API server normalises and list keys it fills in
-// are never mistaken for drift. A fresh process learns each baseline once,
-// with a server-side dry-run apply; after that a converged object costs no
-// request.
+// are never mistaken for drift. A fresh process takes the live records as
+// baselines when the resource's status vouches for them (see
+// restoreBaselines), else learns each baseline once, with a server-side
+// dry-run apply; after that a converged object costs no request.
 type applier struct {
 	client    client.Client
 	reader    client.Reader
@@ -149,6 +150,7 @@ type verdict struct {
 func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) (applyOutcome, error) {
 	out := applyOutcome{live: map[string]client.Object{}}
 	report := cr.StencilDriftPolicy() == v1alpha1.DriftReport
+	a.restoreBaselines(ctx, cr.StencilStatus().OwnedFields, desired)
 	for _, d := range desired {
 		err := a.applyObject(ctx, d, report || createOnly(d), &out)
 		if fields := immutableFields(err); len(fields) > 0 {

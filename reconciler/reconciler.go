@@ -217,6 +217,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		return reconcile.Result{RequeueAfter: retry}, nil
 	}
 	res.templates, res.renderDigest = r.kind.Templates(), digest
+	res.ownedFields = r.applier.ownedDigest(res.desired)
 	// A resource just claimed may have come from another shard, whose
 	// cache held its objects: the first prune lists them from the API
 	// server (objects it no longer renders still carry the old shard's
@@ -521,6 +522,9 @@ type result struct {
 	// templates and renderDigest: the version of the templates and the
 	// render this reconcile applied in full (empty otherwise).
 	templates, renderDigest string
+	// ownedFields is the digest of the applied objects' baselines (see
+	// restoreBaselines); empty when one is not known.
+	ownedFields string
 	// rollout: a paced rollout of new templates reached the resource now.
 	rollout *v1alpha1.RolloutStatus
 	// waiting: the change the new templates bring waits for its turn; the

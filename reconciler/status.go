@@ -273,6 +273,7 @@ func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPo
 	if res.ok() {
 		after.ObservedGeneration = res.generation
 		after.Inventory = inventory(res.desired)
+		after.OwnedFields = res.ownedFields
 		setDriftedCondition(after, res, policy)
 	} else {
 		after.Inventory = mergeInventory(before.Inventory, res.applied, res.pruned)

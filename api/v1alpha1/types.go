@@ -72,6 +72,13 @@ type Status struct {
 	// +optional
 	RenderDigest string `json:"renderDigest,omitempty"`
 
+	// OwnedFields is a digest of the fields stencil's field manager owned
+	// on each applied object right after its last apply: a restarted
+	// stencil whose objects still match it knows, without a request, that
+	// no field was taken since.
+	// +optional
+	OwnedFields string `json:"ownedFields,omitempty"`
+
 	// Rollout is set while a paced rollout of new templates has reached
 	// this resource and it is not Ready yet: which version, since when. A
 	// restarted stencil counts such resources against --rollout-batch.
@@ -91,7 +98,7 @@ type RolloutStatus struct {
 // which stencil itself writes; a kind's status template may not set it.
 func IsSharedStatusField(name string) bool {
 	switch name {
-	case "observedGeneration", "conditions", "inventory", "drift", "templates", "renderDigest", "rollout":
+	case "observedGeneration", "conditions", "inventory", "drift", "templates", "renderDigest", "ownedFields", "rollout":
 		return true
 	}
 	return false

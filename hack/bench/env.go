@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,8 +31,12 @@ import (
 	"github.com/stencil-operator/stencil/internal/testutil"
 )
 
-// maxMyWebs is how many MyWebs fit: each needs its own node port.
-const maxMyWebs = 32767 - 30000 + 1
+// nodePortFirst and nodePortLast bound the API server's node port range: each MyWeb needs its own
+// node port, so it is wider than the default (30000-32767).
+const nodePortFirst, nodePortLast = 30000, 49999
+
+// maxMyWebs is how many MyWebs fit.
+const maxMyWebs = nodePortLast - nodePortFirst + 1
 
 // auditPolicy records, at Metadata level, every request of the two users
 // the contenders connect as, and nothing else.
@@ -80,6 +86,7 @@ func startEnv(ctx context.Context, cfg config, user string) (_ *env, err error) 
 			"--audit-policy-file=" + policy,
 			"--audit-log-path=" + e.auditLog,
 			"--audit-log-format=json",
+			fmt.Sprintf("--service-node-port-range=%d-%d", nodePortFirst, nodePortLast),
 		},
 	})
 	if err != nil {
@@ -104,6 +111,9 @@ func (e *env) setUp(ctx context.Context, cfg config, user string) error {
 	if err := testutil.InstallCRDs(ctx, e.admin, os.DirFS("config/crd/bases")); err != nil {
 		return fmt.Errorf("installing CRDs: %w", err)
 	}
+	if err := widenNodePorts(ctx, e.admin); err != nil {
+		return err
+	}
 	for i := range cfg.namespaces {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace(i)}}
 		if err := e.admin.Create(ctx, ns); err != nil {
@@ -117,6 +127,28 @@ func (e *env) setUp(ctx context.Context, cfg config, user string) error {
 	}
 	e.kubeconfig = filepath.Join(e.dir, user+".kubeconfig")
 	return localcluster.WriteKubeconfig(userCfg, e.kubeconfig)
+}
+
+// widenNodePorts raises the MyWeb CRD's bound on spec.nodePortNumber (the
+// default range's last port, 32767) to nodePortLast, as for a cluster whose
+// node port range is wider, and waits until the API server takes a MyWeb
+// with that port. The bench's copy only: the templates are stencil's.
+func widenNodePorts(ctx context.Context, c client.Client) error {
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "mywebs." + operatorv1.GroupVersion.Group}}
+	patch := fmt.Sprintf(`[{"op":"replace","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/nodePortNumber/maximum","value":%d}]`, nodePortLast)
+	if err := c.Patch(ctx, crd, client.RawPatch(types.JSONPatchType, []byte(patch))); err != nil {
+		return fmt.Errorf("widening the MyWeb node port range: %w", err)
+	}
+	probe := myWebs(1, 1)[0]
+	probe.Spec.NodePortNumber = nodePortLast
+	var err error
+	for range 100 {
+		if err = c.Create(ctx, probe.DeepCopy(), client.DryRunAll); err == nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("the API server does not take node port %d yet: %w", nodePortLast, err)
 }
 
 // adminConfig is the bench's own connection: no client-side limit, so its
@@ -188,7 +220,7 @@ func myWebs(n, namespaces int) []*operatorv1.MyWeb {
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-%04d", i), Namespace: namespace(i % namespaces)},
 			Spec: operatorv1.MyWebSpec{
 				Image:           "nginx:1.27",
-				NodePortNumber:  int32(30000 + i),
+				NodePortNumber:  int32(nodePortFirst + i),
 				PageContentHtml: fmt.Sprintf("<h1>web %d</h1>", i),
 			},
 		}

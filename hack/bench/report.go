@@ -40,7 +40,9 @@ type result struct {
 	Drift       driftFigures  `json:"drift,omitzero"`
 	Health      healthFigures `json:"health,omitzero"`
 	// Preview is `stencil diff --all` over the converged MyWebs.
-	Preview    previewFigures `json:"preview,omitzero"`
+	Preview previewFigures `json:"preview,omitzero"`
+	// Restart is what a new process over the converged MyWebs cost.
+	Restart    restartFigures `json:"restart,omitzero"`
 	PeakRSSKiB int64          `json:"peakRSSKiB"`
 	// FileRSSKiB is the part of the RSS at the end that is file-backed: the
 	// binary's pages.
@@ -112,6 +114,8 @@ func printRun(r *result) {
 				elapsed(r.Health.Ready), elapsed(r.Health.Marked), r.Health.Requests.total(), r.Health.Requests)
 			fmt.Printf("  upgrade preview: stencil diff --all took %s, %d requests (%s), exit %d; %q\n",
 				elapsed(r.Preview.Took), r.Preview.Requests.total(), r.Preview.Requests, r.Preview.Exit, r.Preview.Summary)
+			fmt.Printf("  restart: a change made as the new process began reconciling set back in %s (%s after its start); every MyWeb checked %s after its start, with %d requests (%s)\n",
+				ms(r.Restart.Reverted), elapsed(r.Restart.RevertedSinceStart), elapsed(r.Restart.AllChecked), r.Restart.Requests.total(), r.Restart.Requests)
 		}
 		fmt.Printf("  CPU %.2f s at convergence\n", r.ConvergeCPUSeconds)
 	}

@@ -41,7 +41,7 @@ func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *resul
 	}
 	defer w.stop()
 	controlPlane, steal := e.controlPlaneCPU(), stealSeconds()
-	op, err := startStencil(ctx, cfg, e)
+	op, err := startStencil(ctx, cfg, e, "stencil.log")
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,14 @@ func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *resul
 	if r.PeakRSSKiB, r.FileRSSKiB, err = op.memory(); err != nil {
 		return nil, err
 	}
-	r.CPUSeconds, err = op.cpuSeconds()
+	if r.CPUSeconds, err = op.cpuSeconds(); err != nil {
+		return nil, err
+	}
+	restarted, err := measureRestart(ctx, cfg, e, w, webs, op)
+	if restarted.op != nil {
+		err = errors.Join(err, restarted.op.stop())
+	}
+	r.Restart = restarted.restartFigures
 	return r, err
 }
 
@@ -149,9 +156,10 @@ type operator struct {
 	binary  string
 	logPath string
 	logFile *os.File
+	stopped bool
 }
 
-func startStencil(ctx context.Context, cfg config, e *env) (*operator, error) {
+func startStencil(ctx context.Context, cfg config, e *env, logName string) (*operator, error) {
 	metricsPort, err := freePort()
 	if err != nil {
 		return nil, err
@@ -164,7 +172,7 @@ func startStencil(ctx context.Context, cfg config, e *env) (*operator, error) {
 		binary:  filepath.Join(cfg.bin, "stencil"),
 		metrics: "http://127.0.0.1:" + metricsPort,
 		pprof:   "http://127.0.0.1:" + pprofPort,
-		logPath: filepath.Join(e.dir, "stencil.log"),
+		logPath: filepath.Join(e.dir, logName),
 		exited:  make(chan struct{}),
 	}
 	if op.logFile, err = os.Create(op.logPath); err != nil {
@@ -189,7 +197,12 @@ func startStencil(ctx context.Context, cfg config, e *env) (*operator, error) {
 	return op, nil
 }
 
+// stop ends the process; a second call does nothing.
 func (op *operator) stop() error {
+	if op.stopped {
+		return nil
+	}
+	op.stopped = true
 	_ = op.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-op.exited:

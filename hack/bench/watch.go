@@ -30,6 +30,8 @@ const convergeTimeout = 15 * time.Minute
 type watcher struct {
 	cache  cache.Cache
 	cancel context.CancelFunc
+	// watching: the Deployments are watched.
+	watching bool
 
 	mu      sync.Mutex
 	waiting map[types.NamespacedName]chan observed
@@ -91,8 +93,13 @@ func startWatcher(ctx context.Context, e *env, n int) (*watcher, error) {
 }
 
 // watchDeployments starts watching the Deployments, after convergence, so
-// that the watch costs the API server nothing while stencil converges.
+// that the watch costs the API server nothing while stencil converges. A
+// second call does nothing.
 func (w *watcher) watchDeployments(ctx context.Context) error {
+	if w.watching {
+		return nil
+	}
+	w.watching = true
 	deployments, err := w.cache.GetInformer(ctx, &appsv1.Deployment{})
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package shardtest_test
+package processtest_test
 
 import (
 	"context"
