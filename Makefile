@@ -77,8 +77,8 @@ bench-decorators: tools ## Measure the heap a decorator's cache of 2,000 pods co
 	go run ./hack/decobench
 
 .PHONY: bench
-bench: tools build ## Measure stencil against a raw server-side-apply loop (N = 100, 500, 1000); writes docs/benchmarks/.
-	go run ./hack/bench $(BENCH_ARGS)
+bench: tools build ## Measure stencil against a raw server-side-apply loop (N = 100, 500, 1000, or N=5000,10000: one run each, into docs/benchmarks/large); writes docs/benchmarks/.
+	go run ./hack/bench $(if $(N),-n $(N) -runs 1 -out docs/benchmarks/large) $(BENCH_ARGS)
 
 ##@ Build
 

@@ -49,7 +49,7 @@ kind: Policy
 omitStages: [RequestReceived]
 rules:
 - level: Metadata
-  users: [system:serviceaccount:stencil-system:stencil, system:serviceaccount:stencil-system:stencil-standby]
+  userGroups: [system:serviceaccounts:stencil-system]
 - level: None
 `
 

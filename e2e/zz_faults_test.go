@@ -576,9 +576,7 @@ func TestPausedLeaderWritesNothing(t *testing.T) {
 // the leader's.
 func startStandby(t *testing.T) (*operator, error) {
 	t.Helper()
-	mustKubectl(t, "-n", "stencil-system", "create", "serviceaccount", "stencil-standby")
-	mustKubectl(t, "create", "clusterrolebinding", "stencil-standby", "--clusterrole=stencil-manager", "--serviceaccount=stencil-system:stencil-standby")
-	mustKubectl(t, "-n", "stencil-system", "create", "rolebinding", "stencil-standby", "--role=stencil-leader-election", "--serviceaccount=stencil-system:stencil-standby")
+	kubeconfig := serviceAccountKubeconfig(t, "stencil-standby")
 	t.Cleanup(func() {
 		// Leave the suite as it was: an operator running as stencil.
 		if current.name == "standby" {
@@ -589,17 +587,30 @@ func startStandby(t *testing.T) (*operator, error) {
 				t.Errorf("starting an operator after the standby: %v", err)
 			}
 		}
-		_, _ = kubectl(t, "-n", "stencil-system", "delete", "serviceaccount,rolebinding", "stencil-standby")
-		_, _ = kubectl(t, "delete", "clusterrolebinding", "stencil-standby")
 	})
-	token := strings.TrimSpace(mustKubectl(t, "-n", "stencil-system", "create", "token", "stencil-standby", "--duration=1h"))
-	kubeconfig := filepath.Join(cluster.Dir, "stencil-standby.kubeconfig")
+	return startAs("standby", kubeconfig)
+}
+
+// serviceAccountKubeconfig creates the ServiceAccount stencil-system/sa,
+// bound to the operator's roles, and returns a kubeconfig with a token for
+// it; the test's cleanup deletes them.
+func serviceAccountKubeconfig(t *testing.T, sa string) string {
+	t.Helper()
+	mustKubectl(t, "-n", "stencil-system", "create", "serviceaccount", sa)
+	mustKubectl(t, "create", "clusterrolebinding", sa, "--clusterrole=stencil-manager", "--serviceaccount=stencil-system:"+sa)
+	mustKubectl(t, "-n", "stencil-system", "create", "rolebinding", sa, "--role=stencil-leader-election", "--serviceaccount=stencil-system:"+sa)
+	t.Cleanup(func() {
+		_, _ = kubectl(t, "-n", "stencil-system", "delete", "serviceaccount,rolebinding", sa)
+		_, _ = kubectl(t, "delete", "clusterrolebinding", sa)
+	})
+	token := strings.TrimSpace(mustKubectl(t, "-n", "stencil-system", "create", "token", sa, "--duration=1h"))
+	kubeconfig := filepath.Join(cluster.Dir, sa+".kubeconfig")
 	cfg := *cluster.Config
 	cfg.BearerToken, cfg.CertData, cfg.KeyData, cfg.CertFile, cfg.KeyFile = token, nil, nil, "", ""
 	if err := localcluster.WriteKubeconfig(&cfg, kubeconfig); err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	return startAs("standby", kubeconfig)
+	return kubeconfig
 }
 
 // auditEvent is the part of an audit log entry the fault tests read.

@@ -111,14 +111,14 @@ func (e *env) setUp(ctx context.Context, cfg config, user string) error {
 	if err := testutil.InstallCRDs(ctx, e.admin, os.DirFS("config/crd/bases")); err != nil {
 		return fmt.Errorf("installing CRDs: %w", err)
 	}
-	if err := widenNodePorts(ctx, e.admin); err != nil {
-		return err
-	}
 	for i := range cfg.namespaces {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace(i)}}
 		if err := e.admin.Create(ctx, ns); err != nil {
 			return fmt.Errorf("creating namespace: %w", err)
 		}
+	}
+	if err := widenNodePorts(ctx, e.admin); err != nil {
+		return err
 	}
 	// The same group for both contenders, so authorization costs the same.
 	userCfg, err := e.cluster.UserConfig(user, "system:masters")
