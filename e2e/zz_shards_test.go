@@ -261,7 +261,7 @@ func waitBooking(t *testing.T, ns, ticket, dest string) {
 	eventually(t, 60*time.Second, ticket+"'s booking to "+dest, func() error {
 		out, err := kubectl(t, "-n", ns, "get", "configmap", ticket+"-booking", "-o", "jsonpath={.data}")
 		if err != nil || !strings.Contains(out, dest) {
-			return fmt.Errorf("booking %s: %v", out, err)
+			return fmt.Errorf("booking %s: %w", out, err)
 		}
 		return nil
 	})

@@ -27,7 +27,8 @@ import (
 
 // ownedDigest is the digest of the baselines of desired's objects, or ""
 // when one of them has none for its render (it was not applied: a
-// conflict, or the cache still lagging).
+// conflict, or the cache still lagging) or holds fields left to other
+// managers (a restored baseline would not know them).
 func (a *applier) ownedDigest(desired []*unstructured.Unstructured) string {
 	h := sha256.New()
 	for _, d := range desired {
@@ -37,6 +38,9 @@ func (a *applier) ownedDigest(desired []*unstructured.Unstructured) string {
 		v, ok := a.baselines.Load(keyOf(d))
 		if !ok || v.(baseline).hash != d.GetAnnotations()[v1alpha1.AnnotationDesiredHash] {
 			return ""
+		}
+		if held := v.(baseline).held; held != nil && !held.Empty() {
+			return "" // fields left to others (policy Report) are drift the records do not show
 		}
 		writeOwned(h, d, v.(baseline).hash, v.(baseline).owned)
 	}

@@ -150,7 +150,9 @@ func (r *Reconciler) releaseMoved(ctx context.Context) error {
 	}
 	for _, cr := range resources {
 		if err := r.release(ctx, client.ObjectKeyFromObject(cr)); err != nil {
-			return err
+			// Not worth a restart: the resource's next event, or this
+			// shard's next start, tries again.
+			ctrl.LoggerFrom(ctx).Error(err, "Could not give up the claim of a resource that moved to another shard", "resource", client.ObjectKeyFromObject(cr))
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -285,12 +286,39 @@ func (a *applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured)
 		c := conflictWith(d, live)
 		return verdict{conflict: &c}, nil
 	case ownedFor(live, d) && createOnly(d):
-		return verdict{}, nil // it exists: a create-only object is not applied again
+		// It exists: a create-only object is not applied again. When it
+		// came from another shard, it gets this shard's label, so that
+		// this shard's cache holds it from now on.
+		return verdict{}, a.relabelShard(ctx, d, live)
 	case ownedFor(live, d):
-		return verdict{stale: true}, nil
+		// Ours, though not cached (it came from another shard, whose label
+		// it carries): applied knowing its managers, as any cached object.
+		return verdict{stale: true, live: live}, nil
 	case adoptedBy(live, d):
 		return verdict{stale: true, adopting: true, resourceVersion: live.GetResourceVersion()}, nil
 	}
 	c := conflictWith(d, live)
 	return verdict{conflict: &c}, nil
+}
+
+// relabelShard sets, on an object of this resource that the cache does not
+// hold, the shard label the render gives it (a resource moved between
+// shards), with a UID precondition.
+func (a *applier) relabelShard(ctx context.Context, d *unstructured.Unstructured, live *metav1.PartialObjectMetadata) error {
+	want, ok := d.GetLabels()[v1alpha1.LabelShard]
+	if live.GetLabels()[v1alpha1.LabelShard] == want {
+		return nil
+	}
+	value := any(nil) // removed: the default shard's objects may carry none
+	if ok {
+		value = want
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": live.GetUID(), "labels": map[string]any{v1alpha1.LabelShard: value}}})
+	if err != nil {
+		return err
+	}
+	if err := a.client.Patch(ctx, live, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
+		return fmt.Errorf("labelling %s %s for this shard: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	}
+	return nil
 }

@@ -223,6 +223,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	// server (objects it no longer renders still carry the old shard's
 	// label, which this shard's cache does not hold).
 	_, fresh := r.justClaimed.LoadAndDelete(client.ObjectKeyFromObject(cr))
+	fresh = fresh && len(cr.StencilStatus().Inventory) > 0 // a new resource has nothing elsewhere
 	if res.pruned, err = r.pruneFrom(ctx, cr, res.desired, fresh, false); err != nil {
 		if fresh {
 			r.justClaimed.Store(client.ObjectKeyFromObject(cr), true)

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -79,9 +80,23 @@ func ShardCacheOptions(kinds []*render.Kind, shard labels.Selector) cache.Option
 	for _, k := range kinds {
 		byObject[k.New()] = cache.ByObject{Label: shard, Transform: cache.TransformStripManagedFields()}
 	}
-	owned := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil})
+	stencils := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil})
+	owned := stencils
 	if reqs, selectable := shard.Requirements(); selectable {
 		owned = owned.Add(reqs...) // objects carry their resource's shard label
+	}
+	// Observed objects (a Deployment's Pods) carry no shard label: held
+	// by every shard, as they are labelled.
+	observed := map[schema.GroupVersionKind]bool{}
+	for _, k := range kinds {
+		for _, ref := range k.Declaration().Observes {
+			observed[ref.GroupVersionKind()] = true
+		}
+	}
+	for gvk := range observed {
+		o := &unstructured.Unstructured{}
+		o.SetGroupVersionKind(gvk)
+		byObject[o] = cache.ByObject{Label: stencils}
 	}
 	return cache.Options{
 		DefaultLabelSelector: owned,

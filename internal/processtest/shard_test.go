@@ -94,25 +94,37 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
+var (
+	setUpOnce sync.Once
+	widget    *render.Kind
+	setUpErr  error
+)
+
+// setup installs the test kind's CRD and loads the kind, once for the
+// package's tests.
 func setup(t *testing.T) *render.Kind {
 	t.Helper()
+	setUpOnce.Do(func() { widget, setUpErr = setUp(t.Context()) })
+	if setUpErr != nil {
+		t.Fatal(setUpErr)
+	}
+	return widget
+}
+
+func setUp(ctx context.Context) (*render.Kind, error) {
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, testv1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
 	var err error
 	if k8s, err = client.New(cluster.Config, client.Options{Scheme: scheme}); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	if err := testutil.InstallCRDs(t.Context(), k8s, testkind.CRDs()); err != nil {
-		t.Fatal(err)
+	if err := testutil.InstallCRDs(ctx, k8s, testkind.CRDs()); err != nil {
+		return nil, err
 	}
-	kind, err := render.Load(testkind.Widget())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kind
+	return render.Load(testkind.Widget())
 }
 
 // TestMovedResourceHasOneWriterAtATime: a Widget relabelled from shard a
