@@ -49,7 +49,7 @@ kind: Policy
 omitStages: [RequestReceived]
 rules:
 - level: Metadata
-  userGroups: [system:serviceaccounts:stencil-system]
+  users: [system:serviceaccount:stencil-system:stencil, system:serviceaccount:stencil-system:stencil-standby, system:serviceaccount:stencil-system:stencil-shard-default, system:serviceaccount:stencil-system:stencil-shard-a1, system:serviceaccount:stencil-system:stencil-shard-a2, system:serviceaccount:stencil-system:stencil-shard-b]
 - level: None
 `
 

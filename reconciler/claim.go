@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -100,7 +101,9 @@ func (r *Reconciler) claimed(ctx context.Context, cr client.Object) (bool, error
 	if err != nil {
 		return false, fmt.Errorf("claiming %s for shard %s: %w", client.ObjectKeyFromObject(cr), mine, err)
 	}
-	r.justClaimed.Store(client.ObjectKeyFromObject(cr), true)
+	// Whether it has objects elsewhere, from this fresh read (the cache's
+	// copy may lag): the first prune lists them from the API server.
+	r.justClaimed.Store(client.ObjectKeyFromObject(cr), len(fresh.StencilStatus().Inventory) > 0)
 	r.noteClaim(client.ObjectKeyFromObject(cr), true)
 	return true, nil
 }
@@ -149,11 +152,19 @@ func (r *Reconciler) releaseMoved(ctx context.Context) error {
 		return fmt.Errorf("listing the %s this shard claims: %w", r.kind.GroupVersionKind().Kind, err)
 	}
 	for _, cr := range resources {
-		if err := r.release(ctx, client.ObjectKeyFromObject(cr)); err != nil {
-			// Not worth a restart: the resource's next event, or this
-			// shard's next start, tries again.
-			ctrl.LoggerFrom(ctx).Error(err, "Could not give up the claim of a resource that moved to another shard", "resource", client.ObjectKeyFromObject(cr))
+		// No event will bring a resource outside this shard's view back:
+		// tried again until it is released or the process stops.
+		for err := r.release(ctx, client.ObjectKeyFromObject(cr)); err != nil; err = r.release(ctx, client.ObjectKeyFromObject(cr)) {
+			ctrl.LoggerFrom(ctx).Error(err, "Could not give up the claim of a resource that moved to another shard; trying again", "resource", client.ObjectKeyFromObject(cr))
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(releaseRetry):
+			}
 		}
 	}
 	return nil
 }
+
+// releaseRetry is the pause between attempts to give up a claim at start.
+const releaseRetry = 2 * time.Second

@@ -72,7 +72,7 @@ type Reconciler struct {
 	scheme *runtime.Scheme
 	// justClaimed holds the resources this shard claimed and has not
 	// pruned since (see prune in run).
-	justClaimed sync.Map // types.NamespacedName → bool
+	justClaimed sync.Map // types.NamespacedName → bool: it had an inventory when claimed
 	// claims is the set of resources this shard holds (for the gauge).
 	claims sync.Map // types.NamespacedName → bool
 }
@@ -222,8 +222,10 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	// cache held its objects: the first prune lists them from the API
 	// server (objects it no longer renders still carry the old shard's
 	// label, which this shard's cache does not hold).
-	_, fresh := r.justClaimed.LoadAndDelete(client.ObjectKeyFromObject(cr))
-	fresh = fresh && len(cr.StencilStatus().Inventory) > 0 // a new resource has nothing elsewhere
+	fresh := false // a new resource has nothing elsewhere
+	if v, ok := r.justClaimed.LoadAndDelete(client.ObjectKeyFromObject(cr)); ok {
+		fresh = v.(bool) || len(cr.StencilStatus().Inventory) > 0
+	}
 	if res.pruned, err = r.pruneFrom(ctx, cr, res.desired, fresh, false); err != nil {
 		if fresh {
 			r.justClaimed.Store(client.ObjectKeyFromObject(cr), true)

@@ -93,6 +93,12 @@ func ShardCacheOptions(kinds []*render.Kind, shard labels.Selector) cache.Option
 			observed[ref.GroupVersionKind()] = true
 		}
 	}
+	for _, k := range kinds { // a type also owned, or a kind, keeps its shard's selector
+		delete(observed, k.GroupVersionKind())
+		for _, ref := range k.Declaration().Owns {
+			delete(observed, ref.GroupVersionKind())
+		}
+	}
 	for gvk := range observed {
 		o := &unstructured.Unstructured{}
 		o.SetGroupVersionKind(gvk)
