@@ -93,7 +93,11 @@ func TestDecoratorObservesByOwner(t *testing.T) {
 	patch(`{"spec":{"template":{"spec":{"containers":[{"name":"c","image":"nginx:2"}]}}}}`)
 	eventually(t, 30*time.Second, "revisions=2 after a new ReplicaSet", annotated("2"))
 
-	patch(`{"metadata":{"labels":{"broken":"yes"}},"spec":{"template":{"spec":{"containers":[{"name":"c","image":"nginx:3"}]}}}}`)
+	// The label that breaks the render first, then a third ReplicaSet: in
+	// one patch, the ReplicaSet's event could reach the decorator before
+	// its cache holds the labelled Deployment (two watches), and a render
+	// of the Deployment as it was would rightly count 3.
+	patch(`{"metadata":{"labels":{"broken":"yes"}}}`)
 	eventually(t, 30*time.Second, "a RenderFailed event", func() error {
 		list := &corev1.EventList{}
 		if err := k8s.List(t.Context(), list, client.InNamespace(ns)); err != nil {
@@ -106,6 +110,7 @@ func TestDecoratorObservesByOwner(t *testing.T) {
 		}
 		return fmt.Errorf("none among %d events", len(list.Items))
 	})
+	patch(`{"spec":{"template":{"spec":{"containers":[{"name":"c","image":"nginx:3"}]}}}}`)
 	time.Sleep(2 * time.Second) // the third ReplicaSet exists by now
 	if err := annotated("2")(); err != nil {
 		t.Errorf("after a failed render: %v, want the annotation as it was", err)
