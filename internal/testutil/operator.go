@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -32,9 +33,31 @@ func StartOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme
 // StartShard is StartOperator as one shard of several (see
 // reconciler.Shards).
 func StartShard(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, shards reconciler.Shards, wrap func(http.RoundTripper) http.RoundTripper) error {
-	sel, err := shards.Selector()
-	if err != nil {
-		return err
+	if os.Getenv("STENCIL_TEST_NO_CLAIMS") != "" { // to see the test fail without claims
+		return start(ctx, cfg, scheme, kinds, nil, &shards, false, wrap)
+	}
+	return start(ctx, cfg, scheme, kinds, nil, &shards, true, wrap)
+}
+
+// StartWithDecorators is StartOperator with decorators too.
+func StartWithDecorators(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, decorators []*render.Decorator, wrap func(http.RoundTripper) http.RoundTripper) error {
+	return start(ctx, cfg, scheme, kinds, decorators, nil, false, wrap)
+}
+
+// start runs a manager for kinds and decorators, as one shard when shards
+// is set (claims only when claim).
+func start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, decorators []*render.Decorator, shards *reconciler.Shards, claim bool, wrap func(http.RoundTripper) http.RoundTripper) error {
+	if os.Getenv("STENCIL_TEST_DEBUG") != "" {
+		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
+	sel := labels.Everything()
+	if shards != nil {
+		var err error
+		if sel, err = shards.Selector(); err != nil {
+			return err
+		}
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 500, 1000
@@ -48,41 +71,10 @@ func StartShard(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, k
 	if err != nil {
 		return err
 	}
-	opts := reconciler.Options{MaxConcurrentReconciles: 4, SkipNameValidation: true, Shards: &shards}
-	if os.Getenv("STENCIL_TEST_NO_CLAIMS") != "" { // to see the test fail without claims
-		opts.Shards = nil
-	}
-	if err := reconciler.Setup(mgr, kinds, opts); err != nil {
-		return err
-	}
-	go func() {
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
-	return nil
-}
-
-// StartWithDecorators is StartOperator with decorators too.
-func StartWithDecorators(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, decorators []*render.Decorator, wrap func(http.RoundTripper) http.RoundTripper) error {
-	if os.Getenv("STENCIL_TEST_DEBUG") != "" {
-		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = 500, 1000
-	cfg.WrapTransport = wrap
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:  scheme,
-		Cache:   reconciler.CacheOptions(kinds),
-		Client:  reconciler.ClientOptions(),
-		Metrics: metricsserver.Options{BindAddress: "0"},
-	})
-	if err != nil {
-		return err
-	}
 	opts := reconciler.Options{MaxConcurrentReconciles: 4, SkipNameValidation: true}
+	if claim {
+		opts.Shards = shards
+	}
 	if err := reconciler.Setup(mgr, kinds, opts); err != nil {
 		return err
 	}
