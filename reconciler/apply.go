@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -137,6 +138,12 @@ type verdict struct {
 	// set), the API server refuses it.
 	adopting        bool
 	resourceVersion string
+	// creating: the cache does not hold the object and this process never
+	// applied it. It is applied only if it does not exist (absentVersion);
+	// if it does, checkUnseen decides. That saves a read per new object,
+	// and two processes (shards) that render one name cannot both create
+	// it: the second apply is refused.
+	creating bool
 	// claimed: this resource holds the claim on the object's first apply
 	// until the apply returns.
 	claimed bool
@@ -175,6 +182,23 @@ func (a *applier) applyObject(ctx context.Context, d *unstructured.Unstructured,
 	if err != nil {
 		return err
 	}
+	if v.creating {
+		err := a.applyStale(ctx, d, v, report, out)
+		if !exists(err) {
+			return err
+		}
+		// It exists, though the cache does not hold it: one read tells
+		// whose it is, and the object is then checked as any other.
+		if v, err = a.checkUnseen(ctx, d); err != nil {
+			return err
+		}
+	}
+	return a.applyChecked(ctx, d, v, report, out)
+}
+
+// applyChecked acts on d's verdict: it leaves a conflict alone, reports and
+// corrects drift, and applies d when it is stale.
+func (a *applier) applyChecked(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *applyOutcome) error {
 	if v.conflict != nil {
 		out.conflicts = append(out.conflicts, *v.conflict)
 		return nil
@@ -186,6 +210,20 @@ func (a *applier) applyObject(ctx context.Context, d *unstructured.Unstructured,
 	}
 	return a.applyStale(ctx, d, v, report, out)
 }
+
+// exists: a create-first apply was refused because the object exists, or
+// by an API server that takes no version on a create (some older ones did
+// so for Services, kubernetes#106745, and say so): the object may then exist
+// or not, and the read tells.
+func exists(err error) bool {
+	return apierrors.IsConflict(err) || (apierrors.IsInternalError(err) && strings.Contains(err.Error(), "resourceVersion should not be set"))
+}
+
+// absentVersion is the resourceVersion of a create-first apply. The API
+// server creates an object that does not exist whatever version the apply
+// names, and refuses, with a conflict, to apply to an existing object whose
+// version differs. No object has version 1: etcd's first write is revision 2.
+const absentVersion = "1"
 
 // onDrift handles the fields d's verdict found missing: it reports them,
 // and corrects them unless report; in a fight it corrects only when the
@@ -252,9 +290,13 @@ func (a *applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 			held = held.RecursiveDifference(h)
 		}
 	}
-	if v.adopting {
+	switch {
+	case v.adopting:
 		body = body.DeepCopy()
 		body.SetResourceVersion(v.resourceVersion)
+	case v.creating:
+		body = body.DeepCopy()
+		body.SetResourceVersion(absentVersion)
 	}
 	key := keyOf(d)
 	a.writes.begin(key)
@@ -327,9 +369,7 @@ func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (verd
 			c.holder = "it is being created for " + holder
 			return verdict{conflict: &c}, nil
 		}
-		v, err := a.checkUnseen(ctx, d)
-		v.claimed = true
-		return v, err
+		return verdict{stale: true, creating: true, claimed: true}, nil
 	case err != nil:
 		return verdict{}, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	case !ownedFor(live, d) && !adoptedBy(live, d):

@@ -263,16 +263,15 @@ func (w *waiters) take(id string) []reconcile.Request {
 	return reqs
 }
 
-// checkUnseen decides about a rendered object that the cache does not hold
-// and that this process never applied: it may exist without stencil's
-// labels. One metadata-only read from the API server tells: absent (apply
-// it), this resource's or adopted (apply it), or someone else's (conflict).
-// This read happens once per object stencil has never seen, never at rest.
-// It is a quorum read, not one from the API server's watch cache
-// (resourceVersion "0"): the watch cache may lag, by seconds behind a busy
-// API server, and a "not found" from it would let a force-apply take an
-// object just created by someone else, or by another resource whose claim
-// was released when its apply returned.
+// checkUnseen decides about a rendered object that the cache does not hold,
+// that this process never applied, and whose create-first apply was refused
+// (it exists, without stencil's labels or from another shard) or failed.
+// One metadata-only read from the API server tells: absent (apply it), this
+// resource's or adopted (apply it), or someone else's (conflict). It is a
+// quorum read, not one from the API server's watch cache (resourceVersion
+// "0"): the watch cache may lag, by seconds behind a busy API server, and a
+// "not found" from it would let a force-apply take an object just created
+// by someone else.
 func (a *applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
 	live := &metav1.PartialObjectMetadata{}
 	live.SetGroupVersionKind(d.GroupVersionKind())

@@ -83,6 +83,18 @@ func touch(t *testing.T, ns, name string) {
 	}
 }
 
+// The first apply of an object the cache does not hold is a create-first
+// apply: no read of the object before it (the read is only for objects that
+// turn out to exist, as in TestForeignObjectIsNotAdopted).
+func TestFirstApplyReadsNothing(t *testing.T) {
+	ns := newNamespace(t)
+	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, Service: true})
+	waitReady(t, ns, "web")
+	if gets, patches := requests.countIn("GET", ns), requests.countIn("PATCH", ns); gets != 0 || patches < 4 {
+		t.Errorf("converging one Widget (3 objects) sent %d GETs and %d PATCHes in its namespace; want no GET, and an apply per object and a status write", gets, patches)
+	}
+}
+
 // An object that exists under a rendered name and is not stencil's is left
 // untouched; the resource says so; an adopt annotation hands it over.
 func TestForeignObjectIsNotAdopted(t *testing.T) {
