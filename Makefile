@@ -7,6 +7,7 @@ SHELL := /usr/bin/env bash
 export GOTOOLCHAIN := local
 # Binaries built by `make tools`; the local control plane finds them here.
 BIN := $(CURDIR)/bin
+comma := ,
 export STENCIL_BIN_DIR := $(BIN)
 
 KUBECTL ?= $(BIN)/kubectl
@@ -75,6 +76,11 @@ verify: generate manifests fmt ## Regenerate everything and fail if the tree cha
 .PHONY: bench-decorators
 bench-decorators: tools ## Measure the heap a decorator's cache of 2,000 pods costs (metadata-only), beside a cache of whole pods.
 	go run ./hack/decobench
+
+.PHONY: bench-peers
+bench-peers: tools build ## Measure stencil beside kro (built from hack/tools/kro) and the raw + status floor, one run each per N (default 100, 500, 1000); writes docs/benchmarks/peers/.
+	PEERS=1 hack/tools/install.sh $(BIN)
+	go run ./hack/bench -peers -n $(if $(N),$(N),100$(comma)500$(comma)1000) -out docs/benchmarks/peers $(BENCH_ARGS)
 
 .PHONY: bench
 bench: tools build ## Measure stencil against a raw server-side-apply loop (N = 100, 500, 1000, or N=5000,10000: one run each, into docs/benchmarks/large); writes docs/benchmarks/.

@@ -45,6 +45,10 @@ type applier struct {
 	// fights paces the corrections of objects another writer keeps
 	// changing back.
 	fights *fights
+	// refused remembers the object ids whose create-first apply was
+	// refused (they exist and are not in the cache: someone else's, as a
+	// rule): their next check reads first, rather than try again.
+	refused sync.Map // id → struct{}
 }
 
 type objectKey struct {
@@ -133,10 +137,12 @@ type verdict struct {
 	// waiting: our last apply of this render is not in the cache yet.
 	waiting bool
 	// adopting: the object is not ours yet, and a person asked that it be.
-	// The apply then carries resourceVersion, the version that was read: if
-	// the object changed since (the request withdrawn, another controller
-	// set), the API server refuses it.
-	adopting        bool
+	adopting bool
+	// resourceVersion, when set, is the version of the object that was
+	// read from the API server (adopting, or an object of this resource
+	// that the cache does not hold), and the apply carries it: if the
+	// object changed since (an adoption withdrawn, another controller set),
+	// the API server refuses it.
 	resourceVersion string
 	// creating: the cache does not hold the object and this process never
 	// applied it. It is applied only if it does not exist (absentVersion);
@@ -183,14 +189,23 @@ func (a *applier) applyObject(ctx context.Context, d *unstructured.Unstructured,
 		return err
 	}
 	if v.creating {
-		err := a.applyStale(ctx, d, v, report, out)
-		if !exists(err) {
-			return err
+		applyErr := a.applyStale(ctx, d, v, report, out)
+		if applyErr == nil {
+			return nil
 		}
-		// It exists, though the cache does not hold it: one read tells
-		// whose it is, and the object is then checked as any other.
+		// It exists, though the cache does not hold it, or the apply
+		// failed for another reason (which an existing object, someone
+		// else's, may also cause: admission sees it): one read tells whose
+		// it is, and the object is then checked as any other.
+		refused := exists(applyErr, d)
+		if refused {
+			a.refused.Store(idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName()), struct{}{})
+		}
 		if v, err = a.checkUnseen(ctx, d); err != nil {
 			return err
+		}
+		if !refused && v.conflict == nil {
+			return applyErr
 		}
 	}
 	return a.applyChecked(ctx, d, v, report, out)
@@ -211,19 +226,30 @@ func (a *applier) applyChecked(ctx context.Context, d *unstructured.Unstructured
 	return a.applyStale(ctx, d, v, report, out)
 }
 
-// exists: a create-first apply was refused because the object exists, or
-// by an API server that takes no version on a create (some older ones did
-// so for Services, kubernetes#106745, and say so): the object may then exist
-// or not, and the read tells.
-func exists(err error) bool {
-	return apierrors.IsConflict(err) || (apierrors.IsInternalError(err) && strings.Contains(err.Error(), "resourceVersion should not be set"))
+// exists: a create-first apply of d was refused because d exists: a
+// conflict that names d (a quota's admission also answers with a conflict,
+// naming the quota), or the answer of an API server that takes no version
+// on a create (some older ones did so for Services, kubernetes#106745): the
+// object may then exist or not, and the read tells.
+func exists(err error, d *unstructured.Unstructured) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	details := status.Status().Details
+	if apierrors.IsConflict(err) {
+		return details != nil && details.Name == d.GetName() && details.Group == d.GroupVersionKind().Group
+	}
+	return apierrors.IsInternalError(err) && strings.Contains(err.Error(), "resourceVersion should not be set")
 }
 
 // absentVersion is the resourceVersion of a create-first apply. The API
 // server creates an object that does not exist whatever version the apply
 // names, and refuses, with a conflict, to apply to an existing object whose
-// version differs. No object has version 1: etcd's first write is revision 2.
-const absentVersion = "1"
+// version differs (the optimistic lock of the API conventions). No storage
+// gives an object this version: it is the largest a version can be
+// (etcd's revisions, and kine's, count up from 1).
+const absentVersion = "18446744073709551615"
 
 // onDrift handles the fields d's verdict found missing: it reports them,
 // and corrects them unless report; in a fight it corrects only when the
@@ -291,12 +317,12 @@ func (a *applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 		}
 	}
 	switch {
-	case v.adopting:
-		body = body.DeepCopy()
-		body.SetResourceVersion(v.resourceVersion)
 	case v.creating:
 		body = body.DeepCopy()
 		body.SetResourceVersion(absentVersion)
+	case v.resourceVersion != "":
+		body = body.DeepCopy()
+		body.SetResourceVersion(v.resourceVersion)
 	}
 	key := keyOf(d)
 	a.writes.begin(key)
@@ -307,9 +333,13 @@ func (a *applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 	if err != nil && v.adopting && apierrors.IsConflict(err) {
 		return fmt.Errorf("%w: %w", errAdoptionRaced, err)
 	}
+	if err != nil && (v.creating && exists(err, d) || v.resourceVersion != "" && apierrors.IsConflict(err)) {
+		return fmt.Errorf("%w: %w", errChangedWhileRead, err)
+	}
 	if err != nil {
 		return err
 	}
+	a.refused.Delete(idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName()))
 	out.applied = append(out.applied, d)
 	if v.adopting {
 		out.adopted = append(out.adopted, d.GetKind()+" "+quoted(d.GetNamespace(), d.GetName()))
@@ -347,6 +377,11 @@ func (a *applier) createOnlyDrift(d *unstructured.Unstructured, live client.Obje
 	return verdict{missing: missing, live: live}, err
 }
 
+// errChangedWhileRead: an object that stencil read before applying it
+// (it was not in the cache) changed, or was created, after the read, and
+// the API server refused the apply; the next reconcile looks at it again.
+var errChangedWhileRead = errors.New("the object changed while stencil read it")
+
 // errAdoptionRaced: an object being adopted changed after stencil read it
 // (its adopt annotation withdrawn, say), and the API server refused the
 // apply; the next reconcile looks at it again.
@@ -368,6 +403,11 @@ func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (verd
 			c := conflictWith(d, &metav1.PartialObjectMetadata{})
 			c.holder = "it is being created for " + holder
 			return verdict{conflict: &c}, nil
+		}
+		if _, refused := a.refused.Load(id); refused {
+			v, err := a.checkUnseen(ctx, d)
+			v.claimed = true
+			return v, err
 		}
 		return verdict{stale: true, creating: true, claimed: true}, nil
 	case err != nil:

@@ -189,10 +189,10 @@ func holderOf(live metav1.Object) string {
 }
 
 // claims serialise the first apply of an object name among the resources of
-// this process (every kind): between checkUnseen's read and the apply that
-// creates the object, no other resource may create it; after that apply,
-// the other's read finds the object and reports the conflict. The API
-// server cannot tell the two apart: they share one field manager.
+// this process (every kind): while one resource creates it, another that
+// renders the name reports the conflict at once, rather than have its
+// create-first apply refused and read the object. (The API server cannot
+// tell the two apart by manager: they share one field manager.)
 type claims struct {
 	mu   sync.Mutex
 	byID map[string]string // object id → owner annotation of the resource creating it
@@ -278,7 +278,9 @@ func (a *applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured)
 	err := a.reader.Get(ctx, client.ObjectKeyFromObject(d), live)
 	switch {
 	case apierrors.IsNotFound(err):
-		return verdict{stale: true}, nil
+		// Created only if it is still missing: someone may create it
+		// after this read.
+		return verdict{stale: true, creating: true}, nil
 	case err != nil:
 		return verdict{}, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	case ownedFor(live, d) && live.GetDeletionTimestamp() != nil:
@@ -291,8 +293,9 @@ func (a *applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured)
 		return verdict{}, a.relabelShard(ctx, d, live)
 	case ownedFor(live, d):
 		// Ours, though not cached (it came from another shard, whose label
-		// it carries): applied knowing its managers, as any cached object.
-		return verdict{stale: true, live: live}, nil
+		// it carries): applied knowing its managers, as any cached object,
+		// and only as it was read.
+		return verdict{stale: true, live: live, resourceVersion: live.GetResourceVersion()}, nil
 	case adoptedBy(live, d):
 		return verdict{stale: true, adopting: true, resourceVersion: live.GetResourceVersion()}, nil
 	}

@@ -124,6 +124,13 @@ func TestForeignObjectIsNotAdopted(t *testing.T) {
 	touch(t, ns, "web") // another reconcile must not take it either
 	time.Sleep(2 * time.Second)
 	cm, _ := get(t, &corev1.ConfigMap{}, ns, "web-config")
+	// One create-first apply, refused; later looks only read it.
+	if n := requests.countPath("PATCH", "/namespaces/"+ns+"/configmaps/web-config"); n != 1 {
+		t.Errorf("%d applies of the user's ConfigMap; want 1, the create-first apply that the API server refused", n)
+	}
+	if cm.ResourceVersion != mine.ResourceVersion {
+		t.Errorf("the user's ConfigMap has version %s, created as %s: it was written", cm.ResourceVersion, mine.ResourceVersion)
+	}
 	if cm.Data["message"] != "mine" || len(cm.Labels) != 0 || len(cm.OwnerReferences) != 0 {
 		t.Fatalf("the user's ConfigMap was changed: data %v, labels %v, ownerReferences %v", cm.Data, cm.Labels, cm.OwnerReferences)
 	}

@@ -205,8 +205,8 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		log.Info("Adopted an existing object on request", "object", o)
 		r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Adopted", "Adopt", "Took over %s, which was annotated %s", o, v1alpha1.AnnotationAdopt)
 	}
-	if errors.Is(err, errAdoptionRaced) {
-		log.Info("An object changed while it was adopted; looking again", "error", err.Error())
+	if errors.Is(err, errAdoptionRaced) || errors.Is(err, errChangedWhileRead) {
+		log.Info("An object changed between stencil's read and its apply; looking again", "error", err.Error())
 		res.quiet = true
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}

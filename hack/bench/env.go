@@ -38,14 +38,14 @@ const nodePortFirst, nodePortLast = 30000, 49999
 // maxMyWebs is how many MyWebs fit.
 const maxMyWebs = nodePortLast - nodePortFirst + 1
 
-// auditPolicy records, at Metadata level, every request of the two users
-// the contenders connect as, and nothing else.
+// auditPolicy records, at Metadata level, every request of the users the
+// contenders connect as, and nothing else.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
 - level: Metadata
-  users: [stencil, rawapply, crbaseline]
+  users: [stencil, rawapply, crbaseline, kro]
 - level: None
 `
 

@@ -50,6 +50,7 @@ type config struct {
 	bin          string
 	stencilArgs  []string
 	keep         bool
+	peers        bool
 }
 
 func main() {
@@ -63,6 +64,7 @@ func main() {
 	flag.IntVar(&cfg.profileAt, "heap-profile-n", 1000, "N at which to take stencil's heap profile (0: none).")
 	flag.IntVar(&cfg.cpuProfileAt, "cpu-profile-n", 0, "N at which to take a CPU profile of stencil's first 10 s (0: none).")
 	flag.StringVar(&cfg.out, "out", "docs/benchmarks", "Folder for results.md, results.json, converge.svg and the heap profile.")
+	flag.BoolVar(&cfg.peers, "peers", false, "Run the peers instead: the raw + status floor, stencil and kro (built by `PEERS=1 hack/tools/install.sh`), one run each per N.")
 	flag.BoolVar(&cfg.keep, "keep", false, "Keep each run's folder (audit log, stencil's log) and print where it is.")
 	stencilArgs := flag.String("stencil-args", "", "Extra flags for stencil, space-separated (to try settings).")
 	flag.Parse()
@@ -112,6 +114,9 @@ func run(ctx context.Context, cfg config) error {
 	bins := programs{rawapply: filepath.Join(cfg.bin, "rawapply"), crbaseline: filepath.Join(cfg.bin, "crbaseline")}
 	if err := errors.Join(goBuild(ctx, bins.rawapply, "./hack/bench/rawapply"), goBuild(ctx, bins.crbaseline, "./hack/bench/crbaseline")); err != nil {
 		return err
+	}
+	if cfg.peers {
+		return runPeers(ctx, cfg, bins)
 	}
 	fmt.Printf("stencil bench: N = %v MyWebs in %d namespaces; a fresh etcd + kube-apiserver for each run.\n\n", cfg.sizes, cfg.namespaces)
 	var results []row

@@ -207,21 +207,47 @@ func writeFiles(dir string, files map[string][]byte) error {
 
 // plotConverge draws converge time against N for the three contenders.
 func plotConverge(results []row) ([]byte, error) {
+	series := make([]series, 3)
+	for i, name := range []string{"raw server-side-apply loop", "raw loop + one status write per MyWeb", "stencil"} {
+		series[i].name = name
+		for _, r := range results {
+			series[i].points = append(series[i].points, plotter.XY{X: float64(r.N), Y: r.contenders()[i].Converge.Seconds()})
+		}
+	}
+	return plotSeries(series)
+}
+
+// plotPeers draws converge time against N for every contender of the peers.
+func plotPeers(rows []peerRow) ([]byte, error) {
+	var all []series
+	for i, r := range rows[0].Results {
+		s := series{name: r.Contender}
+		for _, row := range rows {
+			s.points = append(s.points, plotter.XY{X: float64(row.N), Y: row.Results[i].Converge.Seconds()})
+		}
+		all = append(all, s)
+	}
+	return plotSeries(all)
+}
+
+// series is one line of a plot.
+type series struct {
+	name   string
+	points plotter.XYs
+}
+
+// plotSeries draws converge time against N, a line per series, as SVG.
+func plotSeries(lines []series) ([]byte, error) {
 	p := plot.New()
 	p.Title.Text = "Time to converge N MyWebs (3 objects each)"
 	p.X.Label.Text = "N"
 	p.Y.Label.Text = "seconds"
 	p.Y.Min = 0
-	lines := make([]plotter.XYs, 3)
-	for i := range lines {
-		lines[i] = make(plotter.XYs, len(results))
+	args := make([]any, 0, 2*len(lines))
+	for _, l := range lines {
+		args = append(args, l.name, l.points)
 	}
-	for j, r := range results {
-		for i, c := range r.contenders() {
-			lines[i][j] = plotter.XY{X: float64(r.N), Y: c.Converge.Seconds()}
-		}
-	}
-	if err := plotutil.AddLinePoints(p, "raw server-side-apply loop", lines[0], "raw loop + one status write per MyWeb", lines[1], "stencil", lines[2]); err != nil {
+	if err := plotutil.AddLinePoints(p, args...); err != nil {
 		return nil, err
 	}
 	p.Legend.Top, p.Legend.Left = true, true

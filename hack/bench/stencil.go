@@ -168,27 +168,33 @@ func startStencil(ctx context.Context, cfg config, e *env, logName string) (*ope
 	if err != nil {
 		return nil, err
 	}
-	op := &operator{
-		binary:  filepath.Join(cfg.bin, "stencil"),
-		metrics: "http://127.0.0.1:" + metricsPort,
-		pprof:   "http://127.0.0.1:" + pprofPort,
-		logPath: filepath.Join(e.dir, logName),
-		exited:  make(chan struct{}),
-	}
-	if op.logFile, err = os.Create(op.logPath); err != nil {
-		return nil, err
-	}
-	op.cmd = exec.CommandContext(ctx, op.binary, append([]string{
+	op, err := startProgram(ctx, e, filepath.Join(cfg.bin, "stencil"), append([]string{
 		"--metrics-bind-address=127.0.0.1:" + metricsPort,
 		"--pprof-bind-address=127.0.0.1:" + pprofPort,
 		"--health-probe-bind-address=0",
-	}, cfg.stencilArgs...)...)
+	}, cfg.stencilArgs...), logName)
+	if err != nil {
+		return nil, err
+	}
+	op.metrics, op.pprof = "http://127.0.0.1:"+metricsPort, "http://127.0.0.1:"+pprofPort
+	return op, nil
+}
+
+// startProgram starts binary with args as e's contender (its kubeconfig),
+// its output in logName in e's folder.
+func startProgram(ctx context.Context, e *env, binary string, args []string, logName string) (*operator, error) {
+	op := &operator{binary: binary, logPath: filepath.Join(e.dir, logName), exited: make(chan struct{})}
+	var err error
+	if op.logFile, err = os.Create(op.logPath); err != nil {
+		return nil, err
+	}
+	op.cmd = exec.CommandContext(ctx, binary, args...)
 	op.cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
 	op.cmd.Stdout, op.cmd.Stderr = op.logFile, op.logFile
 	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	op.started = time.Now()
 	if err := op.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting stencil: %w", err)
+		return nil, fmt.Errorf("starting %s: %w", filepath.Base(binary), err)
 	}
 	go func() {
 		op.exitErr = op.cmd.Wait()
@@ -217,7 +223,7 @@ func (op *operator) stop() error {
 func (op *operator) failed() error {
 	select {
 	case <-op.exited:
-		return fmt.Errorf("stencil exited (%w); log %s:\n%s", op.exitErr, op.logPath, tail(op.logPath, 20))
+		return fmt.Errorf("%s exited (%w); log %s:\n%s", filepath.Base(op.binary), op.exitErr, op.logPath, tail(op.logPath, 20))
 	default:
 		return nil
 	}

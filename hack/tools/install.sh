@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the pinned tools (control plane binaries, kwok, helm, controller-gen,
 # golangci-lint) from the tool modules beside this script, and links them into
-# BIN_DIR (default: bin/ at the repository root).
+# BIN_DIR (default: bin/ at the repository root). With PEERS=1 it also builds
+# the peers that `make bench-peers` runs (kro).
 #
 # Builds are cached outside the work tree, keyed by each tool module's go.mod,
 # go.sum, build flags and Go version, so a second run, or a fresh clone on the
@@ -71,3 +72,6 @@ build kwok "-s -w" kwok kwok-stages.yaml -- sigs.k8s.io/kwok/cmd/kwok
 build helm "-s -w" helm -- helm.sh/helm/v4/cmd/helm
 build misc "-s -w" controller-gen golangci-lint -- \
 	sigs.k8s.io/controller-tools/cmd/controller-gen github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+if [ "${PEERS:-}" = 1 ]; then
+	build kro "-s -w" kro -- github.com/kubernetes-sigs/kro/cmd/controller
+fi
