@@ -49,6 +49,10 @@ type applier struct {
 	// refused (they exist and are not in the cache: someone else's, as a
 	// rule): their next check reads first, rather than try again.
 	refused sync.Map // id → struct{}
+	// noVersionOnCreate remembers the types whose API server refuses a
+	// create that names a version (see exists): their objects are read
+	// first and then applied as they are.
+	noVersionOnCreate sync.Map // gvk → struct{}
 }
 
 type objectKey struct {
@@ -189,26 +193,40 @@ func (a *applier) applyObject(ctx context.Context, d *unstructured.Unstructured,
 		return err
 	}
 	if v.creating {
-		applyErr := a.applyStale(ctx, d, v, report, out)
-		if applyErr == nil {
-			return nil
-		}
-		// It exists, though the cache does not hold it, or the apply
-		// failed for another reason (which an existing object, someone
-		// else's, may also cause: admission sees it): one read tells whose
-		// it is, and the object is then checked as any other.
-		refused := exists(applyErr, d)
-		if refused {
-			a.refused.Store(idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName()), struct{}{})
-		}
-		if v, err = a.checkUnseen(ctx, d); err != nil {
+		var done bool
+		if v, done, err = a.createFirstApply(ctx, d, v, report, out); done || err != nil {
 			return err
-		}
-		if !refused && v.conflict == nil {
-			return applyErr
 		}
 	}
 	return a.applyChecked(ctx, d, v, report, out)
+}
+
+// createFirstApply applies d, which the cache does not hold, only if it
+// does not exist. If it exists, or the apply failed for another reason
+// (which an existing object, someone else's, may also cause: admission sees
+// it), one read tells whose it is, and the verdict it returns is checked as
+// any other. done: nothing more to do (applied, or failed with the error).
+func (a *applier) createFirstApply(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *applyOutcome) (verdict, bool, error) {
+	applyErr := a.applyStale(ctx, d, v, report, out)
+	if applyErr == nil {
+		return v, true, nil
+	}
+	refused := exists(applyErr, d)
+	if refused {
+		a.refused.Store(idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName()), struct{}{})
+	}
+	if refusesVersionOnCreate(applyErr) {
+		a.noVersionOnCreate.Store(d.GroupVersionKind(), struct{}{})
+		refused = true
+	}
+	v, err := a.checkUnseen(ctx, d)
+	switch {
+	case err != nil:
+		return v, true, err
+	case !refused && v.conflict == nil:
+		return v, true, applyErr
+	}
+	return v, false, nil
 }
 
 // applyChecked acts on d's verdict: it leaves a conflict alone, reports and
@@ -228,19 +246,26 @@ func (a *applier) applyChecked(ctx context.Context, d *unstructured.Unstructured
 
 // exists: a create-first apply of d was refused because d exists: a
 // conflict that names d (a quota's admission also answers with a conflict,
-// naming the quota), or the answer of an API server that takes no version
-// on a create (some older ones did so for Services, kubernetes#106745): the
-// object may then exist or not, and the read tells.
+// naming the quota).
 func exists(err error, d *unstructured.Unstructured) bool {
 	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
+	if !apierrors.IsConflict(err) || !errors.As(err, &status) {
 		return false
 	}
 	details := status.Status().Details
-	if apierrors.IsConflict(err) {
-		return details != nil && details.Name == d.GetName() && details.Group == d.GroupVersionKind().Group
-	}
+	return details != nil && details.Name == d.GetName() && details.Group == d.GroupVersionKind().Group
+}
+
+// refusesVersionOnCreate: the API server takes no version on a create (some
+// older ones did so for Services, kubernetes#106745, and said so).
+func refusesVersionOnCreate(err error) bool {
 	return apierrors.IsInternalError(err) && strings.Contains(err.Error(), "resourceVersion should not be set")
+}
+
+// createFirst: d's type takes a create-first apply.
+func (a *applier) createFirst(d *unstructured.Unstructured) bool {
+	_, no := a.noVersionOnCreate.Load(d.GroupVersionKind())
+	return !no
 }
 
 // absentVersion is the resourceVersion of a create-first apply. The API
@@ -404,7 +429,7 @@ func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (verd
 			c.holder = "it is being created for " + holder
 			return verdict{conflict: &c}, nil
 		}
-		if _, refused := a.refused.Load(id); refused {
+		if _, refused := a.refused.Load(id); refused || !a.createFirst(d) {
 			v, err := a.checkUnseen(ctx, d)
 			v.claimed = true
 			return v, err

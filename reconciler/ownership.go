@@ -280,7 +280,7 @@ func (a *applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured)
 	case apierrors.IsNotFound(err):
 		// Created only if it is still missing: someone may create it
 		// after this read.
-		return verdict{stale: true, creating: true}, nil
+		return verdict{stale: true, creating: a.createFirst(d)}, nil
 	case err != nil:
 		return verdict{}, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	case ownedFor(live, d) && live.GetDeletionTimestamp() != nil:
