@@ -234,7 +234,7 @@ func (a *applier) createFirstApply(ctx context.Context, d *unstructured.Unstruct
 func (a *applier) applyChecked(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *applyOutcome) error {
 	if v.conflict != nil {
 		out.conflicts = append(out.conflicts, *v.conflict)
-		return nil
+		return nil //nolint:nilerr // a conflict is reported in status, and the other objects are still applied
 	}
 	out.waiting = out.waiting || v.waiting
 	stale, err := a.onDrift(ctx, d, v, report, out)

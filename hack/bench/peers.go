@@ -319,23 +319,7 @@ func (w *activeWatcher) changed(obj any) {
 
 // wait returns when every KroWeb is ACTIVE.
 func (w *activeWatcher) wait(ctx context.Context, op *operator) (time.Time, error) {
-	timeout := time.After(convergeTimeout)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case at := <-w.all:
-			return at, nil
-		case <-tick.C:
-			if err := op.failed(); err != nil {
-				return time.Time{}, err
-			}
-		case <-timeout:
-			return time.Time{}, fmt.Errorf("not every KroWeb is ACTIVE within %s; kro's log: %s", convergeTimeout, op.logPath)
-		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
-		}
-	}
+	return waitConverged(ctx, w.all, op, "every KroWeb is ACTIVE")
 }
 
 // peersTable is the Markdown table of every contender at every N.

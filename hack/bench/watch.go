@@ -113,19 +113,25 @@ func (w *watcher) stop() { w.cancel() }
 // waitReady returns when every one of the n MyWebs is Ready for its current
 // generation (see isReady).
 func (w *watcher) waitReady(ctx context.Context, n int, op *operator) (time.Time, error) {
+	return waitConverged(ctx, w.allReady, op, "every MyWeb is Ready")
+}
+
+// waitConverged returns the time all sends, unless op exits first or
+// convergeTimeout passes; what says what was awaited.
+func waitConverged(ctx context.Context, all <-chan time.Time, op *operator, what string) (time.Time, error) {
 	timeout := time.After(convergeTimeout)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
-		case at := <-w.allReady:
+		case at := <-all:
 			return at, nil
 		case <-tick.C:
 			if err := op.failed(); err != nil {
 				return time.Time{}, err
 			}
 		case <-timeout:
-			return time.Time{}, fmt.Errorf("not every MyWeb is Ready within %s; stencil's log: %s", convergeTimeout, op.logPath)
+			return time.Time{}, fmt.Errorf("not %s within %s; the log: %s", what, convergeTimeout, op.logPath)
 		case <-ctx.Done():
 			return time.Time{}, ctx.Err()
 		}
