@@ -364,7 +364,9 @@ func (a *applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 	if err != nil {
 		return err
 	}
-	a.refused.Delete(idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName()))
+	if v.creating || v.resourceVersion != "" { // only a read-then-apply can follow a refusal
+		a.refused.Delete(idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName()))
+	}
 	out.applied = append(out.applied, d)
 	if v.adopting {
 		out.adopted = append(out.adopted, d.GetKind()+" "+quoted(d.GetNamespace(), d.GetName()))

@@ -261,6 +261,7 @@ type activeWatcher struct {
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	active map[types.NamespacedName]bool
+	count  int // of the ACTIVE ones
 	n      int
 	all    chan time.Time
 }
@@ -286,10 +287,8 @@ func startActiveWatcher(ctx context.Context, e *env, n int) (*activeWatcher, err
 		cancel()
 		return nil, err
 	}
-	go func() { _ = c.Start(ctx) }()
-	if !c.WaitForCacheSync(ctx) {
-		cancel()
-		return nil, fmt.Errorf("watching KroWebs: %w", context.Cause(ctx))
+	if err := startCache(ctx, cancel, c, "KroWebs"); err != nil {
+		return nil, err
 	}
 	return w, nil
 }
@@ -302,14 +301,15 @@ func (w *activeWatcher) changed(obj any) {
 	state, _, _ := unstructured.NestedString(u.Object, "status", "state")
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.active[types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}] = state == "ACTIVE"
-	count := 0
-	for _, a := range w.active {
-		if a {
-			count++
-		}
+	key, active := types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, state == "ACTIVE"
+	switch was := w.active[key]; {
+	case active && !was:
+		w.count++
+	case !active && was:
+		w.count--
 	}
-	if count == w.n {
+	w.active[key] = active
+	if w.count == w.n {
 		select {
 		case w.all <- time.Now():
 		default:

@@ -84,12 +84,21 @@ func startWatcher(ctx context.Context, e *env, n int) (*watcher, error) {
 		cancel()
 		return nil, err
 	}
+	if err := startCache(ctx, cancel, c, "MyWebs"); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// startCache starts c and waits until it has synced; on failure it cancels
+// ctx (c's) and says what it was watching.
+func startCache(ctx context.Context, cancel context.CancelFunc, c cache.Cache, what string) error {
 	go func() { _ = c.Start(ctx) }()
 	if !c.WaitForCacheSync(ctx) {
 		cancel()
-		return nil, fmt.Errorf("watching MyWebs: %w", context.Cause(ctx))
+		return fmt.Errorf("watching %s: %w", what, context.Cause(ctx))
 	}
-	return w, nil
+	return nil
 }
 
 // watchDeployments starts watching the Deployments, after convergence, so
