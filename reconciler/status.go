@@ -209,8 +209,10 @@ func (r *Reconciler) currentStatus(cr v1alpha1.Object) (map[string]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding status: %w", err)
 	}
-	status, _ := u["status"].(map[string]any)
-	return r.normalize(status)
+	if status, ok := u["status"].(map[string]any); ok {
+		return status, nil // a typed object's encoding is already normalised
+	}
+	return r.normalize(nil)
 }
 
 // recordTransitions emits one event per condition whose status or reason
