@@ -186,14 +186,14 @@ func (e *env) controlPlaneCPU() float64 {
 	return total
 }
 
-// profileAPIServer saves a CPU profile of kube-apiserver's next 10 s as
+// profileAPIServer saves a CPU profile of kube-apiserver's next seconds as
 // <out>/<name>.pb.gz.
-func (e *env) profileAPIServer(ctx context.Context, out, name string) error {
+func (e *env) profileAPIServer(ctx context.Context, out, name string, seconds int) error {
 	hc, err := rest.HTTPClientFor(e.cluster.Config)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.cluster.Server+"/debug/pprof/profile?seconds=10", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.cluster.Server+"/debug/pprof/profile?seconds="+strconv.Itoa(seconds), nil)
 	if err != nil {
 		return err
 	}
@@ -283,6 +283,13 @@ func freePort() (string, error) {
 
 func command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	return cmd
+}
+
+// contenderProgram is command for a contender's program (see contenderCommand).
+func contenderProgram(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := contenderCommand(ctx, name, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	return cmd
 }

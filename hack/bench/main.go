@@ -38,19 +38,20 @@ import (
 
 // config is what the flags set.
 type config struct {
-	sizes        []int
-	runs         int
-	namespaces   int
-	workers      int
-	quiet        time.Duration
-	driftChanges int
-	profileAt    int
-	cpuProfileAt int
-	out          string
-	bin          string
-	stencilArgs  []string
-	keep         bool
-	peers        bool
+	sizes             []int
+	runs              int
+	namespaces        int
+	workers           int
+	quiet             time.Duration
+	driftChanges      int
+	profileAt         int
+	cpuProfileAt      int
+	cpuProfileSeconds int
+	out               string
+	bin               string
+	stencilArgs       []string
+	keep              bool
+	peers             bool
 }
 
 func main() {
@@ -62,10 +63,12 @@ func main() {
 	flag.DurationVar(&cfg.quiet, "quiet", time.Minute, "Steady-state window in which stencil's requests are counted.")
 	flag.IntVar(&cfg.driftChanges, "drift-changes", 100, "Changes by another field manager that stencil must revert.")
 	flag.IntVar(&cfg.profileAt, "heap-profile-n", 1000, "N at which to take stencil's heap profile (0: none).")
-	flag.IntVar(&cfg.cpuProfileAt, "cpu-profile-n", 0, "N at which to take a CPU profile of stencil's first 10 s (0: none).")
+	flag.IntVar(&cfg.cpuProfileAt, "cpu-profile-n", 0, "N at which to take a CPU profile of stencil and kube-apiserver from stencil's start (0: none).")
+	flag.IntVar(&cfg.cpuProfileSeconds, "cpu-profile-seconds", 10, "How long the CPU profiles of -cpu-profile-n run.")
 	flag.StringVar(&cfg.out, "out", "docs/benchmarks", "Folder for results.md, results.json, converge.svg and the heap profile.")
 	flag.BoolVar(&cfg.peers, "peers", false, "Run the peers instead: the raw + status floor, stencil and kro (built by `PEERS=1 hack/tools/install.sh`), one run each per N.")
 	flag.BoolVar(&cfg.keep, "keep", false, "Keep each run's folder (audit log, stencil's log) and print where it is.")
+	pin := flag.Bool("pin", false, "Run the bench and the control plane on CPU 0 and each contender on CPU 1 (needs taskset), as when an operator does not share CPUs with kube-apiserver.")
 	stencilArgs := flag.String("stencil-args", "", "Extra flags for stencil, space-separated (to try settings).")
 	flag.Parse()
 	cfg.stencilArgs = strings.Fields(*stencilArgs)
@@ -78,6 +81,11 @@ func main() {
 	}
 	if cfg.bin, err = localcluster.BinDir(); err != nil {
 		fail(err)
+	}
+	if *pin {
+		if err := pinControlPlane(); err != nil {
+			fail(err)
+		}
 	}
 	ctrllog.SetLogger(logr.Discard()) // the bench's watch needs no log
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -118,7 +126,7 @@ func run(ctx context.Context, cfg config) error {
 	if cfg.peers {
 		return runPeers(ctx, cfg, bins)
 	}
-	fmt.Printf("stencil bench: N = %v MyWebs in %d namespaces; a fresh etcd + kube-apiserver for each run.\n\n", cfg.sizes, cfg.namespaces)
+	fmt.Printf("stencil bench: N = %v MyWebs in %d namespaces; a fresh etcd + kube-apiserver for each run%s.\n\n", cfg.sizes, cfg.namespaces, pinNote())
 	var results []row
 	for _, n := range cfg.sizes {
 		r, err := measure(ctx, cfg, n, bins)

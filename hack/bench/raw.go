@@ -56,7 +56,7 @@ func measureRaw(ctx context.Context, cfg config, n int, bins programs, withStatu
 	if err := writeJobs(jobs, webs, withStatus); err != nil {
 		return nil, err
 	}
-	cmd := command(ctx, bins.rawapply, "-f", jobs, "-kubeconfig", e.kubeconfig, "-workers", fmt.Sprint(cfg.workers))
+	cmd := contenderProgram(ctx, bins.rawapply, "-f", jobs, "-kubeconfig", e.kubeconfig, "-workers", fmt.Sprint(cfg.workers))
 	r, err := runChild(ctx, cfg, e, contender, n, cmd)
 	if err != nil {
 		return nil, err
@@ -84,7 +84,7 @@ func measureBaseline(ctx context.Context, cfg config, n int, bins programs) (_ *
 	if err := createAll(ctx, e.admin, myWebs(n, cfg.namespaces)); err != nil {
 		return nil, fmt.Errorf("creating MyWebs: %w", err)
 	}
-	return runChild(ctx, cfg, e, controllerRuntimeFloor, n, command(ctx, bins.crbaseline, "-kubeconfig", e.kubeconfig, "-n", fmt.Sprint(n)))
+	return runChild(ctx, cfg, e, controllerRuntimeFloor, n, contenderProgram(ctx, bins.crbaseline, "-kubeconfig", e.kubeconfig, "-n", fmt.Sprint(n)))
 }
 
 // runChild runs a contender that exits once it has converged, and takes its
@@ -95,7 +95,7 @@ func runChild(ctx context.Context, cfg config, e *env, contender string, n int, 
 	profiled := make(chan error, 1)
 	if n == cfg.cpuProfileAt {
 		name := strings.NewReplacer(" + ", "-", " ", "-").Replace(contender)
-		go func() { profiled <- e.profileAPIServer(ctx, cfg.out, fmt.Sprintf("apiserver-%s-%d", name, n)) }()
+		go func() { profiled <- e.profileAPIServer(ctx, cfg.out, fmt.Sprintf("apiserver-%s-%d", name, n), cfg.cpuProfileSeconds) }()
 	} else {
 		profiled <- nil
 	}

@@ -179,7 +179,7 @@ func writeResults(dir string, results []row) error {
 		return err
 	}
 	var md bytes.Buffer
-	fmt.Fprintf(&md, "Measured %s with Go %s on %d CPUs (`make bench`).\n\n", time.Now().UTC().Format("2006-01-02"), runtime.Version(), runtime.NumCPU())
+	fmt.Fprintf(&md, "Measured %s with Go %s on %d CPUs (`make bench`)%s.\n\n", time.Now().UTC().Format("2006-01-02"), runtime.Version(), runtime.NumCPU(), pinNote())
 	md.WriteString(summary(results))
 	fmt.Fprintln(&md, "\nRequests while converging, by verb and resource (from the API server's audit log):")
 	fmt.Fprintln(&md)

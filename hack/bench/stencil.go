@@ -49,8 +49,8 @@ func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *resul
 	var profiled chan error
 	if full && n == cfg.cpuProfileAt {
 		profiled = make(chan error, 2)
-		go func() { profiled <- op.cpuProfile(ctx, cfg.out, n) }()
-		go func() { profiled <- e.profileAPIServer(ctx, cfg.out, fmt.Sprintf("apiserver-stencil-%d", n)) }()
+		go func() { profiled <- op.cpuProfile(ctx, cfg.out, n, cfg.cpuProfileSeconds) }()
+		go func() { profiled <- e.profileAPIServer(ctx, cfg.out, fmt.Sprintf("apiserver-stencil-%d", n), cfg.cpuProfileSeconds) }()
 	}
 	r, converged, err := observeConvergence(ctx, e, w, op, n, controlPlane)
 	if err == nil {
@@ -188,7 +188,7 @@ func startProgram(ctx context.Context, e *env, binary string, args []string, log
 	if op.logFile, err = os.Create(op.logPath); err != nil {
 		return nil, err
 	}
-	op.cmd = exec.CommandContext(ctx, binary, args...)
+	op.cmd = contenderCommand(ctx, binary, args...)
 	op.cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
 	op.cmd.Stdout, op.cmd.Stderr = op.logFile, op.logFile
 	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -368,12 +368,12 @@ func (op *operator) heapProfile(ctx context.Context, out string, n int) (string,
 	return string(top), nil
 }
 
-// cpuProfile saves a profile of stencil's first 10 s, while it converges.
-func (op *operator) cpuProfile(ctx context.Context, out string, n int) error {
+// cpuProfile saves a profile of stencil's first seconds, while it converges.
+func (op *operator) cpuProfile(ctx context.Context, out string, n, seconds int) error {
 	var body io.ReadCloser
 	err := errors.New("no answer")
 	for deadline := time.Now().Add(5 * time.Second); err != nil && time.Now().Before(deadline); {
-		if body, err = get(ctx, op.pprof+"/debug/pprof/profile?seconds=10"); err != nil {
+		if body, err = get(ctx, op.pprof+"/debug/pprof/profile?seconds="+strconv.Itoa(seconds)); err != nil {
 			time.Sleep(10 * time.Millisecond) // the endpoint is not up yet
 		}
 	}
