@@ -95,7 +95,9 @@ func runChild(ctx context.Context, cfg config, e *env, contender string, n int, 
 	profiled := make(chan error, 1)
 	if n == cfg.cpuProfileAt {
 		name := strings.NewReplacer(" + ", "-", " ", "-").Replace(contender)
-		go func() { profiled <- e.profileAPIServer(ctx, cfg.out, fmt.Sprintf("apiserver-%s-%d", name, n), cfg.cpuProfileSeconds) }()
+		go func() {
+			profiled <- e.profileAPIServer(ctx, cfg.out, fmt.Sprintf("apiserver-%s-%d", name, n), cfg.cpuProfileSeconds)
+		}()
 	} else {
 		profiled <- nil
 	}

@@ -50,7 +50,9 @@ func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *resul
 	if full && n == cfg.cpuProfileAt {
 		profiled = make(chan error, 2)
 		go func() { profiled <- op.cpuProfile(ctx, cfg.out, n, cfg.cpuProfileSeconds) }()
-		go func() { profiled <- e.profileAPIServer(ctx, cfg.out, fmt.Sprintf("apiserver-stencil-%d", n), cfg.cpuProfileSeconds) }()
+		go func() {
+			profiled <- e.profileAPIServer(ctx, cfg.out, fmt.Sprintf("apiserver-stencil-%d", n), cfg.cpuProfileSeconds)
+		}()
 	}
 	r, converged, err := observeConvergence(ctx, e, w, op, n, controlPlane)
 	if err == nil {
