@@ -92,6 +92,9 @@ func startEnv(ctx context.Context, cfg config, user string) (_ *env, err error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPinned(e.cluster.PIDs()); err != nil {
+		return nil, err
+	}
 	if err := e.setUp(ctx, cfg, user); err != nil {
 		return nil, err
 	}

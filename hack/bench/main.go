@@ -82,6 +82,9 @@ func main() {
 	if cfg.bin, err = localcluster.BinDir(); err != nil {
 		fail(err)
 	}
+	if cfg.cpuProfileSeconds < 1 {
+		fail(errors.New("-cpu-profile-seconds must be at least 1"))
+	}
 	if *pin {
 		if err := pinControlPlane(); err != nil {
 			fail(err)

@@ -65,7 +65,7 @@ func runPeers(ctx context.Context, cfg config, bins programs) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("stencil bench, peers: N = %v MyWebs in %d namespaces; one run each, a fresh etcd + kube-apiserver for each run.\n\n", cfg.sizes, cfg.namespaces)
+	fmt.Printf("stencil bench, peers: N = %v MyWebs in %d namespaces; one run each, a fresh etcd + kube-apiserver for each run%s.\n\n", cfg.sizes, cfg.namespaces, pinNote())
 	var rows []peerRow
 	for _, n := range cfg.sizes {
 		row := peerRow{N: n}
@@ -342,7 +342,7 @@ func writePeers(dir string, rows []peerRow, table string) error {
 		return err
 	}
 	var md bytes.Buffer
-	fmt.Fprintf(&md, "Measured %s with Go %s on %d CPUs (`make bench-peers`), one run each.\n\n", time.Now().UTC().Format("2006-01-02"), runtime.Version(), runtime.NumCPU())
+	fmt.Fprintf(&md, "Measured %s with Go %s on %d CPUs (`make bench-peers`)%s, one run each.\n\n", time.Now().UTC().Format("2006-01-02"), runtime.Version(), runtime.NumCPU(), pinNote())
 	md.WriteString(table)
 	fmt.Fprintln(&md, "\nRequests while converging, by verb and resource (from the API server's audit log):")
 	fmt.Fprintln(&md)

@@ -26,7 +26,7 @@ type previewFigures struct {
 // user's requests meanwhile are the preview's) and times it.
 func measurePreview(ctx context.Context, cfg config, e *env) (previewFigures, error) {
 	began := time.Now()
-	cmd := exec.CommandContext(ctx, filepath.Join(cfg.bin, "stencil"), "diff", "--all")
+	cmd := contenderCommand(ctx, filepath.Join(cfg.bin, "stencil"), "diff", "--all")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
 	out, err := cmd.Output()
 	f := previewFigures{Took: time.Since(began)}

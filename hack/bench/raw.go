@@ -104,7 +104,7 @@ func runChild(ctx context.Context, cfg config, e *env, contender string, n int, 
 	controlPlane, steal := e.controlPlaneCPU(), stealSeconds()
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Base(cmd.Path), err)
+		return nil, fmt.Errorf("%s: %w", contender, err)
 	}
 	end := time.Now()
 	r := &result{Contender: contender, N: n, Converge: end.Sub(start),
