@@ -514,7 +514,16 @@ func TestPausedLeaderWritesNothing(t *testing.T) {
 	if err := syscall.Kill(paused.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = syscall.Kill(paused.cmd.Process.Pid, syscall.SIGCONT) })
+	// Runs before the standby's cleanup, which stops it and so releases
+	// the Lease: woken, the old leader could take the Lease back and hold
+	// it after the test (it is the default shard's Lease too).
+	t.Cleanup(func() {
+		select {
+		case <-paused.exited:
+		default:
+			paused.kill() // SIGKILL ends a stopped process too
+		}
+	})
 	stopped := time.Now()
 	eventually(t, 60*time.Second, "the standby holds the Lease", func() error {
 		if now := leader(); now == before || now == "" {
@@ -535,6 +544,13 @@ func TestPausedLeaderWritesNothing(t *testing.T) {
 		if out, _ := kubectl(t, "-n", ns, "get", "configmap", "ft-0-booking", "-o", "yaml"); !strings.Contains(out, "Paris") {
 			return fmt.Errorf("ft-0-booking does not say Paris yet")
 		}
+		return nil
+	})
+	// ft-1-booking goes through its ownerReference, so kube-controller-
+	// manager's garbage collector deletes it, not stencil. After the API
+	// server restarts of the tests before, the collector may pause its
+	// workers for its discovery period (30 s) while it resyncs.
+	eventually(t, 90*time.Second, "ft-1-booking garbage-collected", func() error {
 		if _, err := kubectl(t, "-n", ns, "get", "configmap", "ft-1-booking"); err == nil {
 			return fmt.Errorf("ft-1-booking is still there")
 		}

@@ -82,9 +82,16 @@ func leaseHolder(name string) string {
 // relabelled from a to b, then written by b only.
 func TestThreeShards(t *testing.T) {
 	const ns = shardsNamespace
-	// The suite's unsharded operator would reconcile every shard's
-	// resources: stopped for this test, started again after it.
-	current.stop()
+	// The suite's unsharded operators would reconcile every shard's
+	// resources, and one holds the default shard's Lease: every one still
+	// running is stopped for this test, and one started again after it.
+	for _, o := range running {
+		select {
+		case <-o.exited:
+		default:
+			o.stop()
+		}
+	}
 	t.Cleanup(func() {
 		if op, err := startOperator("after-shards"); err == nil {
 			current = op
