@@ -2,12 +2,16 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -75,18 +79,53 @@ func (r *Reconciler) claimed(ctx context.Context, cr client.Object) (bool, error
 	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(cr), fresh); err != nil {
 		return false, err
 	}
-	switch holder := fresh.GetLabels()[v1alpha1.LabelClaim]; holder {
+	holder := fresh.GetLabels()[v1alpha1.LabelClaim]
+	switch holder {
 	case mine:
 		r.noteClaim(client.ObjectKeyFromObject(cr), true)
 		return true, nil
 	case "":
 	default:
-		ctrl.LoggerFrom(ctx).Info("Waiting: another shard holds this resource's claim", "shard", holder)
-		return false, nil
+		gone, idle, err := r.holderGone(ctx, holder)
+		if err != nil {
+			return false, err
+		}
+		if !gone {
+			ctrl.LoggerFrom(ctx).Info("Waiting: another shard holds this resource's claim", "shard", holder, "leaseUnchangedFor", idle.Round(time.Second).String())
+			return false, nil
+		}
 	}
 	if err := r.writable(); err != nil {
 		return false, err
 	}
+	if err := r.takeClaim(ctx, fresh, mine); err != nil {
+		if errors.Is(err, errClaimRaced) {
+			return false, nil // judged again
+		}
+		return false, err
+	}
+	if holder != "" {
+		ctrl.LoggerFrom(ctx).Info("Took over the claim of a shard that has had no leader", "shard", holder, "lease", r.leases.leases.leaseFor(holder).String())
+		r.recorder.Eventf(cr, nil, corev1.EventTypeWarning, "ClaimTakenOver", "Claim",
+			"Shard %s took this resource over from shard %s, whose leader Lease %s has not changed for %s: that shard no longer runs",
+			mine, holder, r.leases.leases.leaseFor(holder), r.leases.leases.Wait)
+	}
+	// Whether it has objects elsewhere, from this fresh read (the cache's
+	// copy may lag): the first prune lists them from the API server.
+	r.justClaimed.Store(client.ObjectKeyFromObject(cr), len(fresh.StencilStatus().Inventory) > 0)
+	r.noteClaim(client.ObjectKeyFromObject(cr), true)
+	return true, nil
+}
+
+// errClaimRaced: the resource changed between the read of its claim and
+// the claim's patch; the claim is judged again.
+var errClaimRaced = errors.New("the resource changed while it was claimed")
+
+// takeClaim sets fresh's claim to mine, with an optimistic lock on fresh's
+// resourceVersion. A resource with objects also gets the prune-pending
+// mark, in the same patch: they may carry another shard's label, and the
+// mark outlives this process until the prune that lists them is done.
+func (r *Reconciler) takeClaim(ctx context.Context, fresh v1alpha1.Object, mine string) error {
 	before := fresh.DeepCopyObject().(client.Object)
 	set := maps.Clone(fresh.GetLabels())
 	if set == nil {
@@ -94,18 +133,22 @@ func (r *Reconciler) claimed(ctx context.Context, cr client.Object) (bool, error
 	}
 	set[v1alpha1.LabelClaim] = mine
 	fresh.SetLabels(set)
+	if len(fresh.StencilStatus().Inventory) > 0 {
+		marks := maps.Clone(fresh.GetAnnotations())
+		if marks == nil {
+			marks = map[string]string{}
+		}
+		marks[v1alpha1.AnnotationPrunePending] = "true"
+		fresh.SetAnnotations(marks)
+	}
 	err := r.client.Patch(ctx, fresh, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	if apierrors.IsConflict(err) {
-		return false, nil // changed meanwhile: judged again
+		return errClaimRaced
 	}
 	if err != nil {
-		return false, fmt.Errorf("claiming %s for shard %s: %w", client.ObjectKeyFromObject(cr), mine, err)
+		return fmt.Errorf("claiming %s for shard %s: %w", client.ObjectKeyFromObject(fresh), mine, err)
 	}
-	// Whether it has objects elsewhere, from this fresh read (the cache's
-	// copy may lag): the first prune lists them from the API server.
-	r.justClaimed.Store(client.ObjectKeyFromObject(cr), len(fresh.StencilStatus().Inventory) > 0)
-	r.noteClaim(client.ObjectKeyFromObject(cr), true)
-	return true, nil
+	return nil
 }
 
 // release gives up the claim of a resource that left this shard's view and
@@ -168,3 +211,41 @@ func (r *Reconciler) releaseMoved(ctx context.Context) error {
 
 // releaseRetry is the pause between attempts to give up a claim at start.
 const releaseRetry = 2 * time.Second
+
+// pruneAfterClaim prunes cr's objects that desired no longer holds. A
+// resource just claimed may have come from another shard, whose cache held
+// its objects: objects it no longer renders still carry the old shard's
+// label, which this shard's cache does not hold, so the first prune after
+// the claim lists them from the API server. The claim's prune-pending mark
+// says so to a leader that did not make the claim (this process may have
+// failed over in between); the prune clears it once done.
+func (r *Reconciler) pruneAfterClaim(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) ([]v1alpha1.InventoryEntry, error) {
+	key := client.ObjectKeyFromObject(cr)
+	marked := cr.GetAnnotations()[v1alpha1.AnnotationPrunePending] != ""
+	if v, ok := r.justClaimed.LoadAndDelete(key); ok {
+		// The cache's copy may not show the claim's mark yet.
+		marked = marked || v.(bool) || len(cr.StencilStatus().Inventory) > 0
+	}
+	pruned, err := r.pruneFrom(ctx, cr, desired, marked, false)
+	if err == nil && marked {
+		err = r.clearPrunePending(ctx, cr)
+	}
+	if err != nil && marked {
+		r.justClaimed.Store(key, true)
+	}
+	return pruned, err
+}
+
+// clearPrunePending removes cr's prune-pending mark (a no-op when it has
+// none), on a copy: cr stays the version the reconcile read.
+func (r *Reconciler) clearPrunePending(ctx context.Context, cr v1alpha1.Object) error {
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(r.kind.GroupVersionKind())
+	meta.SetNamespace(cr.GetNamespace())
+	meta.SetName(cr.GetName())
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, v1alpha1.AnnotationPrunePending)
+	if err := r.client.Patch(ctx, meta, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("removing %s after the prune that lists from the API server: %w", v1alpha1.AnnotationPrunePending, err)
+	}
+	return nil
+}

@@ -73,6 +73,9 @@ type Reconciler struct {
 	// justClaimed holds the resources this shard claimed and has not
 	// pruned since (see prune in run).
 	justClaimed sync.Map // types.NamespacedName → bool: it had an inventory when claimed
+	// leases tells whether a shard that holds a claim still runs (nil:
+	// claims are never taken over).
+	leases *leaseWatch
 	// claims is the set of resources this shard holds (for the gauge).
 	claims sync.Map // types.NamespacedName → bool
 }
@@ -218,18 +221,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	}
 	res.templates, res.renderDigest = r.kind.Templates(), digest
 	res.ownedFields = r.applier.ownedDigest(res.desired)
-	// A resource just claimed may have come from another shard, whose
-	// cache held its objects: the first prune lists them from the API
-	// server (objects it no longer renders still carry the old shard's
-	// label, which this shard's cache does not hold).
-	fresh := false // a new resource has nothing elsewhere
-	if v, ok := r.justClaimed.LoadAndDelete(client.ObjectKeyFromObject(cr)); ok {
-		fresh = v.(bool) || len(cr.StencilStatus().Inventory) > 0
-	}
-	if res.pruned, err = r.pruneFrom(ctx, cr, res.desired, fresh, false); err != nil {
-		if fresh {
-			r.justClaimed.Store(client.ObjectKeyFromObject(cr), true)
-		}
+	if res.pruned, err = r.pruneAfterClaim(ctx, cr, res.desired); err != nil {
 		return reconcile.Result{}, res.fail(v1alpha1.ReasonPruneFailed, false, err)
 	}
 	if res.kindStatus, err = r.kindStatus(ctx, cr, res); err != nil {

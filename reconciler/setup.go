@@ -124,6 +124,10 @@ func ClientOptions() client.Options {
 func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 	types := cachedTypesOf(kinds, mgr.GetScheme())
 	firstApplies := &claims{}
+	var leases *leaseWatch // one per process: a shard's Lease is read once for all kinds
+	if opts.Shards != nil && opts.Shards.Leases != nil {
+		leases = newLeaseWatch(*opts.Shards.Leases, mgr.GetAPIReader())
+	}
 	if err := indexOwnerUID(mgr, types); err != nil {
 		return err
 	}
@@ -141,6 +145,7 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 			rollout:  newRollout(gvk.Kind, k.Templates(), opts.Rollout),
 			mayWrite: opts.MayWrite,
 			shards:   opts.Shards,
+			leases:   leases,
 			scheme:   mgr.GetScheme(),
 		}
 		r.rollout.newObject = func() client.Object { return k.New() }

@@ -21,6 +21,10 @@ type Shards struct {
 	Name string
 	// Known lists every shard but the default.
 	Known []string
+	// Leases, when set, lets this shard take over the claims of a shard
+	// whose leader Lease has stayed unchanged for Leases.Wait (see
+	// takeover.go). nil: a claim waits until its holder gives it up.
+	Leases *ShardLeases
 }
 
 // Check refuses a shard that Known does not list, and a default shard

@@ -40,3 +40,17 @@ func TestShardSelector(t *testing.T) {
 		t.Errorf("unsharded: %v, want everything", sel)
 	}
 }
+
+// TestLeaseOfAClaimHolder: a claim's value names the Lease that tells
+// whether its shard runs, the default shard's being the base name.
+func TestLeaseOfAClaimHolder(t *testing.T) {
+	leases := ShardLeases{Namespace: "stencil-system", Base: "stencil.stencil.dev"}
+	for holder, want := range map[string]string{
+		"default": "stencil-system/stencil.stencil.dev",
+		"a":       "stencil-system/stencil.stencil.dev-a",
+	} {
+		if got := leases.leaseFor(holder).String(); got != want {
+			t.Errorf("leaseFor(%q) = %s, want %s", holder, got, want)
+		}
+	}
+}

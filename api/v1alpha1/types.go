@@ -250,6 +250,13 @@ const (
 	// writes anything for the resource, removed once the resource has left
 	// its shard, so that a moved resource has one writer at a time.
 	LabelClaim = "stencil.dev/claimed-by"
+	// AnnotationPrunePending, on a custom resource, is set (to "true") by
+	// the shard that claims it while it has objects, with the claim: they
+	// may carry another shard's label, which this shard's cache does not
+	// hold, so its next prune lists them from the API server. That shard
+	// removes it after that prune: a new leader that takes over in between
+	// does the same prune.
+	AnnotationPrunePending = "stencil.dev/prune-pending"
 	// LabelDecorator names the decorator that rendered an object for a
 	// parent stencil does not own (with LabelOwnerUID, the parent's UID);
 	// the decorators' cache and prune select by it.

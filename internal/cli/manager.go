@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -98,7 +100,28 @@ const (
 	// fenceMargin: a write the fence lets through is to be done this long
 	// before a standby could take the Lease over.
 	fenceMargin = 2 * time.Second
+	// takeoverWait: a shard takes over the claims of a shard whose Lease
+	// it has seen unchanged this long. Twice the lease duration: that
+	// shard's fence closed at least a lease duration before, and a
+	// rolling update of it renews its Lease well within it.
+	takeoverWait = 2 * leaseDuration
 )
+
+// inClusterNamespace is where a pod finds its namespace.
+const inClusterNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// leaseNamespace is the namespace of the leader election Leases: the flag's,
+// else the pod's, as controller-runtime finds it.
+func leaseNamespace(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	data, err := os.ReadFile(inClusterNamespace)
+	if err != nil {
+		return "", fmt.Errorf("--leader-election-namespace is not set and this process is not in a pod (%w): set it", err)
+	}
+	return strings.TrimSpace(string(data)), nil
+}
 
 func runManager(ctx context.Context, o managerOptions) error {
 	log := ctrl.Log.WithName("setup")
@@ -158,6 +181,13 @@ func runManager(ctx context.Context, o managerOptions) error {
 	opts := reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite, DisabledDecorators: o.disabled}
 	if len(o.shards.Known) > 0 {
 		opts.Shards = &o.shards
+		if o.leaderElect {
+			ns, err := leaseNamespace(o.leaderElectionNS)
+			if err != nil {
+				return err
+			}
+			opts.Shards.Leases = &reconciler.ShardLeases{Namespace: ns, Base: leaderElectionID, Wait: takeoverWait}
+		}
 	}
 	if err := reconciler.Setup(mgr, loaded, opts); err != nil {
 		return fmt.Errorf("%w (are the CRDs installed? `make install` installs them)", err)
