@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,7 +26,8 @@ import (
 // writes nothing for a resource before it holds the resource's claim (the
 // label v1alpha1.LabelClaim, set with an optimistic lock), and the old shard
 // gives the claim up only once the resource has left its view, which its
-// workqueue tells it after any reconcile of that resource in flight.
+// workqueue tells it after any reconcile of that resource in flight (or,
+// when it no longer runs, the new shard takes the claim over: takeover.go).
 // Unsharded (Options.Shards nil) nothing of this happens.
 
 // claimedResources counts, per kind, the resources this shard holds.
@@ -64,8 +64,9 @@ func claimName(s *Shards) string {
 }
 
 // claimed reports whether this shard holds cr's claim, taking it when no
-// shard does. false: another shard holds it and will give it up; the
-// reconcile waits, writing nothing.
+// shard does, or when the shard that does no longer runs (takeover.go).
+// false: another shard holds it and will give it up; the reconcile waits,
+// writing nothing.
 func (r *Reconciler) claimed(ctx context.Context, cr client.Object) (bool, error) {
 	if r.shards == nil {
 		return true, nil
@@ -86,12 +87,15 @@ func (r *Reconciler) claimed(ctx context.Context, cr client.Object) (bool, error
 		return true, nil
 	case "":
 	default:
-		gone, idle, err := r.holderGone(ctx, holder)
+		if err := r.writable(); err != nil {
+			return false, err // a takeover writes the holder's Lease
+		}
+		gone, why, err := r.holderGone(ctx, fresh, holder)
 		if err != nil {
 			return false, err
 		}
 		if !gone {
-			ctrl.LoggerFrom(ctx).Info("Waiting: another shard holds this resource's claim", "shard", holder, "leaseUnchangedFor", idle.Round(time.Second).String())
+			ctrl.LoggerFrom(ctx).Info("Waiting: another shard holds this resource's claim", "shard", holder, "why", why)
 			return false, nil
 		}
 	}
@@ -107,8 +111,8 @@ func (r *Reconciler) claimed(ctx context.Context, cr client.Object) (bool, error
 	if holder != "" {
 		ctrl.LoggerFrom(ctx).Info("Took over the claim of a shard that has had no leader", "shard", holder, "lease", r.leases.leases.leaseFor(holder).String())
 		r.recorder.Eventf(cr, nil, corev1.EventTypeWarning, "ClaimTakenOver", "Claim",
-			"Shard %s took this resource over from shard %s, whose leader Lease %s has not changed for %s: that shard no longer runs",
-			mine, holder, r.leases.leases.leaseFor(holder), r.leases.leases.Wait)
+			"Shard %s took this resource over from shard %s, whose leader Lease %s had not changed for %s: that shard no longer runs (the Lease now names %s, so a paused leader of it cannot come back)",
+			mine, holder, r.leases.leases.leaseFor(holder), r.leases.leases.Wait, takeoverHolder(mine))
 	}
 	// Whether it has objects elsewhere, from this fresh read (the cache's
 	// copy may lag): the first prune lists them from the API server.
@@ -133,14 +137,18 @@ func (r *Reconciler) takeClaim(ctx context.Context, fresh v1alpha1.Object, mine 
 	}
 	set[v1alpha1.LabelClaim] = mine
 	fresh.SetLabels(set)
-	if len(fresh.StencilStatus().Inventory) > 0 {
-		marks := maps.Clone(fresh.GetAnnotations())
-		if marks == nil {
-			marks = map[string]string{}
-		}
-		marks[v1alpha1.AnnotationPrunePending] = "true"
-		fresh.SetAnnotations(marks)
+	marks := maps.Clone(fresh.GetAnnotations())
+	if marks == nil {
+		marks = map[string]string{}
 	}
+	if len(fresh.StencilStatus().Inventory) > 0 {
+		marks[v1alpha1.AnnotationPrunePending] = "true"
+	}
+	delete(marks, v1alpha1.AnnotationClaimLease)
+	if r.leases != nil {
+		marks[v1alpha1.AnnotationClaimLease] = r.leases.leases.leaseFor(mine).Name
+	}
+	fresh.SetAnnotations(marks)
 	err := r.client.Patch(ctx, fresh, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	if apierrors.IsConflict(err) {
 		return errClaimRaced
@@ -176,6 +184,9 @@ func (r *Reconciler) release(ctx context.Context, nn types.NamespacedName) error
 	set := maps.Clone(fresh.GetLabels())
 	delete(set, v1alpha1.LabelClaim)
 	fresh.SetLabels(set)
+	marks := maps.Clone(fresh.GetAnnotations())
+	delete(marks, v1alpha1.AnnotationClaimLease)
+	fresh.SetAnnotations(marks)
 	if err := r.client.Patch(ctx, fresh, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("giving up the claim of %s: %w", nn, err)
 	}
@@ -236,15 +247,26 @@ func (r *Reconciler) pruneAfterClaim(ctx context.Context, cr v1alpha1.Object, de
 	return pruned, err
 }
 
-// clearPrunePending removes cr's prune-pending mark (a no-op when it has
-// none), on a copy: cr stays the version the reconcile read.
+// clearPrunePending removes cr's prune-pending mark, read afresh: only
+// while this shard still holds the claim (a newer claim's mark is that
+// claim's), with an optimistic lock, and on the fresh copy: cr stays the
+// version the reconcile read.
 func (r *Reconciler) clearPrunePending(ctx context.Context, cr v1alpha1.Object) error {
-	meta := &metav1.PartialObjectMetadata{}
-	meta.SetGroupVersionKind(r.kind.GroupVersionKind())
-	meta.SetNamespace(cr.GetNamespace())
-	meta.SetName(cr.GetName())
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, v1alpha1.AnnotationPrunePending)
-	if err := r.client.Patch(ctx, meta, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	fresh := r.kind.New()
+	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(cr), fresh); err != nil {
+		return fmt.Errorf("reading %s to remove %s: %w", client.ObjectKeyFromObject(cr), v1alpha1.AnnotationPrunePending, err)
+	}
+	if _, marked := fresh.GetAnnotations()[v1alpha1.AnnotationPrunePending]; !marked {
+		return nil
+	}
+	if r.shards != nil && fresh.GetLabels()[v1alpha1.LabelClaim] != claimName(r.shards) {
+		return nil
+	}
+	before := fresh.DeepCopyObject().(client.Object)
+	marks := maps.Clone(fresh.GetAnnotations())
+	delete(marks, v1alpha1.AnnotationPrunePending)
+	fresh.SetAnnotations(marks)
+	if err := r.client.Patch(ctx, fresh, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("removing %s after the prune that lists from the API server: %w", v1alpha1.AnnotationPrunePending, err)
 	}
 	return nil

@@ -126,7 +126,7 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 	firstApplies := &claims{}
 	var leases *leaseWatch // one per process: a shard's Lease is read once for all kinds
 	if opts.Shards != nil && opts.Shards.Leases != nil {
-		leases = newLeaseWatch(*opts.Shards.Leases, mgr.GetAPIReader())
+		leases = newLeaseWatch(*opts.Shards.Leases, mgr.GetAPIReader(), mgr.GetClient())
 	}
 	if err := indexOwnerUID(mgr, types); err != nil {
 		return err

@@ -248,7 +248,8 @@ const (
 	// LabelClaim, on a custom resource, names the shard that holds it
 	// ("default" for the default shard): set by that shard before it
 	// writes anything for the resource, removed once the resource has left
-	// its shard, so that a moved resource has one writer at a time.
+	// its shard (or taken over when that shard no longer runs), so that a
+	// moved resource has one writer at a time.
 	LabelClaim = "stencil.dev/claimed-by"
 	// AnnotationPrunePending, on a custom resource, is set (to "true") by
 	// the shard that claims it while it has objects, with the claim: they
@@ -257,6 +258,12 @@ const (
 	// removes it after that prune: a new leader that takes over in between
 	// does the same prune.
 	AnnotationPrunePending = "stencil.dev/prune-pending"
+	// AnnotationClaimLease, on a custom resource, names the leader Lease
+	// of the shard that holds its claim, set with the claim by a process
+	// that elects its leader. Only such a claim is taken over when that
+	// Lease stops changing (the shard no longer runs): without a Lease
+	// nothing tells a stopped shard from a running one.
+	AnnotationClaimLease = "stencil.dev/claimed-under-lease"
 	// LabelDecorator names the decorator that rendered an object for a
 	// parent stencil does not own (with LabelOwnerUID, the parent's UID);
 	// the decorators' cache and prune select by it.

@@ -3,6 +3,7 @@ package processtest_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,6 +80,23 @@ func TestDeadShardsClaimsAreTakenOver(t *testing.T) {
 	}
 	patch(widgets[1], `{"metadata":{"labels":{"stencil.dev/shard":"d","stencil.dev/claimed-by":"d"},"annotations":{"stencil.dev/prune-pending":"true"}},"spec":{"service":false}}`)
 	patch(widgets[0], `{"metadata":{"labels":{"stencil.dev/shard":"d"}},"spec":{"service":false}}`)
+	if got := widgets[0].Annotations[v1alpha1.AnnotationClaimLease]; got != "stencil-c" {
+		t.Fatalf("w-0's claim by c names the Lease %q, want stencil-c", got)
+	}
+	// Claims never taken over: w-2's holder e has no Lease; w-3's claim by
+	// c was not made under a Lease.
+	kept := map[string]string{"w-2": `{"stencil.dev/claimed-by":"e"}`, "w-3": `{"stencil.dev/claimed-by":"c"}`}
+	for name, claim := range kept {
+		w := &testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: testv1alpha1.WidgetSpec{Message: "one"}}
+		if err := k8s.Create(t.Context(), w); err != nil {
+			t.Fatal(err)
+		}
+		annotations := `{}`
+		if name == "w-2" {
+			annotations = `{"stencil.dev/claimed-under-lease":"stencil-e"}`
+		}
+		patch(w, `{"metadata":{"labels":`+strings.Replace(claim, "{", `{"stencil.dev/shard":"d",`, 1)+`,"annotations":`+annotations+`}}`)
+	}
 	wd := &writes{}
 	if err := testutil.StartShard(t.Context(), cluster.Config, scheme, []*render.Kind{kind}, reconciler.Shards{Name: "d", Known: known, Leases: leases}, wd.wrap); err != nil {
 		t.Fatal(err)
@@ -102,10 +120,29 @@ func TestDeadShardsClaimsAreTakenOver(t *testing.T) {
 	renewed := <-lastRenewal
 	testutil.Eventually(t, time.Minute, "w-0 Ready, taken over by d", readyAndClaimed(t, widgets[0], "d"))
 	testutil.Eventually(t, 30*time.Second, "w-0's Service pruned by d, its mark cleared", prunedByD(t, widgets[0]))
+	if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(lease), lease); err != nil {
+		t.Fatal(err)
+	}
+	if got := *lease.Spec.HolderIdentity; got != "taken-over-by-shard-d" {
+		t.Errorf("c's Lease is held by %q after the takeover, want taken-over-by-shard-d (a paused leader of c could renew it)", got)
+	}
 	first := wd.of("/w-0")[0].start
 	t.Logf("c's Lease last renewed %s; d's first write of w-0 %s later", renewed.Format("15:04:05.000"), first.Sub(renewed).Round(time.Millisecond))
 	if first.Sub(renewed) < leases.Wait {
 		t.Errorf("d wrote w-0 %s after c's last renewal, before the wait (%s)", first.Sub(renewed), leases.Wait)
+	}
+	time.Sleep(leases.Wait)
+	for name, claim := range map[string]string{"w-2": "e", "w-3": "c"} {
+		w := &testv1alpha1.Widget{}
+		if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, w); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.Labels[v1alpha1.LabelClaim]; got != claim {
+			t.Errorf("%s claimed by %q, want still %s (not taken over)", name, got, claim)
+		}
+		if spans := wd.of("/" + name); len(spans) > 0 {
+			t.Errorf("d wrote %s (%s), whose claim it must not take over", name, spans[0].path)
+		}
 	}
 	testutil.Eventually(t, 10*time.Second, "a ClaimTakenOver event", func() error {
 		events := &eventsv1.EventList{}
