@@ -111,7 +111,7 @@ func (r *Reconciler) claimed(ctx context.Context, cr client.Object) (bool, error
 	if holder != "" {
 		ctrl.LoggerFrom(ctx).Info("Took over the claim of a shard that has had no leader", "shard", holder, "lease", r.leases.leases.leaseFor(holder).String())
 		r.recorder.Eventf(cr, nil, corev1.EventTypeWarning, "ClaimTakenOver", "Claim",
-			"Shard %s took this resource over from shard %s, whose leader Lease %s had not changed for %s: that shard no longer runs (the Lease now names %s, so a paused leader of it cannot come back)",
+			"Shard %s took this resource over from shard %s, whose leader Lease %s showed no leader for at least %s: that shard no longer runs (the Lease now names %s, so a paused leader of it cannot come back)",
 			mine, holder, r.leases.leases.leaseFor(holder), r.leases.leases.Wait, takeoverHolder(mine))
 	}
 	// Whether it has objects elsewhere, from this fresh read (the cache's
@@ -266,7 +266,14 @@ func (r *Reconciler) clearPrunePending(ctx context.Context, cr v1alpha1.Object) 
 	marks := maps.Clone(fresh.GetAnnotations())
 	delete(marks, v1alpha1.AnnotationPrunePending)
 	fresh.SetAnnotations(marks)
-	if err := r.client.Patch(ctx, fresh, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+	err := r.client.Patch(ctx, fresh, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsConflict(err) {
+		// Changed since the read: the mark stays, and the reconcile that
+		// change brings prunes from the API server again and clears it.
+		ctrl.LoggerFrom(ctx).V(1).Info("The resource changed as its prune-pending mark was cleared; it stays for the next reconcile")
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("removing %s after the prune that lists from the API server: %w", v1alpha1.AnnotationPrunePending, err)
 	}
 	return nil

@@ -142,7 +142,11 @@ func (w *leaseWatch) gone(ctx context.Context, holder, mine string) (ok bool, wh
 	}
 	seized := s.lease.DeepCopy()
 	seized.Spec.HolderIdentity = new(takeoverHolder(mine))
-	seized.Spec.RenewTime = &metav1.MicroTime{Time: w.now()}
+	// A duration of its own, whatever the Lease had (a released Lease has
+	// 1 s): an elector that finds it expired would acquire it at once.
+	now := metav1.MicroTime{Time: w.now()}
+	seized.Spec.RenewTime, seized.Spec.AcquireTime = &now, &now
+	seized.Spec.LeaseDurationSeconds = new(int32(max(w.leases.Wait.Seconds(), 1)))
 	switch err := w.writer.Update(ctx, seized); {
 	case apierrors.IsConflict(err):
 		s.checked = time.Time{} // changed: read again, its leader runs
@@ -166,8 +170,12 @@ func (r *Reconciler) holderGone(ctx context.Context, cr client.Object, holder st
 	if r.leases == nil {
 		return false, "this process runs without leader election, so it takes no claim over", nil
 	}
-	if cr.GetAnnotations()[v1alpha1.AnnotationClaimLease] == "" {
+	switch under := cr.GetAnnotations()[v1alpha1.AnnotationClaimLease]; under {
+	case "":
 		return false, fmt.Sprintf("shard %s took the claim without leader election, so nothing tells whether it runs", holder), nil
+	case r.leases.leases.leaseFor(holder).Name:
+	default:
+		return false, fmt.Sprintf("shard %s took the claim under the Lease %s, not %s, which this process would watch", holder, under, r.leases.leases.leaseFor(holder)), nil
 	}
 	return r.leases.gone(ctx, holder, claimName(r.shards))
 }

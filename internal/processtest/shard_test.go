@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -153,22 +152,7 @@ func TestMovedResourceHasOneWriterAtATime(t *testing.T) {
 	if err := k8s.Create(t.Context(), w); err != nil {
 		t.Fatal(err)
 	}
-	readyWith := func(claim string) func() error {
-		return func() error {
-			if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(w), w); err != nil {
-				return err
-			}
-			c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
-			if c == nil || c.Status != metav1.ConditionTrue || w.Status.ObservedGeneration != w.Generation {
-				return fmt.Errorf("not Ready for generation %d: %+v", w.Generation, c)
-			}
-			if got := w.Labels[v1alpha1.LabelClaim]; got != claim && os.Getenv("STENCIL_TEST_NO_CLAIMS") == "" {
-				return fmt.Errorf("claimed by %q", got)
-			}
-			return nil
-		}
-	}
-	testutil.Eventually(t, time.Minute, "Ready, claimed by a", readyWith("a"))
+	testutil.Eventually(t, time.Minute, "Ready, claimed by a", readyAndClaimed(t, w, "a"))
 
 	wa.mu.Lock()
 	wa.slow, wa.delay = "/w-0", 3*time.Second
@@ -184,7 +168,7 @@ func TestMovedResourceHasOneWriterAtATime(t *testing.T) {
 	// Moved, and no longer rendering its Service: b must prune an object
 	// that still carries a's label, which b's cache does not hold.
 	patch(`{"metadata":{"labels":{"stencil.dev/shard":"b"}},"spec":{"service":false}}`)
-	testutil.Eventually(t, time.Minute, "Ready, claimed by b", readyWith("b"))
+	testutil.Eventually(t, time.Minute, "Ready, claimed by b", readyAndClaimed(t, w, "b"))
 
 	testutil.Eventually(t, 30*time.Second, "the Service pruned by b, the ConfigMap labelled b", func() error {
 		if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: "moved", Name: "w-0"}, &corev1.Service{}); !apierrors.IsNotFound(err) {
