@@ -352,7 +352,7 @@ func (a *applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 	key := keyOf(d)
 	a.writes.begin(key)
 	live, err := a.applyOne(ctx, body, false, held)
-	if others, _ := a.writes.end(key, live); others {
+	if others := a.writes.endAwaited(key, live, d.GetAnnotations()[v1alpha1.AnnotationOwner]); others {
 		out.othersWrote = true
 	}
 	if err != nil && v.adopting && apierrors.IsConflict(err) {
@@ -601,6 +601,7 @@ func (a *applier) forget(gvk, namespace, name string, uid types.UID) {
 
 // forgetKey drops all this process remembers of one object.
 func (a *applier) forgetKey(key objectKey) {
+	a.writes.forget(key)
 	a.baselines.Delete(key)
 	a.health.Delete(key)
 	a.fights.forget(key)

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -12,9 +13,22 @@ import (
 // resourceVersion; while a write is in flight, events for its object are
 // noted, and judged when the response arrives: any version other than ours
 // is someone else's write, and the caller reconciles again.
+//
+// Writes ended with endAwaited are also kept until the watch shows them
+// (see unseenSince): a watch that lists again after it expired never tells
+// of an object created and deleted meanwhile.
 type ownWrites[K comparable] struct {
 	mu       sync.Mutex
 	inFlight map[K][]uint64
+	unseen   map[K]unseenWrite
+}
+
+// unseenWrite is a write whose version no watch event has shown yet.
+type unseenWrite struct {
+	version uint64
+	at      time.Time
+	// owner is whom to wake if it stays unseen.
+	owner string
 }
 
 // begin marks a write to key as in flight.
@@ -33,9 +47,33 @@ func (w *ownWrites[K]) begin(key K) {
 // holds it already).
 func (w *ownWrites[K]) end(key K, written metav1.Object) (others, seen bool) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	others, seen, _ = w.close(key, written)
+	return others, seen
+}
+
+// endAwaited is end for a write whose event the watch must deliver: unless
+// an event of its version, or a later one, came while it was in flight, it
+// is kept as unseen, with the owner to wake, until one comes.
+func (w *ownWrites[K]) endAwaited(key K, written metav1.Object, owner string) (others bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	others, _, caughtUp := w.close(key, written)
+	delete(w.unseen, key)
+	if written != nil && !caughtUp {
+		if w.unseen == nil {
+			w.unseen = map[K]unseenWrite{}
+		}
+		w.unseen[key] = unseenWrite{version: resourceVersion(written), at: time.Now(), owner: owner}
+	}
+	return others
+}
+
+// close ends the write to key (w.mu held). caughtUp: an event of our
+// version or a later one came while it was in flight.
+func (w *ownWrites[K]) close(key K, written metav1.Object) (others, seen, caughtUp bool) {
 	noted := w.inFlight[key]
 	delete(w.inFlight, key)
-	w.mu.Unlock()
 	var ours uint64
 	if written != nil {
 		ours = resourceVersion(written)
@@ -46,19 +84,51 @@ func (w *ownWrites[K]) end(key K, written metav1.Object) (others, seen bool) {
 		} else {
 			others = true
 		}
+		caughtUp = caughtUp || rv >= ours
 	}
-	return others, seen
+	return others, seen, caughtUp
 }
 
 // note handles a watch event of version rv of key: during a write it is
 // noted and dropped (end judges it); otherwise ours decides whether it is our
-// own write, to be dropped.
+// own write, to be dropped. Either way an unseen write of key that is not
+// newer than rv is seen now.
 func (w *ownWrites[K]) note(key K, rv uint64, ours func() bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if u, ok := w.unseen[key]; ok && rv >= u.version {
+		delete(w.unseen, key)
+	}
 	if noted, ok := w.inFlight[key]; ok {
 		w.inFlight[key] = append(noted, rv)
 		return true
 	}
 	return ours()
+}
+
+// forget drops what is kept of key's writes: the object is gone.
+func (w *ownWrites[K]) forget(key K) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.unseen, key)
+}
+
+// unseenSince takes the writes that no event has shown since before
+// cutoff, and returns their owners (each once).
+func (w *ownWrites[K]) unseenSince(cutoff time.Time) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var owners []string
+	seen := map[string]bool{}
+	for key, u := range w.unseen {
+		if !u.at.Before(cutoff) {
+			continue
+		}
+		delete(w.unseen, key)
+		if !seen[u.owner] {
+			seen[u.owner] = true
+			owners = append(owners, u.owner)
+		}
+	}
+	return owners
 }

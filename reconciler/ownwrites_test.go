@@ -1,7 +1,10 @@
 package reconciler
 
 import (
+	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -41,5 +44,66 @@ func TestOwnWrites(t *testing.T) {
 				t.Error("after the write, events are not judged by the caller")
 			}
 		})
+	}
+}
+
+func TestUnseenWrites(t *testing.T) {
+	version := func(rv string) metav1.Object { return &metav1.ObjectMeta{ResourceVersion: rv} }
+	tests := []struct {
+		name    string
+		during  []uint64      // versions the watch delivers while the write is in flight
+		written metav1.Object // the write's result; nil: it failed
+		after   []uint64      // versions the watch delivers after the write
+		forget  bool          // the object's deletion was seen
+		unseen  bool          // the owner is woken
+	}{
+		{"no event at all", nil, version("7"), nil, false, true},
+		{"our own event before the response", []uint64{7}, version("7"), nil, false, false},
+		{"a later write's event before the response", []uint64{9}, version("7"), nil, false, false},
+		{"only an older write's event before the response", []uint64{5}, version("7"), nil, false, true},
+		{"our own event after the response", nil, version("7"), []uint64{7}, false, false},
+		{"a later event after the response", nil, version("7"), []uint64{8}, false, false},
+		{"only an older event after the response", nil, version("7"), []uint64{6}, false, true},
+		{"the object's deletion seen", nil, version("7"), nil, true, false},
+		{"a failed write", nil, nil, nil, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var w ownWrites[string]
+			w.begin("k")
+			for _, rv := range tt.during {
+				w.note("k", rv, func() bool { return false })
+			}
+			w.endAwaited("k", tt.written, "owner")
+			for _, rv := range tt.after {
+				w.note("k", rv, func() bool { return false })
+			}
+			if tt.forget {
+				w.forget("k")
+			}
+			if got := w.unseenSince(time.Now().Add(-time.Minute)); len(got) != 0 {
+				t.Errorf("a write of a moment ago is taken as missed: %v", got)
+			}
+			got := w.unseenSince(time.Now().Add(time.Second))
+			if want := tt.unseen; (len(got) == 1 && got[0] == "owner") != want {
+				t.Errorf("owners to wake = %v, want the owner: %v", got, want)
+			}
+			if again := w.unseenSince(time.Now().Add(time.Second)); len(again) != 0 {
+				t.Errorf("woken twice: %v", again)
+			}
+		})
+	}
+}
+
+func TestUnseenWritesWakeEachOwnerOnce(t *testing.T) {
+	var w ownWrites[string]
+	for i, key := range []string{"a", "b", "c"} {
+		w.begin(key)
+		w.endAwaited(key, &metav1.ObjectMeta{ResourceVersion: fmt.Sprint(i + 1)}, map[string]string{"a": "x", "b": "x", "c": "y"}[key])
+	}
+	got := w.unseenSince(time.Now().Add(time.Second))
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"x", "y"}) {
+		t.Errorf("owners to wake = %v, want x and y once each", got)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
@@ -78,6 +79,9 @@ type Reconciler struct {
 	leases *leaseWatch
 	// claims is the set of resources this shard holds (for the gauge).
 	claims sync.Map // types.NamespacedName → bool
+	// recheck wakes the resources whose applies the watch has not shown
+	// (see recheckUnseen).
+	recheck chan event.GenericEvent
 }
 
 // Timings of the reconcile.
@@ -89,9 +93,11 @@ const (
 	// resources in conflict must not look all at once.
 	conflictRetry    = 5 * time.Second
 	maxConflictRetry = time.Minute
-	// cacheBackstop: after an apply, the resource is reconciled once more
-	// this much later, so that an object whose events the cache missed
-	// (deleted before the informer saw it) is still found missing.
+	// cacheBackstop: a resource is reconciled again when the watch has not
+	// shown one of its applies this long after it, so that an object whose
+	// events the cache missed (deleted before the informer saw it) is still
+	// found missing (see recheckUnseen); and this long after a reconcile
+	// that found the cache behind an apply.
 	cacheBackstop = 30 * time.Second
 	// statusWriteTimeout bounds the status write, which runs even when the
 	// reconcile's own deadline has passed.
@@ -331,11 +337,13 @@ func newRewrites() workqueue.TypedRateLimiter[types.NamespacedName] {
 }
 
 // nextLook is when a reconcile that succeeded looks again: when a
-// correction that waits because of a fight may go ahead, and after an
-// apply at cacheBackstop; else never (0).
+// correction that waits because of a fight may go ahead, and at
+// cacheBackstop when the cache was behind an earlier apply; else never (0).
+// An apply needs no look again: its watch event, or recheckUnseen, brings
+// the resource back.
 func nextLook(res *result, waiting bool) time.Duration {
 	var next time.Duration
-	if len(res.applied) > 0 || waiting {
+	if waiting {
 		next = cacheBackstop
 	}
 	for _, d := range res.fights {

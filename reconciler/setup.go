@@ -147,6 +147,7 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 			shards:   opts.Shards,
 			leases:   leases,
 			scheme:   mgr.GetScheme(),
+			recheck:  make(chan event.GenericEvent),
 		}
 		r.rollout.newObject = func() client.Object { return k.New() }
 		r.rollout.list = listOf(mgr.GetClient(), mgr.GetScheme(), gvk)
@@ -159,6 +160,7 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 				ReconciliationTimeout:   cmp.Or(opts.ReconcileTimeout, DefaultReconcileTimeout),
 			})
 		b = b.WatchesRawSource(source.Channel(r.rollout.wake, &handler.EnqueueRequestForObject{}))
+		b = b.WatchesRawSource(source.Channel(r.recheck, &handler.EnqueueRequestForObject{}))
 		for _, t := range k.Declaration().Owns {
 			b = r.watchOwned(b, t.GroupVersionKind())
 		}
@@ -167,6 +169,9 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 		}
 		if err := b.Complete(r); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", gvk.Kind, err)
+		}
+		if err := mgr.Add(manager.RunnableFunc(r.recheckUnseen)); err != nil {
+			return err
 		}
 		if opts.Shards != nil {
 			if err := mgr.Add(manager.RunnableFunc(r.releaseMoved)); err != nil {
@@ -250,6 +255,43 @@ func (r *Reconciler) notOwnStatusWrite(e event.UpdateEvent) bool {
 		r.statusCached(key, rv)
 		return true
 	})
+}
+
+// recheckUnseen wakes, every third of cacheBackstop, the resources with an
+// apply that the watch has not shown for cacheBackstop: its events were
+// missed (a watch that expired and listed again after the object was
+// deleted), so the cache alone would never tell that the object is gone.
+// A resource whose applies the watch has shown is not looked at again.
+func (r *Reconciler) recheckUnseen(ctx context.Context) error {
+	tick := time.NewTicker(cacheBackstop / 3)
+	defer tick.Stop()
+	kind := r.kind.GroupVersionKind().GroupKind()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		owners := r.applier.writes.unseenSince(time.Now().Add(-cacheBackstop))
+		if len(owners) > 0 {
+			ctrl.LoggerFrom(ctx).Info("The watch has not shown some applies; looking at their resources again",
+				"kind", kind.Kind, "resources", len(owners), "after", cacheBackstop)
+		}
+		for _, owner := range owners {
+			gk, nn, ok := render.ParseOwnerAnnotation(owner)
+			if !ok || gk != kind {
+				continue
+			}
+			o := r.kind.New()
+			o.SetNamespace(nn.Namespace)
+			o.SetName(nn.Name)
+			select {
+			case r.recheck <- event.GenericEvent{Object: o}:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
 }
 
 // ownerByUID maps an observed object (a pod from a pod template with
