@@ -110,8 +110,6 @@ type applyOutcome struct {
 	// othersWrote: another write to an applied object was seen while our
 	// apply was in flight; reconcile again.
 	othersWrote bool
-	// waiting: the cache has not caught up with an earlier apply yet.
-	waiting bool
 	// adopted names the objects it took over on a person's request.
 	adopted []string
 	// immutable are the refusals of applies that would change a field that
@@ -157,6 +155,15 @@ type verdict struct {
 	// claimed: this resource holds the claim on the object's first apply
 	// until the apply returns.
 	claimed bool
+}
+
+// cachedVersion is the resourceVersion of the object as the cache holds
+// it: 0 when it does not, or when v was read from the API server instead.
+func (v verdict) cachedVersion() uint64 {
+	if v.live == nil || (v.resourceVersion != "" && !v.adopting) {
+		return 0
+	}
+	return resourceVersion(v.live)
 }
 
 // apply brings every desired object that is this resource's to its desired
@@ -236,7 +243,6 @@ func (a *applier) applyChecked(ctx context.Context, d *unstructured.Unstructured
 		out.conflicts = append(out.conflicts, *v.conflict)
 		return nil //nolint:nilerr // a conflict is reported in status, and the other objects are still applied
 	}
-	out.waiting = out.waiting || v.waiting
 	stale, err := a.onDrift(ctx, d, v, report, out)
 	if err != nil || !stale {
 		return err
@@ -352,7 +358,7 @@ func (a *applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 	key := keyOf(d)
 	a.writes.begin(key)
 	live, err := a.applyOne(ctx, body, false, held)
-	if others := a.writes.endAwaited(key, live, d.GetAnnotations()[v1alpha1.AnnotationOwner]); others {
+	if others := a.writes.endAwaited(key, live, v.cachedVersion(), d.GetAnnotations()[v1alpha1.AnnotationOwner]); others {
 		out.othersWrote = true
 	}
 	if err != nil && v.adopting && apierrors.IsConflict(err) {
@@ -463,7 +469,8 @@ func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (verd
 		return verdict{stale: true, live: live}, nil
 	case a.appliedNewer(d, hash, resourceVersion(live)):
 		// The cache has not caught up with our last apply; its update
-		// event, or the backstop, will bring us back.
+		// event (which ownWrite drops, as our own), or else recheckUnseen,
+		// brings us back.
 		return verdict{waiting: true}, nil
 	}
 	base, err := a.baseline(ctx, d, hash)

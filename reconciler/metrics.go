@@ -31,18 +31,22 @@ var (
 		Name: "stencil_fights_total",
 		Help: "Fights started: objects whose fields another writer took back 3 times in a row after stencil reverted them, from when stencil paces its corrections.",
 	}, []string{"kind"})
+	unseenRechecks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stencil_unseen_apply_rechecks_total",
+		Help: "Resources reconciled again because the watch had not shown one of their applies 30 s after it: watch events were missed, or the cache is far behind.",
+	}, []string{"kind"})
 	unhealthy = newUnhealthyResources()
 )
 
 func init() {
-	metrics.Registry.MustRegister(appliedObjects, prunedObjects, revertedObjects, fightsStarted, unhealthy, rolledOut, rolloutResources, rolloutHalted)
+	metrics.Registry.MustRegister(appliedObjects, prunedObjects, revertedObjects, fightsStarted, unseenRechecks, unhealthy, rolledOut, rolloutResources, rolloutHalted)
 }
 
 // startCounters makes the counters of kind exist at zero, so that a
 // dashboard's rate or increase has a start, and every series is served
 // before its first event.
 func startCounters(kind string) {
-	for _, c := range []*prometheus.CounterVec{appliedObjects, prunedObjects, revertedObjects, fightsStarted, rolledOut} {
+	for _, c := range []*prometheus.CounterVec{appliedObjects, prunedObjects, revertedObjects, fightsStarted, unseenRechecks, rolledOut} {
 		c.WithLabelValues(kind)
 	}
 	for _, state := range []string{"rolling", "waiting"} {

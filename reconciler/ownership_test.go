@@ -396,7 +396,8 @@ func TestDeletedRightAfterApply(t *testing.T) {
 }
 
 // An object deleted before the cache saw it (its events lost) is still
-// re-created: the backstop reconcile looks past the cache.
+// re-created: the watch never shows the apply, so recheckUnseen wakes the
+// resource, whose reconcile looks past the cache.
 func TestObjectDeletedUnseenIsRecreated(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)

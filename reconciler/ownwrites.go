@@ -53,18 +53,24 @@ func (w *ownWrites[K]) end(key K, written metav1.Object) (others, seen bool) {
 }
 
 // endAwaited is end for a write whose event the watch must deliver: unless
-// an event of its version, or a later one, came while it was in flight, it
-// is kept as unseen, with the owner to wake, until one comes.
-func (w *ownWrites[K]) endAwaited(key K, written metav1.Object, owner string) (others bool) {
+// the cache held its version already (cached: the version the cache held
+// before the write, 0 for none; a write that changed nothing keeps it), or
+// an event of its version or a later one came while it was in flight, it
+// is kept as unseen, with the owner to wake, until one comes. A failed
+// write leaves an earlier unseen write of key as it was.
+func (w *ownWrites[K]) endAwaited(key K, written metav1.Object, cached uint64, owner string) (others bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	others, _, caughtUp := w.close(key, written)
+	if written == nil {
+		return others
+	}
 	delete(w.unseen, key)
-	if written != nil && !caughtUp {
+	if ours := resourceVersion(written); !caughtUp && (cached == 0 || ours > cached) {
 		if w.unseen == nil {
 			w.unseen = map[K]unseenWrite{}
 		}
-		w.unseen[key] = unseenWrite{version: resourceVersion(written), at: time.Now(), owner: owner}
+		w.unseen[key] = unseenWrite{version: ours, at: time.Now(), owner: owner}
 	}
 	return others
 }
@@ -106,7 +112,9 @@ func (w *ownWrites[K]) note(key K, rv uint64, ours func() bool) bool {
 	return ours()
 }
 
-// forget drops what is kept of key's writes: the object is gone.
+// forget drops what is kept of key's writes: the object is gone (its
+// deletion was seen, whichever version it names: the deletion's event
+// wakes the owner anyway, or it was pruned).
 func (w *ownWrites[K]) forget(key K) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

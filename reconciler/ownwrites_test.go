@@ -51,30 +51,42 @@ func TestUnseenWrites(t *testing.T) {
 	version := func(rv string) metav1.Object { return &metav1.ObjectMeta{ResourceVersion: rv} }
 	tests := []struct {
 		name    string
+		earlier metav1.Object // an earlier write of the object, never seen
+		cached  uint64        // the version the cache held before the write
 		during  []uint64      // versions the watch delivers while the write is in flight
 		written metav1.Object // the write's result; nil: it failed
 		after   []uint64      // versions the watch delivers after the write
 		forget  bool          // the object's deletion was seen
 		unseen  bool          // the owner is woken
 	}{
-		{"no event at all", nil, version("7"), nil, false, true},
-		{"our own event before the response", []uint64{7}, version("7"), nil, false, false},
-		{"a later write's event before the response", []uint64{9}, version("7"), nil, false, false},
-		{"only an older write's event before the response", []uint64{5}, version("7"), nil, false, true},
-		{"our own event after the response", nil, version("7"), []uint64{7}, false, false},
-		{"a later event after the response", nil, version("7"), []uint64{8}, false, false},
-		{"only an older event after the response", nil, version("7"), []uint64{6}, false, true},
-		{"the object's deletion seen", nil, version("7"), nil, true, false},
-		{"a failed write", nil, nil, nil, false, false},
+		{"no event at all", nil, 0, nil, version("7"), nil, false, true},
+		{"our own event before the response", nil, 0, []uint64{7}, version("7"), nil, false, false},
+		{"a later write's event before the response", nil, 0, []uint64{9}, version("7"), nil, false, false},
+		{"only an older write's event before the response", nil, 0, []uint64{5}, version("7"), nil, false, true},
+		{"our own event after the response", nil, 0, nil, version("7"), []uint64{7}, false, false},
+		{"a later event after the response", nil, 0, nil, version("7"), []uint64{8}, false, false},
+		{"only an older event after the response", nil, 0, nil, version("7"), []uint64{6}, false, true},
+		{"the object's deletion seen", nil, 0, nil, version("7"), nil, true, false},
+		{"a failed write", nil, 0, nil, nil, nil, false, false},
+		{"a failed write after an unseen one", version("4"), 0, nil, nil, nil, false, true},
+		{"a write after an unseen one, seen", version("4"), 0, []uint64{7}, version("7"), nil, false, false},
+		{"a write that changed nothing the cache holds", nil, 7, nil, version("7"), nil, false, false},
+		{"a change of an object the cache holds", nil, 6, nil, version("7"), nil, false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var w ownWrites[string]
+			if tt.earlier != nil {
+				w.begin("k")
+				w.endAwaited("k", tt.earlier, 0, "owner")
+			}
 			w.begin("k")
 			for _, rv := range tt.during {
-				w.note("k", rv, func() bool { return false })
+				if !w.note("k", rv, func() bool { t.Fatal("asked while in flight"); return false }) {
+					t.Errorf("event %d during the write was not held back", rv)
+				}
 			}
-			w.endAwaited("k", tt.written, "owner")
+			w.endAwaited("k", tt.written, tt.cached, "owner")
 			for _, rv := range tt.after {
 				w.note("k", rv, func() bool { return false })
 			}
@@ -99,7 +111,7 @@ func TestUnseenWritesWakeEachOwnerOnce(t *testing.T) {
 	var w ownWrites[string]
 	for i, key := range []string{"a", "b", "c"} {
 		w.begin(key)
-		w.endAwaited(key, &metav1.ObjectMeta{ResourceVersion: fmt.Sprint(i + 1)}, map[string]string{"a": "x", "b": "x", "c": "y"}[key])
+		w.endAwaited(key, &metav1.ObjectMeta{ResourceVersion: fmt.Sprint(i + 1)}, 0, map[string]string{"a": "x", "b": "x", "c": "y"}[key])
 	}
 	got := w.unseenSince(time.Now().Add(time.Second))
 	slices.Sort(got)

@@ -274,12 +274,14 @@ func (r *Reconciler) recheckUnseen(ctx context.Context) error {
 		}
 		owners := r.applier.writes.unseenSince(time.Now().Add(-cacheBackstop))
 		if len(owners) > 0 {
+			unseenRechecks.WithLabelValues(kind.Kind).Add(float64(len(owners)))
 			ctrl.LoggerFrom(ctx).Info("The watch has not shown some applies; looking at their resources again",
-				"kind", kind.Kind, "resources", len(owners), "after", cacheBackstop)
+				"kind", kind.Kind, "resources", len(owners), "first", owners[:min(len(owners), 3)], "after", cacheBackstop)
 		}
 		for _, owner := range owners {
 			gk, nn, ok := render.ParseOwnerAnnotation(owner)
 			if !ok || gk != kind {
+				ctrl.LoggerFrom(ctx).Error(nil, "An applied object names an owner of another kind; not looked at again", "kind", kind.Kind, "owner", owner)
 				continue
 			}
 			o := r.kind.New()
