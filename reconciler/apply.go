@@ -110,6 +110,8 @@ type applyOutcome struct {
 	// othersWrote: another write to an applied object was seen while our
 	// apply was in flight; reconcile again.
 	othersWrote bool
+	// waiting: the cache has not caught up with an earlier apply yet.
+	waiting bool
 	// adopted names the objects it took over on a person's request.
 	adopted []string
 	// immutable are the refusals of applies that would change a field that
@@ -243,6 +245,7 @@ func (a *applier) applyChecked(ctx context.Context, d *unstructured.Unstructured
 		out.conflicts = append(out.conflicts, *v.conflict)
 		return nil //nolint:nilerr // a conflict is reported in status, and the other objects are still applied
 	}
+	out.waiting = out.waiting || v.waiting
 	stale, err := a.onDrift(ctx, d, v, report, out)
 	if err != nil || !stale {
 		return err
@@ -468,9 +471,9 @@ func (a *applier) check(ctx context.Context, d *unstructured.Unstructured) (verd
 		}
 		return verdict{stale: true, live: live}, nil
 	case a.appliedNewer(d, hash, resourceVersion(live)):
-		// The cache has not caught up with our last apply; its update
-		// event (which ownWrite drops, as our own), or else recheckUnseen,
-		// brings us back.
+		// The cache has not caught up with our last apply: the reconcile
+		// looks again at cacheBackstop (its update event is dropped as our
+		// own, and may have cleared the unseen write already).
 		return verdict{waiting: true}, nil
 	}
 	base, err := a.baseline(ctx, d, hash)

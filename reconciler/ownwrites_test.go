@@ -119,3 +119,29 @@ func TestUnseenWritesWakeEachOwnerOnce(t *testing.T) {
 		t.Errorf("owners to wake = %v, want x and y once each", got)
 	}
 }
+
+// cachedVersion is the cache's version only for verdicts built from the
+// cache: an object read from the API server is not in the cache, and a
+// write that changes nothing there must still be awaited.
+func TestVerdictCachedVersion(t *testing.T) {
+	cached := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "7"}}
+	tests := []struct {
+		name string
+		v    verdict
+		want uint64
+	}{
+		{"a new render of a cached object", verdict{stale: true, live: cached}, 7},
+		{"drift on a cached object", verdict{live: cached}, 7},
+		{"adopting a cached object", verdict{stale: true, live: cached, adopting: true, resourceVersion: "7"}, 7},
+		{"ours, read from the API server", verdict{stale: true, live: cached, resourceVersion: "7"}, 0},
+		{"adopting, read from the API server", verdict{stale: true, adopting: true, resourceVersion: "7"}, 0},
+		{"creating", verdict{stale: true, creating: true}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.v.cachedVersion(); got != tt.want {
+				t.Errorf("cachedVersion = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}

@@ -96,7 +96,9 @@ const (
 	// cacheBackstop: a resource is reconciled again when the watch has not
 	// shown one of its applies this long after it, so that an object whose
 	// events the cache missed (deleted before the informer saw it) is still
-	// found missing (see recheckUnseen).
+	// found missing (see recheckUnseen); and this long after a reconcile
+	// that found the cache behind an apply (what it judged from the cache
+	// was stale, and the apply's own event, dropped, will not wake it).
 	cacheBackstop = 30 * time.Second
 	// statusWriteTimeout bounds the status write, which runs even when the
 	// reconcile's own deadline has passed.
@@ -240,7 +242,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	if len(res.applied)+len(res.pruned) > 0 {
 		log.V(1).Info("Reconciled", "applied", len(res.applied), "pruned", len(res.pruned), "cr", klog.KObj(cr))
 	}
-	return reconcile.Result{RequeueAfter: nextLook(res)}, nil
+	return reconcile.Result{RequeueAfter: nextLook(res, out.waiting)}, nil
 }
 
 // awaitTurn asks the rollout gate whether this reconcile may apply a change
@@ -336,11 +338,15 @@ func newRewrites() workqueue.TypedRateLimiter[types.NamespacedName] {
 }
 
 // nextLook is when a reconcile that succeeded looks again: when a
-// correction that waits because of a fight may go ahead; else never (0).
-// An apply needs no look again, nor a cache that is still behind one:
-// recheckUnseen wakes the resource if the watch does not show the apply.
-func nextLook(res *result) time.Duration {
+// correction that waits because of a fight may go ahead, and at
+// cacheBackstop when it found the cache behind an earlier apply; else never
+// (0). An apply needs no look again: recheckUnseen wakes the resource if
+// the watch does not show the apply.
+func nextLook(res *result, waiting bool) time.Duration {
 	var next time.Duration
+	if waiting {
+		next = cacheBackstop
+	}
 	for _, d := range res.fights {
 		next = soonest(next, max(time.Until(d.until), time.Millisecond))
 	}
@@ -384,7 +390,7 @@ func (r *Reconciler) leaveBlocked(ctx context.Context, cr v1alpha1.Object, res *
 		r.conflicts.Delete(nn)
 	}
 	blocked := len(out.immutable)+len(out.recreating)+len(out.conflicts) > 0
-	return soonest(retry, nextLook(res)), blocked
+	return soonest(retry, nextLook(res, out.waiting)), blocked
 }
 
 // soonest is the shorter of two waits, where 0 is none.

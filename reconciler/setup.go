@@ -274,7 +274,6 @@ func (r *Reconciler) recheckUnseen(ctx context.Context) error {
 		}
 		owners := r.applier.writes.unseenSince(time.Now().Add(-cacheBackstop))
 		if len(owners) > 0 {
-			unseenRechecks.WithLabelValues(kind.Kind).Add(float64(len(owners)))
 			ctrl.LoggerFrom(ctx).Info("The watch has not shown some applies; looking at their resources again",
 				"kind", kind.Kind, "resources", len(owners), "first", owners[:min(len(owners), 3)], "after", cacheBackstop)
 		}
@@ -284,6 +283,7 @@ func (r *Reconciler) recheckUnseen(ctx context.Context) error {
 				ctrl.LoggerFrom(ctx).Error(nil, "An applied object names an owner of another kind; not looked at again", "kind", kind.Kind, "owner", owner)
 				continue
 			}
+			unseenRechecks.WithLabelValues(kind.Kind).Inc()
 			o := r.kind.New()
 			o.SetNamespace(nn.Namespace)
 			o.SetName(nn.Name)
