@@ -78,9 +78,9 @@ bench-decorators: tools ## Measure the heap a decorator's cache of 2,000 pods co
 	go run ./hack/decobench
 
 .PHONY: bench-peers
-bench-peers: tools build ## Measure stencil beside kro (built from hack/tools/kro) and the raw + status floor, one run each per N (default 100, 500, 1000); writes docs/benchmarks/peers/.
+bench-peers: tools build ## Measure stencil beside the hand-written operator (both variants), kro, the Helm operator (built from hack/tools) and the raw + status floor, one run each per N (default 100, 500, 1000, 5000: about 80 minutes on 2 cores); writes docs/benchmarks/peers/.
 	PEERS=1 hack/tools/install.sh $(BIN)
-	go run ./hack/bench -peers -n $(if $(N),$(N),100$(comma)500$(comma)1000) -out docs/benchmarks/peers $(BENCH_ARGS)
+	go run ./hack/bench -peers -n $(if $(N),$(N),100$(comma)500$(comma)1000$(comma)5000) -out docs/benchmarks/peers $(BENCH_ARGS)
 
 .PHONY: bench
 bench: tools build ## Measure stencil against a raw server-side-apply loop (N = 100, 500, 1000, or N=5000,10000: one run each, into docs/benchmarks/large); writes docs/benchmarks/.

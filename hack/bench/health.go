@@ -11,30 +11,31 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
-	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
 
-// healthFigures: what it costs stencil to see its objects become healthy.
+// healthFigures: what it costs a contender to see its objects become
+// healthy.
 type healthFigures struct {
 	// Marked is how long the bench took to write every Deployment's status,
 	// both steps.
 	Marked time.Duration `json:"markedNanoseconds"`
 	// Ready is from the first mark until every MyWeb was Ready.
 	Ready time.Duration `json:"readyNanoseconds"`
-	// Requests are stencil's meanwhile.
+	// Requests are the contender's meanwhile.
 	Requests requests `json:"requests"`
 }
 
 // measureHealth stands in for the Deployment controller that the bench's
 // control plane does not run: it writes every MyWeb's Deployment status in
 // two steps as that controller does (its pod created but not available,
-// then available) and times until every MyWeb is Ready, counting stencil's
-// requests meanwhile. Health costs stencil no polling: each Deployment's
-// status event brings its MyWeb back, and its status changes with each
-// step (Progressing with the new counts, then Ready), at most once a second.
+// then available) and times until every MyWeb is Ready, counting the
+// contender's requests meanwhile. Health costs stencil no polling: each
+// Deployment's status event brings its MyWeb back, and its status changes
+// with each step (Progressing with the new counts, then Ready), at most
+// once a second.
 func measureHealth(ctx context.Context, e *env, w *watcher, n int) (healthFigures, error) {
 	list := &appsv1.DeploymentList{}
-	if err := e.admin.List(ctx, list, client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil}); err != nil {
+	if err := e.admin.List(ctx, list, webLabels); err != nil {
 		return healthFigures{}, err
 	}
 	if len(list.Items) != n {
@@ -49,7 +50,7 @@ func measureHealth(ctx context.Context, e *env, w *watcher, n int) (healthFigure
 		if err != nil {
 			return healthFigures{}, fmt.Errorf("writing the Deployments' status: %w", err)
 		}
-		if err := e.admin.List(ctx, list, client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil}); err != nil {
+		if err := e.admin.List(ctx, list, webLabels); err != nil {
 			return healthFigures{}, err
 		}
 	}
@@ -62,7 +63,7 @@ func measureHealth(ctx context.Context, e *env, w *watcher, n int) (healthFigure
 	if err := sleep(ctx, settle); err != nil { // events are sent asynchronously
 		return healthFigures{}, err
 	}
-	f.Requests, err = countRequests(e.auditLog, "stencil", began, time.Now())
+	f.Requests, err = countRequests(e.auditLog, e.user, began, time.Now())
 	return f, err
 }
 

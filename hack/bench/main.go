@@ -52,6 +52,7 @@ type config struct {
 	stencilArgs       []string
 	keep              bool
 	peers             bool
+	helmOperator      string
 }
 
 func main() {
@@ -66,7 +67,8 @@ func main() {
 	flag.IntVar(&cfg.cpuProfileAt, "cpu-profile-n", 0, "N at which to take a CPU profile of stencil and kube-apiserver from stencil's start (0: none).")
 	flag.IntVar(&cfg.cpuProfileSeconds, "cpu-profile-seconds", 10, "How long the CPU profiles of -cpu-profile-n run.")
 	flag.StringVar(&cfg.out, "out", "docs/benchmarks", "Folder for results.md, results.json, converge.svg and the heap profile.")
-	flag.BoolVar(&cfg.peers, "peers", false, "Run the peers instead: the raw + status floor, stencil and kro (built by `PEERS=1 hack/tools/install.sh`), one run each per N.")
+	flag.BoolVar(&cfg.peers, "peers", false, "Run the peers instead: the raw + status floor, stencil, the hand-written MyWeb operator (both variants), kro (built by `PEERS=1 hack/tools/install.sh`) and the Helm operator (-helm-operator), one run each per N.")
+	flag.StringVar(&cfg.helmOperator, "helm-operator", os.Getenv("STENCIL_BENCH_HELM_OPERATOR"), "With -peers: the operator-sdk Helm operator's binary (default $STENCIL_BENCH_HELM_OPERATOR, else bin/helm-operator if `PEERS=1 hack/tools/install.sh` built it; docs/benchmarks.md says how to build it). Without it the Helm operator is not measured.")
 	flag.BoolVar(&cfg.keep, "keep", false, "Keep each run's folder (audit log, stencil's log) and print where it is.")
 	pin := flag.Bool("pin", false, "Run the bench and the control plane on CPU 0 and each contender on CPU 1 (needs taskset), as when an operator does not share CPUs with kube-apiserver.")
 	stencilArgs := flag.String("stencil-args", "", "Extra flags for stencil, space-separated (to try settings).")
@@ -82,6 +84,9 @@ func main() {
 	if cfg.bin, err = localcluster.BinDir(); err != nil {
 		fail(err)
 	}
+	if built := filepath.Join(cfg.bin, "helm-operator"); cfg.helmOperator == "" && fileExists(built) {
+		cfg.helmOperator = built // PEERS=1 hack/tools/install.sh built it
+	}
 	if cfg.cpuProfileSeconds < 1 {
 		fail(errors.New("-cpu-profile-seconds must be at least 1"))
 	}
@@ -96,6 +101,11 @@ func main() {
 	if err := run(ctx, cfg); err != nil {
 		fail(err)
 	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func fail(err error) {
@@ -115,7 +125,8 @@ func parseSizes(s string) ([]int, error) {
 	return sizes, nil
 }
 
-// programs are the child programs the bench builds and runs.
+// programs are the child programs the bench builds and runs (the
+// hand-written operator too, into the bin folder).
 type programs struct{ rawapply, crbaseline string }
 
 func run(ctx context.Context, cfg config) error {
@@ -123,7 +134,8 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	bins := programs{rawapply: filepath.Join(cfg.bin, "rawapply"), crbaseline: filepath.Join(cfg.bin, "crbaseline")}
-	if err := errors.Join(goBuild(ctx, bins.rawapply, "./hack/bench/rawapply"), goBuild(ctx, bins.crbaseline, "./hack/bench/crbaseline")); err != nil {
+	if err := errors.Join(goBuild(ctx, bins.rawapply, "./hack/bench/rawapply"), goBuild(ctx, bins.crbaseline, "./hack/bench/crbaseline"),
+		goBuild(ctx, filepath.Join(cfg.bin, "myweb-operator"), "./hack/bench/handwritten/myweb-operator")); err != nil {
 		return err
 	}
 	if cfg.peers {
@@ -161,7 +173,7 @@ func measure(ctx context.Context, cfg config, n int, bins programs) (row, error)
 				raws = append(raws, raw)
 			}
 		}
-		st, err := measureStencil(ctx, cfg, n, i == cfg.runs-1)
+		st, err := measureOperator(ctx, cfg, n, stencilContender(cfg), i == cfg.runs-1)
 		if err != nil {
 			return row{}, fmt.Errorf("stencil, N=%d: %w", n, err)
 		}

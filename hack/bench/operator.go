@@ -21,33 +21,40 @@ import (
 // requests.
 const settle = 5 * time.Second
 
-// measureStencil: the MyWebs exist before stencil starts; the clock runs
-// from starting the process until every MyWeb is Ready for its generation.
-// A full run goes on to the quiet window, the heap profile and the drift
-// changes.
-func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *result, err error) {
-	e, err := startEnv(ctx, cfg, "stencil")
+// measureOperator: the custom resources exist before the contender
+// starts; the clock runs from starting the process until every one is
+// converged (MyWeb: Ready for its generation). A full run goes on to the
+// quiet window, the drift changes, the health of the Deployments (the
+// contenders that report it), stencil's profiles and upgrade preview, and
+// a restart.
+func measureOperator(ctx context.Context, cfg config, n int, c *contender, full bool) (_ *result, err error) {
+	e, err := startEnv(ctx, cfg, c.user)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, e.stop()) }()
-	webs := myWebs(n, cfg.namespaces)
-	if err := createAll(ctx, e.admin, webs); err != nil {
-		return nil, fmt.Errorf("creating MyWebs: %w", err)
+	if c.web.prepare != nil {
+		if err := c.web.prepare(ctx, e); err != nil {
+			return nil, err
+		}
 	}
-	w, err := startWatcher(ctx, e, n)
+	webs := c.web.objects(n, cfg.namespaces)
+	if err := createAll(ctx, e.admin, webs); err != nil {
+		return nil, fmt.Errorf("creating the %ss: %w", c.web.gvk.Kind, err)
+	}
+	w, err := startWatcher(ctx, e, n, c.web)
 	if err != nil {
 		return nil, err
 	}
 	defer w.stop()
 	controlPlane, steal := e.controlPlaneCPU(), stealSeconds()
-	op, err := startStencil(ctx, cfg, e, "stencil.log")
+	op, err := startContender(ctx, e, c, c.user+".log")
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, op.stop()) }()
 	var profiled chan error
-	if full && n == cfg.cpuProfileAt {
+	if full && c.stencil && n == cfg.cpuProfileAt {
 		profiled = make(chan error, 2)
 		go func() { profiled <- op.cpuProfile(ctx, cfg.out, n, cfg.cpuProfileSeconds) }()
 		go func() {
@@ -69,7 +76,7 @@ func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *resul
 			return nil, err
 		}
 	}
-	if n == cfg.profileAt {
+	if c.stencil && n == cfg.profileAt {
 		if r.HeapTop, err = op.heapProfile(ctx, cfg.out, n); err != nil {
 			return nil, err
 		}
@@ -77,11 +84,15 @@ func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *resul
 	if r.Drift, err = measureDrift(ctx, e.admin, w, webs, cfg.driftChanges); err != nil {
 		return nil, err
 	}
-	if r.Health, err = measureHealth(ctx, e, w, n); err != nil {
-		return nil, err
+	if c.web.health {
+		if r.Health, err = measureHealth(ctx, e, w, n); err != nil {
+			return nil, err
+		}
 	}
-	if r.Preview, err = measurePreview(ctx, cfg, e); err != nil {
-		return nil, err
+	if c.stencil {
+		if r.Preview, err = measurePreview(ctx, cfg, e); err != nil {
+			return nil, err
+		}
 	}
 	if r.PeakRSSKiB, r.FileRSSKiB, err = op.memory(); err != nil {
 		return nil, err
@@ -89,7 +100,7 @@ func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *resul
 	if r.CPUSeconds, err = op.cpuSeconds(); err != nil {
 		return nil, err
 	}
-	restarted, err := measureRestart(ctx, cfg, e, w, webs, op)
+	restarted, err := measureRestart(ctx, e, w, webs, op)
 	if restarted.op != nil {
 		err = errors.Join(err, restarted.op.stop())
 	}
@@ -97,36 +108,36 @@ func measureStencil(ctx context.Context, cfg config, n int, full bool) (_ *resul
 	return r, err
 }
 
-// observeConvergence waits until every MyWeb is Ready and takes the figures
-// of convergence: time, requests, reconciles, CPU and memory so far.
+// observeConvergence waits until every resource has converged and takes
+// the figures of convergence: time, requests, reconciles, CPU and memory so
+// far.
 func observeConvergence(ctx context.Context, e *env, w *watcher, op *operator, n int, controlPlane float64) (*result, time.Time, error) {
-	converged, err := w.waitReady(ctx, n, op)
+	converged, err := w.waitAllConverged(ctx, op)
 	if err != nil {
 		return nil, converged, err
 	}
-	r := &result{Contender: "stencil", N: n, Converge: converged.Sub(op.started)}
+	r := &result{Contender: op.contender.name, N: n, Converge: converged.Sub(op.started)}
 	r.ControlPlaneCPUSeconds = e.controlPlaneCPU() - controlPlane
 	r.ConvergeCPUSeconds, _ = op.cpuSeconds()
 	r.CPUSeconds = r.ConvergeCPUSeconds
-	if r.Requests, err = countRequests(e.auditLog, "stencil", op.started, converged); err != nil {
+	if r.Requests, err = countRequests(e.auditLog, e.user, op.started, converged); err != nil {
 		return nil, converged, err
 	}
-	// stencil's own count of its requests, to check the audit log's.
-	if r.ClientRequests, err = op.metricSum(ctx, "rest_client_requests_total"); err != nil {
+	// The contender's own count of its requests, to check the audit log's
+	// (client-go's metric, which not every contender serves).
+	r.ClientRequests, _ = op.metricSum(ctx, metric{name: "rest_client_requests_total"})
+	if r.Reconciles, err = op.metricSum(ctx, op.contender.reconciles); err != nil {
 		return nil, converged, err
 	}
-	if r.Reconciles, err = op.metricSum(ctx, "controller_runtime_reconcile_total", `controller="myweb"`); err != nil {
-		return nil, converged, err
-	}
-	if err := countOwned(ctx, e.admin, n); err != nil {
+	if err := countRendered(ctx, e.admin, n); err != nil {
 		return nil, converged, err
 	}
 	r.PeakRSSKiB, r.FileRSSKiB, err = op.memory()
 	return r, converged, err
 }
 
-// observeRest counts stencil's requests while it settles and then in the
-// quiet window.
+// observeRest counts the contender's requests while it settles and then in
+// the quiet window.
 func observeRest(ctx context.Context, cfg config, e *env, op *operator, r *result, converged time.Time) error {
 	if err := sleep(ctx, settle); err != nil {
 		return err
@@ -137,31 +148,34 @@ func observeRest(ctx context.Context, cfg config, e *env, op *operator, r *resul
 	}
 	quietTo := time.Now()
 	var err error
-	if r.Settle, err = countRequests(e.auditLog, "stencil", converged, quietFrom); err != nil {
+	if r.Settle, err = countRequests(e.auditLog, e.user, converged, quietFrom); err != nil {
 		return err
 	}
-	if r.Quiet, err = countRequests(e.auditLog, "stencil", quietFrom, quietTo); err != nil {
+	if r.Quiet, err = countRequests(e.auditLog, e.user, quietFrom, quietTo); err != nil {
 		return err
 	}
 	r.QuietWindow = quietTo.Sub(quietFrom)
 	return op.failed()
 }
 
-// operator is a running bin/stencil.
+// operator is a running contender.
 type operator struct {
-	cmd     *exec.Cmd
-	started time.Time
-	exited  chan struct{} // closed when the process has exited
-	exitErr error
-	metrics string
-	pprof   string
-	binary  string
-	logPath string
-	logFile *os.File
-	stopped bool
+	contender *contender
+	cmd       *exec.Cmd
+	started   time.Time
+	exited    chan struct{} // closed when the process has exited
+	exitErr   error
+	metrics   string
+	pprof     string
+	binary    string
+	logPath   string
+	logFile   *os.File
+	stopped   bool
 }
 
-func startStencil(ctx context.Context, cfg config, e *env, logName string) (*operator, error) {
+// startContender starts c's process with its metrics (and pprof) on free
+// ports.
+func startContender(ctx context.Context, e *env, c *contender, logName string) (*operator, error) {
 	metricsPort, err := freePort()
 	if err != nil {
 		return nil, err
@@ -170,14 +184,11 @@ func startStencil(ctx context.Context, cfg config, e *env, logName string) (*ope
 	if err != nil {
 		return nil, err
 	}
-	op, err := startProgram(ctx, e, filepath.Join(cfg.bin, "stencil"), append([]string{
-		"--metrics-bind-address=127.0.0.1:" + metricsPort,
-		"--pprof-bind-address=127.0.0.1:" + pprofPort,
-		"--health-probe-bind-address=0",
-	}, cfg.stencilArgs...), logName)
+	op, err := startProgram(ctx, e, c.binary, c.args("127.0.0.1:"+metricsPort, "127.0.0.1:"+pprofPort), logName)
 	if err != nil {
 		return nil, err
 	}
+	op.contender = c
 	op.metrics, op.pprof = "http://127.0.0.1:"+metricsPort, "http://127.0.0.1:"+pprofPort
 	return op, nil
 }
@@ -318,9 +329,10 @@ func parseSteal(stat string) (float64, error) {
 	return 0, errors.New("no cpu line in /proc/stat")
 }
 
-// metricSum sums the samples of one metric in stencil's /metrics whose
-// labels contain every one of the given label pairs.
-func (op *operator) metricSum(ctx context.Context, name string, labels ...string) (int, error) {
+// metricSum sums the samples of one metric in the contender's /metrics
+// whose labels contain every one of m's label pairs.
+func (op *operator) metricSum(ctx context.Context, m metric) (int, error) {
+	name, labels := m.name, m.labels
 	body, err := get(ctx, op.metrics+"/metrics")
 	if err != nil {
 		return 0, err

@@ -11,28 +11,35 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/stencil-operator/stencil/hack/bench/handwritten"
 	"github.com/stencil-operator/stencil/internal/testutil"
 )
 
 // Peers (`make bench-peers`, flag -peers): for each N, one run each of the
-// raw + status floor, stencil and kro, one after another, each on a fresh
-// control plane, with the same MyWebs. kro is built from the module pinned
-// in hack/tools/kro and drives the ResourceGraphDefinition
-// hack/bench/peers/kro-myweb.yaml, whose kind KroWeb has MyWeb's spec.
-// kro runs twice: with the flags its Helm chart ships (1 worker, 100
-// requests per second) and with stencil's (8 workers, 500 per second).
+// raw + status floor and of every operator, one after another, each on a
+// fresh control plane, with the same MyWebs (or a peer's kind with MyWeb's
+// spec), each measured past convergence (at rest, drift, restart):
+//
+//   - stencil;
+//   - the hand-written MyWeb operator (hack/bench/handwritten), in both its
+//     variants: server-side apply of typed apply configurations, and the
+//     tutorials' get, then create or update;
+//   - kro, built from the module pinned in hack/tools/kro, driving the
+//     ResourceGraphDefinition hack/bench/peers/kro-myweb.yaml (kind KroWeb),
+//     twice: with the flags its Helm chart ships (1 worker, 100 requests per
+//     second) and with stencil's (8 workers, 500 per second);
+//   - the operator-sdk Helm operator, when -helm-operator names its binary
+//     (docs/benchmarks.md says how to build it), driving the chart
+//     hack/bench/peers/helm/myweb for kind HelmWeb, with stencil's 8 workers.
 
 // kroGVK is the kind the ResourceGraphDefinition defines.
 var kroGVK = schema.GroupVersionKind{Group: "kro.run", Version: "v1alpha1", Kind: "KroWeb"}
@@ -57,11 +64,7 @@ type peerRow struct {
 }
 
 func runPeers(ctx context.Context, cfg config, bins programs) error {
-	kro := filepath.Join(cfg.bin, "kro")
-	if _, err := os.Stat(kro); err != nil {
-		return fmt.Errorf("kro is not built (`PEERS=1 hack/tools/install.sh` builds it): %w", err)
-	}
-	crds, err := kroCRDs(ctx)
+	contenders, err := peerContenders(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -74,25 +77,81 @@ func runPeers(ctx context.Context, cfg config, bins programs) error {
 			return fmt.Errorf("raw loop + status, N=%d: %w", n, err)
 		}
 		printRun(floor)
-		st, err := measureStencil(ctx, cfg, n, false)
-		if err != nil {
-			return fmt.Errorf("stencil, N=%d: %w", n, err)
-		}
-		printRun(st)
-		row.Results = append(row.Results, floor, st)
-		for _, s := range kroSettings {
-			r, err := measureKro(ctx, cfg, n, kro, crds, s.name, s.args)
+		row.Results = append(row.Results, floor)
+		for _, c := range contenders {
+			r, err := measureOperator(ctx, cfg, n, c, true)
 			if err != nil {
-				return fmt.Errorf("%s, N=%d: %w", s.name, n, err)
+				return fmt.Errorf("%s, N=%d: %w", c, n, err)
 			}
 			printRun(r)
 			row.Results = append(row.Results, r)
 		}
 		rows = append(rows, row)
+		// Written after each N, so that a long run that fails later keeps
+		// what it measured.
+		if err := writePeers(cfg.out, rows, peersTable(rows)); err != nil {
+			return err
+		}
 	}
-	table := peersTable(rows)
-	fmt.Print(table)
-	return writePeers(cfg.out, rows, table)
+	fmt.Print(peersTable(rows))
+	return nil
+}
+
+// peerContenders are the operators the peers bench runs, in order: stencil,
+// the hand-written operator (both variants), kro (both settings) and, when
+// its binary is given, the Helm operator.
+func peerContenders(ctx context.Context, cfg config) ([]*contender, error) {
+	kro := filepath.Join(cfg.bin, "kro")
+	if _, err := os.Stat(kro); err != nil {
+		return nil, fmt.Errorf("kro is not built (`PEERS=1 hack/tools/install.sh` builds it): %w", err)
+	}
+	crds, err := kroCRDs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	contenders := []*contender{
+		stencilContender(cfg),
+		handwrittenContender(cfg, handwritten.VariantApply),
+		handwrittenContender(cfg, handwritten.VariantGetUpdate),
+	}
+	for _, s := range kroSettings {
+		contenders = append(contenders, kroContender(cfg, kro, crds, s.name, s.args))
+	}
+	if cfg.helmOperator == "" {
+		fmt.Println("The Helm operator is not measured: give its binary with -helm-operator (or $STENCIL_BENCH_HELM_OPERATOR); docs/benchmarks.md says how to build it.")
+		return contenders, nil
+	}
+	if _, err := os.Stat(cfg.helmOperator); err != nil {
+		return nil, fmt.Errorf("-helm-operator: %w", err)
+	}
+	return append(contenders, helmContender(cfg)), nil
+}
+
+// kroContender is kro with args, reconciling KroWebs. Its ResourceGraph-
+// Definition is made active by a first kro process, which then stops; the
+// clock runs from starting a second one until every KroWeb is ACTIVE, as
+// stencil's runs from its start with the MyWebs in place.
+func kroContender(cfg config, bin, crds, name string, args []string) *contender {
+	web := webKind{
+		gvk: kroGVK,
+		prepare: func(ctx context.Context, e *env) error {
+			if err := testutil.InstallCRDs(ctx, e.admin, os.DirFS(crds)); err != nil {
+				return fmt.Errorf("installing kro's CRDs: %w", err)
+			}
+			return defineKroWeb(ctx, cfg, e, bin)
+		},
+		converged: func(u *unstructured.Unstructured) bool {
+			state, _, _ := unstructured.NestedString(u.Object, "status", "state")
+			return state == "ACTIVE"
+		},
+	}
+	return &contender{name: name, user: "kro", binary: bin, web: web,
+		args: func(metrics, _ string) []string {
+			return append([]string{"--metrics-bind-address=" + metrics, "--health-probe-bind-address=0"}, args...)
+		},
+		reconciles: metric{name: "dynamic_controller_reconcile_total"},
+		depth:      metric{name: "dynamic_controller_queue_length"},
+	}
 }
 
 // kroCRDs is the folder of kro's own CRDs in the pinned module.
@@ -104,56 +163,6 @@ func kroCRDs(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("finding kro's module: %w", err)
 	}
 	return filepath.Join(strings.TrimSpace(string(out)), "helm", "crds"), nil
-}
-
-// measureKro: the ResourceGraphDefinition is made active by a first kro
-// process, which then stops; the KroWebs are created; the clock runs from
-// starting a second kro process until every KroWeb is ACTIVE, as stencil's
-// runs from its start with the MyWebs in place.
-func measureKro(ctx context.Context, cfg config, n int, bin, crds, name string, args []string) (_ *result, err error) {
-	e, err := startEnv(ctx, cfg, "kro")
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, e.stop()) }()
-	if err := testutil.InstallCRDs(ctx, e.admin, os.DirFS(crds)); err != nil {
-		return nil, fmt.Errorf("installing kro's CRDs: %w", err)
-	}
-	if err := defineKroWeb(ctx, cfg, e, bin); err != nil {
-		return nil, err
-	}
-	if err := createAll(ctx, e.admin, kroWebs(n, cfg.namespaces)); err != nil {
-		return nil, fmt.Errorf("creating KroWebs: %w", err)
-	}
-	w, err := startActiveWatcher(ctx, e, n)
-	if err != nil {
-		return nil, err
-	}
-	defer w.cancel()
-	controlPlane, steal := e.controlPlaneCPU(), stealSeconds()
-	op, err := startProgram(ctx, e, bin, kroArgs(args), "kro.log")
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, op.stop()) }()
-	converged, err := w.wait(ctx, op)
-	if err != nil {
-		return nil, err
-	}
-	r := &result{Contender: name, N: n, Converge: converged.Sub(op.started), StealSeconds: stealSeconds() - steal}
-	r.ControlPlaneCPUSeconds = e.controlPlaneCPU() - controlPlane
-	if r.CPUSeconds, err = op.cpuSeconds(); err != nil {
-		return nil, err
-	}
-	r.ConvergeCPUSeconds = r.CPUSeconds
-	if r.Requests, err = countRequests(e.auditLog, "kro", op.started, converged); err != nil {
-		return nil, err
-	}
-	if err := countRendered(ctx, e.admin, n); err != nil {
-		return nil, err
-	}
-	r.PeakRSSKiB, r.FileRSSKiB, err = op.memory()
-	return r, err
 }
 
 // kroArgs are kro's flags: no metrics or health listener (the bench reads
@@ -210,7 +219,7 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 func probeKroWeb(ctx context.Context, c client.Client) error {
 	var err error
 	for range 100 {
-		if err = c.Create(ctx, kroWebs(1, 1)[0], client.DryRunAll); err == nil {
+		if err = c.Create(ctx, webKind{gvk: kroGVK}.objects(1, 1)[0], client.DryRunAll); err == nil {
 			return nil
 		}
 		if err := sleep(ctx, 50*time.Millisecond); err != nil {
@@ -218,22 +227,6 @@ func probeKroWeb(ctx context.Context, c client.Client) error {
 		}
 	}
 	return fmt.Errorf("the API server does not take a KroWeb: %w", err)
-}
-
-// kroWebs are the MyWebs of myWebs as KroWebs.
-func kroWebs(n, namespaces int) []*unstructured.Unstructured {
-	webs := myWebs(n, namespaces)
-	out := make([]*unstructured.Unstructured, len(webs))
-	for i, w := range webs {
-		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-			"image": w.Spec.Image, "nodePortNumber": int64(w.Spec.NodePortNumber), "pageContentHtml": w.Spec.PageContentHtml,
-		}}}
-		u.SetGroupVersionKind(kroGVK)
-		u.SetNamespace(w.Namespace)
-		u.SetName(w.Name)
-		out[i] = u
-	}
-	return out
 }
 
 // countRendered checks that the n webs' objects exist: a ConfigMap, a
@@ -255,85 +248,86 @@ func countRendered(ctx context.Context, c client.Client, n int) error {
 	return nil
 }
 
-// activeWatcher tells, from a watch as the admin user, when every one of n
-// KroWebs has status.state ACTIVE.
-type activeWatcher struct {
-	cancel context.CancelFunc
-	mu     sync.Mutex
-	active map[types.NamespacedName]bool
-	count  int // of the ACTIVE ones
-	n      int
-	all    chan time.Time
-}
-
-func startActiveWatcher(ctx context.Context, e *env, n int) (*activeWatcher, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	c, err := cache.New(e.adminConfig(), cache.Options{Scheme: e.scheme})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	w := &activeWatcher{cancel: cancel, active: map[types.NamespacedName]bool{}, n: n, all: make(chan time.Time, 1)}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(kroGVK)
-	informer, err := c.GetInformer(ctx, u)
-	if err == nil {
-		_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    w.changed,
-			UpdateFunc: func(_, obj any) { w.changed(obj) },
-		})
-	}
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	if err := startCache(ctx, cancel, c, "KroWebs"); err != nil {
-		return nil, err
-	}
-	return w, nil
-}
-
-func (w *activeWatcher) changed(obj any) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return
-	}
-	state, _, _ := unstructured.NestedString(u.Object, "status", "state")
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	key, active := types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, state == "ACTIVE"
-	switch was := w.active[key]; {
-	case active && !was:
-		w.count++
-	case !active && was:
-		w.count--
-	}
-	w.active[key] = active
-	if w.count == w.n {
-		select {
-		case w.all <- time.Now():
-		default:
-		}
-	}
-}
-
-// wait returns when every KroWeb is ACTIVE.
-func (w *activeWatcher) wait(ctx context.Context, op *operator) (time.Time, error) {
-	return waitConverged(ctx, w.all, op, "every KroWeb is ACTIVE")
-}
-
-// peersTable is the Markdown table of every contender at every N.
+// peersTable is the Markdown tables of every contender at every N: time
+// and requests, then CPU, memory, drift and restart, each beside the typed
+// hand-written operator's (the ratios, "×").
 func peersTable(rows []peerRow) string {
 	var b strings.Builder
-	b.WriteString("| N | contender | converge | × raw + status | requests | CPU | API server + etcd CPU | peak RSS |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| N | contender | converge | × hand-written | requests (per resource) | at rest | CPU | × hand-written | API server + etcd CPU | peak RSS | × hand-written |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, row := range rows {
-		floor := row.Results[0]
+		base := row.base()
 		for _, r := range row.Results {
-			fmt.Fprintf(&b, "| %d | %s | %s | %.2f× | %d | %.2f s | %.2f s | %s |\n", row.N, r.Contender, elapsed(r.Converge),
-				r.Converge.Seconds()/floor.Converge.Seconds(), r.Requests.total(), r.CPUSeconds, r.ControlPlaneCPUSeconds, mib(r.PeakRSSKiB))
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %d (%.2f) | %s | %.2f s | %s | %.2f s | %s | %s |\n", row.N, r.Contender, elapsed(r.Converge),
+				times(r.Converge.Seconds(), base.Converge.Seconds()), r.Requests.total(), float64(r.Requests.total())/float64(row.N), atRest(r),
+				r.ConvergeCPUSeconds+r.cpuIfExited(), times(r.ConvergeCPUSeconds+r.cpuIfExited(), base.ConvergeCPUSeconds),
+				r.ControlPlaneCPUSeconds, mib(r.PeakRSSKiB), times(float64(r.PeakRSSKiB), float64(base.PeakRSSKiB)))
+		}
+	}
+	b.WriteString("\n| N | contender | drift p50 / p99 | restart: change set back | restart: every resource checked | restart: requests |\n|---|---|---|---|---|---|\n")
+	for _, row := range rows {
+		for _, r := range row.Results[1:] {
+			checked := elapsed(r.Restart.AllChecked)
+			if r.Restart.NotAllChecked {
+				checked = "not within " + restartWait.String()
+			}
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %d |\n", row.N, r.Contender, driftCell(r.Drift), restartCell(r.Restart),
+				checked, r.Restart.Requests.total())
 		}
 	}
 	return b.String()
+}
+
+// base is the result the others are compared with: the typed hand-written
+// operator's.
+func (row peerRow) base() *result {
+	for _, r := range row.Results {
+		if r.Contender == "hand-written ("+string(handwritten.VariantApply)+")" {
+			return r
+		}
+	}
+	return row.Results[0]
+}
+
+// cpuIfExited is the CPU of a contender that exits once it has converged
+// (the raw loop), whose ConvergeCPUSeconds is not set.
+func (r *result) cpuIfExited() float64 {
+	if r.ConvergeCPUSeconds == 0 {
+		return r.CPUSeconds
+	}
+	return 0
+}
+
+func times(a, b float64) string {
+	if b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+func atRest(r *result) string {
+	if r.QuietWindow == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%d in %s", r.Quiet.total(), r.QuietWindow.Round(time.Second))
+}
+
+func driftCell(d driftFigures) string {
+	switch {
+	case d.Changes == 0:
+		return "–"
+	case d.Missed == d.Changes:
+		return fmt.Sprintf("none of %d within %s", d.Changes, revertWait)
+	case d.Missed > 0:
+		return fmt.Sprintf("%s / %s (%d of %d not within %s)", ms(d.P50), ms(d.P99), d.Missed, d.Changes, revertWait)
+	}
+	return ms(d.P50) + " / " + ms(d.P99)
+}
+
+func restartCell(f restartFigures) string {
+	if f.NotReverted {
+		return "not within " + revertWait.String()
+	}
+	return fmt.Sprintf("%s after its start", elapsed(f.RevertedSinceStart))
 }
 
 func writePeers(dir string, rows []peerRow, table string) error {

@@ -104,18 +104,26 @@ func mib(kib int64) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
 
 func printRun(r *result) {
 	fmt.Printf("%s, N = %d: converged in %s with %d requests (%s)\n", r.Contender, r.N, elapsed(r.Converge), r.Requests.total(), r.Requests)
-	if r.Contender == "stencil" {
-		fmt.Printf("  its rest_client_requests_total at convergence: %d; MyWeb reconciles: %d\n", r.ClientRequests, r.Reconciles)
-		if r.Drift.Changes > 0 { // the run that went on past convergence
+	if r.ConvergeCPUSeconds > 0 { // an operator, not a program that exits when done
+		fmt.Printf("  its rest_client_requests_total at convergence: %d; reconciles: %d\n", r.ClientRequests, r.Reconciles)
+		if r.QuietWindow > 0 { // the run that went on past convergence
 			fmt.Printf("  settling %s: %d requests (%s)\n", settle, r.Settle.total(), r.Settle)
 			fmt.Printf("  at rest for %s: %d requests other than watches (%s)\n", r.QuietWindow.Round(time.Second), r.Quiet.total(), r.Quiet)
-			fmt.Printf("  drift correction over %d changes: p50 %s, p99 %s, max %s\n", r.Drift.Changes, ms(r.Drift.P50), ms(r.Drift.P99), ms(r.Drift.Max))
-			fmt.Printf("  health: every MyWeb Ready %s after the bench began its Deployments' rollout (pods created, then available; writing took %s); stencil sent %d requests (%s)\n",
-				elapsed(r.Health.Ready), elapsed(r.Health.Marked), r.Health.Requests.total(), r.Health.Requests)
-			fmt.Printf("  upgrade preview: stencil diff --all took %s, %d requests (%s), exit %d; %q\n",
-				elapsed(r.Preview.Took), r.Preview.Requests.total(), r.Preview.Requests, r.Preview.Exit, r.Preview.Summary)
-			fmt.Printf("  restart: a change made as the new process began reconciling set back in %s (%s after its start); every MyWeb checked %s after its start, with %d requests (%s)\n",
-				ms(r.Restart.Reverted), elapsed(r.Restart.RevertedSinceStart), elapsed(r.Restart.AllChecked), r.Restart.Requests.total(), r.Restart.Requests)
+			fmt.Printf("  drift correction over %d changes: %s\n", r.Drift.Changes, driftSummary(r.Drift))
+			if r.Health.Ready > 0 {
+				fmt.Printf("  health: every MyWeb Ready %s after the bench began its Deployments' rollout (pods created, then available; writing took %s); %d requests (%s)\n",
+					elapsed(r.Health.Ready), elapsed(r.Health.Marked), r.Health.Requests.total(), r.Health.Requests)
+			}
+			if r.Preview.Took > 0 {
+				fmt.Printf("  upgrade preview: stencil diff --all took %s, %d requests (%s), exit %d; %q\n",
+					elapsed(r.Preview.Took), r.Preview.Requests.total(), r.Preview.Requests, r.Preview.Exit, r.Preview.Summary)
+			}
+			checked := elapsed(r.Restart.AllChecked) + " after its start"
+			if r.Restart.NotAllChecked {
+				checked = "not within " + restartWait.String()
+			}
+			fmt.Printf("  restart: a change made as the new process began reconciling %s; every resource checked %s, with %d requests (%s)\n",
+				restartRevert(r.Restart), checked, r.Restart.Requests.total(), r.Restart.Requests)
 		}
 		fmt.Printf("  CPU %.2f s at convergence\n", r.ConvergeCPUSeconds)
 	}
@@ -124,6 +132,27 @@ func printRun(r *result) {
 		fmt.Printf("  heap profile (in use, after a GC):\n%s", indent(r.HeapTop))
 	}
 	fmt.Println()
+}
+
+// driftSummary is p50, p99 and max of the reverts, and the changes not
+// reverted in time.
+func driftSummary(d driftFigures) string {
+	s := fmt.Sprintf("p50 %s, p99 %s, max %s", ms(d.P50), ms(d.P99), ms(d.Max))
+	if d.Missed > 0 {
+		s = fmt.Sprintf("%d of %d not reverted within %s", d.Missed, d.Changes, revertWait)
+		if d.Missed < d.Changes {
+			s += fmt.Sprintf("; the others p50 %s, p99 %s", ms(d.P50), ms(d.P99))
+		}
+	}
+	return s
+}
+
+// restartRevert says when a restart's change was set back.
+func restartRevert(f restartFigures) string {
+	if f.NotReverted {
+		return "was not set back within " + revertWait.String()
+	}
+	return fmt.Sprintf("was set back in %s (%s after its start)", ms(f.Reverted), elapsed(f.RevertedSinceStart))
 }
 
 // convergeRange is the median converge time and, with several runs, the

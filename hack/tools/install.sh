@@ -2,7 +2,10 @@
 # Builds the pinned tools (control plane binaries, kwok, helm, controller-gen,
 # golangci-lint) from the tool modules beside this script, and links them into
 # BIN_DIR (default: bin/ at the repository root). With PEERS=1 it also builds
-# the peers that `make bench-peers` runs (kro).
+# the peers that `make bench-peers` runs: kro, and the Helm operator where the
+# module proxy serves github.com/operator-framework/* (where it does not, the
+# bench runs without it; docs/benchmarks.md says how to build it from its
+# sources).
 #
 # Builds are cached outside the work tree, keyed by each tool module's go.mod,
 # go.sum, build flags and Go version, so a second run, or a fresh clone on the
@@ -74,4 +77,14 @@ build misc "-s -w" controller-gen golangci-lint -- \
 	sigs.k8s.io/controller-tools/cmd/controller-gen github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 if [ "${PEERS:-}" = 1 ]; then
 	build kro "-s -w" kro -- github.com/kubernetes-sigs/kro/cmd/controller
+	# The module proxy serves operator-framework's versions, though it refuses
+	# to list them (/@v/list: 403); a proxy that refuses them only costs the
+	# bench its Helm operator.
+	set +e
+	(set -e; build helm-operator "-s -w" helm-operator -- github.com/operator-framework/helm-operator-plugins)
+	built=$?
+	set -e
+	if [ $built != 0 ]; then
+		echo "the Helm operator was not built (does the module proxy serve github.com/operator-framework/*?); make bench-peers runs without it unless STENCIL_BENCH_HELM_OPERATOR names its binary (docs/benchmarks.md)" >&2
+	fi
 fi

@@ -63,8 +63,8 @@ func setStatus(web *operatorv1.MyWeb, d *appsv1.Deployment, applyErr error) {
 // would, or "" when it is.
 func progressing(web *operatorv1.MyWeb, d *appsv1.Deployment) string {
 	switch {
-	case d == nil:
-		return fmt.Sprintf("Deployment %s: not observed yet.", web.Name)
+	case d == nil: // just created, not in the cache yet
+		return fmt.Sprintf("Deployment %s: Replicas: 0/1.", web.Name)
 	case d.Status.ObservedGeneration < d.Generation:
 		return fmt.Sprintf("Deployment %s: Replicas: %d/%d.", d.Name, d.Status.AvailableReplicas, replicas(d))
 	case d.Status.UpdatedReplicas < replicas(d), d.Status.AvailableReplicas < replicas(d), d.Status.Replicas > replicas(d):
