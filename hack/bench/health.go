@@ -93,7 +93,7 @@ func markRollout(d *appsv1.Deployment, available bool) {
 // waitHealthy returns when every one of the n MyWebs is Ready and healthy,
 // as the watcher's cache holds them (no request to the API server).
 func (w *watcher) waitHealthy(ctx context.Context, n int) (time.Time, error) {
-	timeout := time.After(convergeTimeout)
+	timeout := time.After(convergeTimeout(n))
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -113,7 +113,7 @@ func (w *watcher) waitHealthy(ctx context.Context, n int) (time.Time, error) {
 		select {
 		case <-tick.C:
 		case <-timeout:
-			return time.Time{}, fmt.Errorf("%d of %d MyWebs Ready within %s of their Deployments becoming available", healthy, n, convergeTimeout)
+			return time.Time{}, fmt.Errorf("%d of %d MyWebs Ready within %s of their Deployments becoming available", healthy, n, convergeTimeout(n))
 		case <-ctx.Done():
 			return time.Time{}, ctx.Err()
 		}

@@ -37,6 +37,9 @@ func measureOperator(ctx context.Context, cfg config, n int, c *contender, full 
 		if err := c.web.prepare(ctx, e); err != nil {
 			return nil, err
 		}
+		if err := probeKind(ctx, e.admin, c.web); err != nil {
+			return nil, err
+		}
 	}
 	webs := c.web.objects(n, cfg.namespaces)
 	if err := createAll(ctx, e.admin, webs); err != nil {
@@ -105,7 +108,25 @@ func measureOperator(ctx context.Context, cfg config, n int, c *contender, full 
 		err = errors.Join(err, restarted.op.stop())
 	}
 	r.Restart = restarted.restartFigures
+	if err == nil && c.stencil {
+		err = stencilMissed(r)
+	}
 	return r, err
+}
+
+// stencilMissed fails a run of stencil's that let a change stand: the
+// bench holds stencil to correcting drift and checking every resource after
+// a restart, which it records of the peers.
+func stencilMissed(r *result) error {
+	switch {
+	case r.Drift.Missed > 0:
+		return fmt.Errorf("stencil did not revert %d of %d changes within %s", r.Drift.Missed, r.Drift.Changes, revertWait)
+	case r.Restart.NotReverted:
+		return fmt.Errorf("after a restart, stencil did not revert a change within %s", revertWait)
+	case r.Restart.NotAllChecked:
+		return fmt.Errorf("after a restart, stencil did not check every MyWeb within %s", restartWait)
+	}
+	return nil
 }
 
 // observeConvergence waits until every resource has converged and takes
@@ -342,7 +363,7 @@ func (op *operator) metricSum(ctx context.Context, m metric) (int, error) {
 	scanner := bufio.NewScanner(body)
 	for scanner.Scan() {
 		line := scanner.Text()
-		if !strings.HasPrefix(line, name+"{") || !containsAll(line, labels) {
+		if !(strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ")) || !containsAll(line, labels) {
 			continue
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)

@@ -78,19 +78,24 @@ func runPeers(ctx context.Context, cfg config, bins programs) error {
 		}
 		printRun(floor)
 		row.Results = append(row.Results, floor)
+		rows = append(rows, row)
 		for _, c := range contenders {
 			r, err := measureOperator(ctx, cfg, n, c, true)
 			if err != nil {
-				return fmt.Errorf("%s, N=%d: %w", c, n, err)
+				if ctx.Err() != nil {
+					return err
+				}
+				// One contender's failure (a timeout at large N) is a
+				// result too: the others go on.
+				r = &result{Contender: c.name, N: n, Error: err.Error()}
 			}
 			printRun(r)
-			row.Results = append(row.Results, r)
-		}
-		rows = append(rows, row)
-		// Written after each N, so that a long run that fails later keeps
-		// what it measured.
-		if err := writePeers(cfg.out, rows, peersTable(rows)); err != nil {
-			return err
+			rows[len(rows)-1].Results = append(rows[len(rows)-1].Results, r)
+			// Written after each contender, so that a long run that stops
+			// keeps what it measured.
+			if err := writePeers(cfg.out, rows, peersTable(rows)); err != nil {
+				return err
+			}
 		}
 	}
 	fmt.Print(peersTable(rows))
@@ -197,7 +202,7 @@ func defineKroWeb(ctx context.Context, cfg config, e *env, bin string) (err erro
 		}
 		if e.admin.Get(ctx, types.NamespacedName{Name: "krowebs.kro.run"}, crd) == nil && established(crd) {
 			// The API server serves a new CRD a moment after it is established.
-			return probeKroWeb(ctx, e.admin)
+			return probeKind(ctx, e.admin, webKind{gvk: kroGVK})
 		}
 		if err := sleep(ctx, 200*time.Millisecond); err != nil {
 			return err
@@ -215,18 +220,19 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 	return false
 }
 
-// probeKroWeb waits until the API server takes a KroWeb (a dry run).
-func probeKroWeb(ctx context.Context, c client.Client) error {
+// probeKind waits until the API server takes a resource of kind (a dry
+// run): it serves a new CRD a moment after it is established.
+func probeKind(ctx context.Context, c client.Client, kind webKind) error {
 	var err error
 	for range 100 {
-		if err = c.Create(ctx, webKind{gvk: kroGVK}.objects(1, 1)[0], client.DryRunAll); err == nil {
+		if err = c.Create(ctx, kind.objects(1, 1)[0], client.DryRunAll); err == nil {
 			return nil
 		}
 		if err := sleep(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
 	}
-	return fmt.Errorf("the API server does not take a KroWeb: %w", err)
+	return fmt.Errorf("the API server does not take a %s: %w", kind.gvk.Kind, err)
 }
 
 // countRendered checks that the n webs' objects exist: a ConfigMap, a
@@ -249,23 +255,33 @@ func countRendered(ctx context.Context, c client.Client, n int) error {
 }
 
 // peersTable is the Markdown tables of every contender at every N: time
-// and requests, then CPU, memory, drift and restart, each beside the typed
-// hand-written operator's (the ratios, "×").
+// and requests, then CPU and memory, then drift and restart. Ratios ("×")
+// are to the typed hand-written operator's figure, then to the tutorial
+// variant's (get, then create or update).
 func peersTable(rows []peerRow) string {
 	var b strings.Builder
-	b.WriteString("| N | contender | converge | × hand-written | requests (per resource) | at rest | CPU | × hand-written | API server + etcd CPU | peak RSS | × hand-written |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| N | contender | converge | × hand-written: typed / get-update | requests (per resource) | at rest | CPU while converging | × hand-written | API server + etcd CPU | peak RSS (whole run) | × hand-written |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, row := range rows {
-		base := row.base()
+		typed, tutorial := row.handwritten()
 		for _, r := range row.Results {
+			if r.Error != "" {
+				fmt.Fprintf(&b, "| %d | %s | failed: %s | | | | | | | | |\n", row.N, r.Contender, strings.ReplaceAll(firstLine(r.Error), "|", "/"))
+				continue
+			}
+			cpu := func(r *result) float64 { return r.ConvergeCPUSeconds + r.cpuIfExited() }
 			fmt.Fprintf(&b, "| %d | %s | %s | %s | %d (%.2f) | %s | %.2f s | %s | %.2f s | %s | %s |\n", row.N, r.Contender, elapsed(r.Converge),
-				times(r.Converge.Seconds(), base.Converge.Seconds()), r.Requests.total(), float64(r.Requests.total())/float64(row.N), atRest(r),
-				r.ConvergeCPUSeconds+r.cpuIfExited(), times(r.ConvergeCPUSeconds+r.cpuIfExited(), base.ConvergeCPUSeconds),
-				r.ControlPlaneCPUSeconds, mib(r.PeakRSSKiB), times(float64(r.PeakRSSKiB), float64(base.PeakRSSKiB)))
+				ratios(r, typed, tutorial, func(r *result) float64 { return r.Converge.Seconds() }),
+				r.Requests.total(), float64(r.Requests.total())/float64(row.N), atRest(r),
+				cpu(r), ratios(r, typed, tutorial, cpu),
+				r.ControlPlaneCPUSeconds, mib(r.PeakRSSKiB), ratios(r, typed, tutorial, func(r *result) float64 { return float64(r.PeakRSSKiB) }))
 		}
 	}
 	b.WriteString("\n| N | contender | drift p50 / p99 | restart: change set back | restart: every resource checked | restart: requests |\n|---|---|---|---|---|---|\n")
 	for _, row := range rows {
 		for _, r := range row.Results[1:] {
+			if r.Error != "" {
+				continue
+			}
 			checked := elapsed(r.Restart.AllChecked)
 			if r.Restart.NotAllChecked {
 				checked = "not within " + restartWait.String()
@@ -277,15 +293,38 @@ func peersTable(rows []peerRow) string {
 	return b.String()
 }
 
-// base is the result the others are compared with: the typed hand-written
-// operator's.
-func (row peerRow) base() *result {
+// handwritten are the hand-written operator's results: typed (server-side
+// apply) and tutorial (get, then create or update); nil when missing.
+func (row peerRow) handwritten() (typed, tutorial *result) {
 	for _, r := range row.Results {
-		if r.Contender == "hand-written ("+string(handwritten.VariantApply)+")" {
-			return r
+		if r.Error != "" {
+			continue
+		}
+		switch r.Contender {
+		case "hand-written (" + string(handwritten.VariantApply) + ")":
+			typed = r
+		case "hand-written (" + string(handwritten.VariantGetUpdate) + ")":
+			tutorial = r
 		}
 	}
-	return row.Results[0]
+	return typed, tutorial
+}
+
+// ratios is r's figure over the typed and the tutorial hand-written
+// operator's.
+func ratios(r, typed, tutorial *result, figure func(*result) float64) string {
+	ratio := func(base *result) string {
+		if base == nil || figure(base) == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f×", figure(r)/figure(base))
+	}
+	return ratio(typed) + " / " + ratio(tutorial)
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 // cpuIfExited is the CPU of a contender that exits once it has converged
@@ -295,13 +334,6 @@ func (r *result) cpuIfExited() float64 {
 		return r.CPUSeconds
 	}
 	return 0
-}
-
-func times(a, b float64) string {
-	if b == 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.2f×", a/b)
 }
 
 func atRest(r *result) string {

@@ -58,6 +58,9 @@ type result struct {
 	// while the contender converged.
 	StealSeconds float64 `json:"stealSeconds"`
 	HeapTop      string  `json:"heapTop,omitempty"`
+	// Error says why the contender's run failed (the peers bench records
+	// it and goes on with the others).
+	Error string `json:"error,omitempty"`
 }
 
 // combine folds runs of one contender into one result: the last run's,
@@ -103,6 +106,10 @@ func rss(a, b *result) float64 { return float64(a.PeakRSSKiB) / float64(b.PeakRS
 func mib(kib int64) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
 
 func printRun(r *result) {
+	if r.Error != "" {
+		fmt.Printf("%s, N = %d: FAILED: %s\n\n", r.Contender, r.N, r.Error)
+		return
+	}
 	fmt.Printf("%s, N = %d: converged in %s with %d requests (%s)\n", r.Contender, r.N, elapsed(r.Converge), r.Requests.total(), r.Requests)
 	if r.ConvergeCPUSeconds > 0 { // an operator, not a program that exits when done
 		fmt.Printf("  its rest_client_requests_total at convergence: %d; reconciles: %d\n", r.ClientRequests, r.Reconciles)
@@ -252,7 +259,11 @@ func plotPeers(rows []peerRow) ([]byte, error) {
 	for i, r := range rows[0].Results {
 		s := series{name: r.Contender}
 		for _, row := range rows {
-			s.points = append(s.points, plotter.XY{X: float64(row.N), Y: row.Results[i].Converge.Seconds()})
+			// The last row may not have every contender yet (the results are
+			// written after each), and a failed run has no time.
+			if i < len(row.Results) && row.Results[i].Error == "" {
+				s.points = append(s.points, plotter.XY{X: float64(row.N), Y: row.Results[i].Converge.Seconds()})
+			}
 		}
 		all = append(all, s)
 	}

@@ -63,7 +63,7 @@ type restarted struct {
 // restartCost takes the figures of the process next, just started.
 func restartCost(ctx context.Context, e *env, w *watcher, webs []client.Object, next *operator) (restartFigures, error) {
 	var f restartFigures
-	err := next.waitMetric(ctx, convergeTimeout, func(reconciles, _ int) bool { return reconciles > 0 })
+	err := next.waitMetric(ctx, convergeTimeout(len(webs)), func(reconciles, _ int) bool { return reconciles > 0 })
 	if err != nil {
 		return f, err
 	}

@@ -23,8 +23,10 @@ import (
 	"github.com/stencil-operator/stencil/internal/kinds"
 )
 
-// convergeTimeout bounds how long stencil may take to converge.
-const convergeTimeout = 15 * time.Minute
+// convergeTimeout bounds how long a contender may take to converge n
+// resources: 15 minutes, and 100 ms more per resource (kro with its chart's
+// defaults needs over 10 minutes for 5,000).
+func convergeTimeout(n int) time.Duration { return 15*time.Minute + time.Duration(n)*100*time.Millisecond }
 
 // watcher sees, as the admin user, the custom resources and (from the
 // drift phase on) the Deployments the contender applies, to tell when it
@@ -156,13 +158,13 @@ func doneFunc(kind webKind) func(obj any) (types.NamespacedName, bool, bool) {
 // converged: a MyWeb Ready for its current generation (see isReady), a
 // peer's resource as its kind says.
 func (w *watcher) waitAllConverged(ctx context.Context, op *operator) (time.Time, error) {
-	return waitConverged(ctx, w.allReady, op, "every "+op.contender.web.gvk.Kind+" has converged")
+	return waitConverged(ctx, w.allReady, op, convergeTimeout(w.n), "every "+op.contender.web.gvk.Kind+" has converged")
 }
 
 // waitConverged returns the time all sends, unless op exits first or
-// convergeTimeout passes; what says what was awaited.
-func waitConverged(ctx context.Context, all <-chan time.Time, op *operator, what string) (time.Time, error) {
-	timeout := time.After(convergeTimeout)
+// timeout passes; what says what was awaited.
+func waitConverged(ctx context.Context, all <-chan time.Time, op *operator, within time.Duration, what string) (time.Time, error) {
+	timeout := time.After(within)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -174,7 +176,7 @@ func waitConverged(ctx context.Context, all <-chan time.Time, op *operator, what
 				return time.Time{}, err
 			}
 		case <-timeout:
-			return time.Time{}, fmt.Errorf("not %s within %s; the log: %s", what, convergeTimeout, op.logPath)
+			return time.Time{}, fmt.Errorf("not %s within %s; the log: %s", what, within, op.logPath)
 		case <-ctx.Done():
 			return time.Time{}, ctx.Err()
 		}

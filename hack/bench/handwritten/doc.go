@@ -19,8 +19,14 @@
 //     operator sets and update it only when one differs.
 //
 // Both read from the manager's cache, write the status only when it
-// changed, reconcile a MyWeb again only when its generation changes or an
+// differs from the status in the cache (which may not hold their last
+// write yet, so a MyWeb's status can be written twice with the same
+// content), reconcile a MyWeb again only when its generation changes or an
 // owned object changes (controller-runtime's GenerationChangedPredicate on
-// MyWeb, Owns on the rest), and take the same worker count and client limits
-// as stencil (8 workers, 500 requests per second, burst 1,000).
+// MyWeb, Owns on the rest), retry with backoff when the cache is behind
+// their own writes (AlreadyExists, Conflict), and take the same worker
+// count and client limits as stencil (8 workers, 500 requests per second,
+// burst 1,000). Neither detects drift as stencil does: they correct it by
+// writing again on every event of an owned object, and their Drifted
+// condition only says the last write succeeded.
 package handwritten

@@ -17,9 +17,9 @@ import (
 
 // getUpdateObjects is the seed tutorials' way: for each object, Get it (from
 // the cache), Create it when it is missing, and Update it when a field the
-// operator sets differs. Fields it does not set (the API server's defaults,
-// a Service's clusterIP) are left as they are: equality.Semantic.DeepDerivative
-// ignores what the wanted object leaves empty.
+// operator sets differs. It compares exactly the fields it copies; within
+// them, what the wanted object leaves empty (the API server's defaults) is
+// left as it is: equality.Semantic.DeepDerivative ignores it.
 func (r *reconciler) getUpdateObjects(ctx context.Context, web *operatorv1.MyWeb) error {
 	cm, foundCM := configMap(web), &corev1.ConfigMap{}
 	err := r.ensure(ctx, web, cm, foundCM,
@@ -30,7 +30,10 @@ func (r *reconciler) getUpdateObjects(ctx context.Context, web *operatorv1.MyWeb
 	}
 	d, foundD := deployment(web), &appsv1.Deployment{}
 	err = r.ensure(ctx, web, d, foundD,
-		func() bool { return labelsDiffer(d, foundD) || !equality.Semantic.DeepDerivative(d.Spec, foundD.Spec) },
+		func() bool {
+			return labelsDiffer(d, foundD) || !equality.Semantic.DeepDerivative(d.Spec.Replicas, foundD.Spec.Replicas) ||
+				!equality.Semantic.DeepDerivative(d.Spec.Template, foundD.Spec.Template)
+		},
 		func() { foundD.Spec.Replicas, foundD.Spec.Template = d.Spec.Replicas, d.Spec.Template })
 	if err != nil {
 		return err

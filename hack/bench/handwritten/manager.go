@@ -123,6 +123,11 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else {
 		writeErr = r.getUpdateObjects(ctx, web)
 	}
+	if apierrors.IsAlreadyExists(writeErr) || apierrors.IsConflict(writeErr) {
+		// The cache is behind a write of ours: retry (with backoff) once it
+		// has caught up; not a failure to report.
+		return ctrl.Result{}, writeErr
+	}
 	d := &appsv1.Deployment{}
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: web.Namespace, Name: web.Name}, d); apierrors.IsNotFound(err) {
 		d = nil // not in the cache yet: its event brings the MyWeb back
