@@ -26,7 +26,9 @@ import (
 // convergeTimeout bounds how long a contender may take to converge n
 // resources: 15 minutes, and 100 ms more per resource (kro with its chart's
 // defaults needs over 10 minutes for 5,000).
-func convergeTimeout(n int) time.Duration { return 15*time.Minute + time.Duration(n)*100*time.Millisecond }
+func convergeTimeout(n int) time.Duration {
+	return 15*time.Minute + time.Duration(n)*100*time.Millisecond
+}
 
 // watcher sees, as the admin user, the custom resources and (from the
 // drift phase on) the Deployments the contender applies, to tell when it
