@@ -28,8 +28,10 @@ type contender struct {
 	web webKind
 	// reconciles counts its reconciles of web; depth is its queue's length.
 	reconciles, depth metric
-	// stencil: the heap and CPU profiles, and the upgrade preview.
+	// stencil: the CPU profiles, the upgrade preview, and stricter checks.
 	stencil bool
+	// pprof: it serves /debug/pprof, so the bench takes its heap profile.
+	pprof bool
 }
 
 // metric is one metric of a contender's /metrics, summed over the samples
@@ -86,7 +88,7 @@ func controllerRuntimeMetrics(controller string) (reconciles, depth metric) {
 }
 
 func stencilContender(cfg config) *contender {
-	c := &contender{name: "stencil", user: "stencil", binary: filepath.Join(cfg.bin, "stencil"), web: myWebKindOf, stencil: true,
+	c := &contender{name: "stencil", user: "stencil", binary: filepath.Join(cfg.bin, "stencil"), web: myWebKindOf, stencil: true, pprof: true,
 		args: func(metrics, pprof string) []string {
 			return append([]string{"--metrics-bind-address=" + metrics, "--pprof-bind-address=" + pprof, "--health-probe-bind-address=0"}, cfg.stencilArgs...)
 		}}
@@ -97,9 +99,9 @@ func stencilContender(cfg config) *contender {
 // handwrittenContender is the hand-written MyWeb operator
 // (hack/bench/handwritten) in one of its variants.
 func handwrittenContender(cfg config, v handwritten.Variant) *contender {
-	c := &contender{name: "hand-written (" + string(v) + ")", user: "myweb-" + string(v), binary: filepath.Join(cfg.bin, "myweb-operator"), web: myWebKindOf,
-		args: func(metrics, _ string) []string {
-			return []string{"--variant=" + string(v), "--metrics-bind-address=" + metrics}
+	c := &contender{name: "hand-written (" + string(v) + ")", user: "myweb-" + string(v), binary: filepath.Join(cfg.bin, "myweb-operator"), web: myWebKindOf, pprof: true,
+		args: func(metrics, pprof string) []string {
+			return []string{"--variant=" + string(v), "--metrics-bind-address=" + metrics, "--pprof-bind-address=" + pprof}
 		}}
 	c.reconciles, c.depth = controllerRuntimeMetrics("myweb")
 	return c

@@ -79,7 +79,7 @@ func measureOperator(ctx context.Context, cfg config, n int, c *contender, full 
 			return nil, err
 		}
 	}
-	if c.stencil && n == cfg.profileAt {
+	if c.pprof && n == cfg.profileAt {
 		if r.HeapTop, err = op.heapProfile(ctx, cfg.out, n); err != nil {
 			return nil, err
 		}
@@ -384,7 +384,7 @@ func containsAll(s string, parts []string) bool {
 	return true
 }
 
-// heapProfile saves stencil's heap profile and returns the top of it by
+// heapProfile saves the contender's heap profile and returns the top of it by
 // in-use bytes.
 func (op *operator) heapProfile(ctx context.Context, out string, n int) (string, error) {
 	body, err := get(ctx, op.pprof+"/debug/pprof/heap?gc=1")
@@ -393,6 +393,9 @@ func (op *operator) heapProfile(ctx context.Context, out string, n int) (string,
 	}
 	defer func() { _ = body.Close() }()
 	path := filepath.Join(out, fmt.Sprintf("heap-%d.pb.gz", n))
+	if !op.contender.stencil {
+		path = filepath.Join(out, fmt.Sprintf("heap-%s-%d.pb.gz", op.contender.user, n))
+	}
 	if err := saveTo(path, body); err != nil {
 		return "", err
 	}

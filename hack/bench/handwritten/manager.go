@@ -40,8 +40,9 @@ type Options struct {
 	Variant Variant
 	// Namespace limits the operator to one namespace ("": all).
 	Namespace string
-	// MetricsAddr is where /metrics is served ("0": nowhere).
-	MetricsAddr string
+	// MetricsAddr is where /metrics is served ("0": nowhere); PprofAddr
+	// where /debug/pprof is ("": nowhere).
+	MetricsAddr, PprofAddr string
 	// FieldManager of every write (default "myweb-operator").
 	FieldManager string
 	Workers      int
@@ -78,6 +79,7 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: or(opts.MetricsAddr, "0")},
 		HealthProbeBindAddress: "0",
+		PprofBindAddress:       opts.PprofAddr,
 	})
 	if err != nil {
 		return nil, err

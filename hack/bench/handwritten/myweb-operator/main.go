@@ -23,6 +23,7 @@ func main() {
 	flag.StringVar((*string)(&opts.Variant), "variant", string(handwritten.VariantApply), "How objects are written: apply (server-side apply of typed apply configurations) or get-update (get, then create or update).")
 	flag.StringVar(&opts.Namespace, "namespace", "", "Namespace to reconcile (default: all).")
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", "0", "Address of /metrics (0: none).")
+	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", "", "Address of /debug/pprof (empty: none).")
 	flag.IntVar(&opts.Workers, "concurrency", 8, "MyWebs reconciled at once.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
