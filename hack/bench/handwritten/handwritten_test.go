@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -276,20 +277,11 @@ func normalized(ctx context.Context, t *testing.T, c client.Client, apiVersion, 
 func without(m map[string]string, keys ...string) map[string]string {
 	out := map[string]string{}
 	for k, v := range m {
-		if !strings.Contains(k, "stencil.dev/") && !contains(keys, k) {
+		if !strings.Contains(k, "stencil.dev/") && !slices.Contains(keys, k) {
 			out[k] = v
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // checkNodePort checks the Service's node port against its MyWeb's spec,
