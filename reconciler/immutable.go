@@ -73,27 +73,34 @@ func (e immutableError) Error() string {
 func (e immutableError) Unwrap() error { return e.err }
 
 // recreate handles an apply of d that the API server refused because it
-// changes the immutable fields: when d's template allows it (and d holds no
-// data, or the template allows losing it), it deletes the object, which the
-// next reconcile creates anew from d; else it records the refusal. Only an
-// error of the delete is returned.
+// changes the immutable fields: when d's template allows it (and the object
+// holds no data, or the template allows losing it), it deletes the object,
+// which the next reconcile creates anew from d; else it records the
+// refusal. Whether the object holds data is decided on the live object,
+// read from the API server: the delete happens under its settings (a
+// StatefulSet's claim retention policy), not under d's, which the refused
+// apply did not write. Only an error of the read or the delete is returned.
 func (a *applier) recreate(ctx context.Context, d *unstructured.Unstructured, fields []string, refused error, out *applyOutcome) error {
 	immutable := immutableError{object: d, fields: fields, err: refused}
-	switch force := d.GetAnnotations()[v1alpha1.AnnotationForce]; {
-	case force != v1alpha1.ForceEnabled && force != v1alpha1.ForceEnabledDataLoss:
-		out.immutable = append(out.immutable, immutable)
-		return nil
-	case holdsData(d) && force != v1alpha1.ForceEnabledDataLoss:
-		immutable.holdsData = true
+	force := d.GetAnnotations()[v1alpha1.AnnotationForce]
+	if force != v1alpha1.ForceEnabled && force != v1alpha1.ForceEnabledDataLoss {
 		out.immutable = append(out.immutable, immutable)
 		return nil
 	}
-	live := &metav1.PartialObjectMetadata{}
+	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(d.GroupVersionKind())
 	if err := a.reader.Get(ctx, client.ObjectKeyFromObject(d), live); err != nil {
 		return fmt.Errorf("reading %s %s to recreate it: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
-	if !ownedFor(live, d) { // being adopted: a person's object is never deleted
+	// d's data counts too: a template that says its data goes with the
+	// object needs enabled-data-loss to recreate it, whatever the live
+	// object says.
+	switch {
+	case (holdsData(live) || holdsData(d)) && force != v1alpha1.ForceEnabledDataLoss:
+		immutable.holdsData = true
+		out.immutable = append(out.immutable, immutable)
+		return nil
+	case !ownedFor(live, d): // being adopted: a person's object is never deleted
 		out.immutable = append(out.immutable, immutable)
 		return nil
 	}
@@ -106,16 +113,17 @@ func (a *applier) recreate(ctx context.Context, d *unstructured.Unstructured, fi
 	return nil
 }
 
-// holdsData: deleting d loses data: a volume or its claim, a Namespace (all
+// holdsData: deleting o loses data: a volume or its claim, a Namespace (all
 // in it), a CustomResourceDefinition (all its custom resources), a
-// StatefulSet that deletes its claims with it.
-func holdsData(d *unstructured.Unstructured) bool {
-	gvk := d.GroupVersionKind()
+// StatefulSet that deletes its claims with it (whenDeleted: Delete; the API
+// server sets Retain when it is absent).
+func holdsData(o *unstructured.Unstructured) bool {
+	gvk := o.GroupVersionKind()
 	switch gvk.GroupKind().String() {
 	case "PersistentVolumeClaim", "PersistentVolume", "Namespace", "CustomResourceDefinition.apiextensions.k8s.io":
 		return true
 	case "StatefulSet.apps":
-		policy, _, _ := unstructured.NestedString(d.Object, "spec", "persistentVolumeClaimRetentionPolicy", "whenDeleted")
+		policy, _, _ := unstructured.NestedString(o.Object, "spec", "persistentVolumeClaimRetentionPolicy", "whenDeleted")
 		return policy == "Delete"
 	}
 	return false

@@ -41,6 +41,20 @@ func TestImmutableErrorSaysWhatToDo(t *testing.T) {
 	}
 }
 
+// TestHoldsDataStatefulSet: a StatefulSet holds data only when its claims
+// go with it; with no policy, the API server's default (Retain) keeps them.
+func TestHoldsDataStatefulSet(t *testing.T) {
+	for policy, want := range map[string]bool{"Delete": true, "Retain": false, "": false} {
+		sts := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "StatefulSet", "spec": map[string]any{}}}
+		if policy != "" {
+			sts.Object["spec"] = map[string]any{"persistentVolumeClaimRetentionPolicy": map[string]any{"whenDeleted": policy}}
+		}
+		if got := holdsData(sts); got != want {
+			t.Errorf("holdsData, whenDeleted %q: %v, want %v", policy, got, want)
+		}
+	}
+}
+
 func TestImmutableFields(t *testing.T) {
 	deployment := schema.GroupKind{Group: "apps", Kind: "Deployment"}
 	tests := []struct {

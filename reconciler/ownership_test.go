@@ -868,3 +868,98 @@ func TestImmutableFieldChangeRecreates(t *testing.T) {
 		return fmt.Errorf("no Recreated event among %d", len(events.Items))
 	})
 }
+
+// A StatefulSet whose template lets stencil recreate it (stencil.dev/force:
+// enabled) is recreated only when its live claim retention policy keeps its
+// claims: the delete happens under the live policy, not the render's. A
+// render that changes volumeClaimTemplates (immutable) and, in the same
+// apply, sets whenDeleted: Retain is refused as a whole, so a StatefulSet
+// whose live policy is Delete still has it: the resource is Stalled with a
+// message that the object holds data, and the StatefulSet and its claim
+// stay. Where the live policy is Retain, the same render recreates the
+// StatefulSet and the claim survives. Before issue 32 the guard read the
+// render's Retain, deleted the StatefulSet under its live Delete, and the
+// garbage collector took the claim with it: LiveDelete failed.
+func TestImmutableFieldChangeDecidesDataOnTheLiveObject(t *testing.T) {
+	for _, tt := range []struct {
+		name, liveWhenDeleted string
+		recreated             bool
+	}{
+		{"LiveDelete", "Delete", false},
+		{"LiveRetain", "Retain", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", StatefulSet: &testv1alpha1.WidgetStatefulSet{Storage: "1Gi", WhenDeleted: tt.liveWhenDeleted}})
+			var sts *appsv1.StatefulSet
+			var pvc *corev1.PersistentVolumeClaim
+			eventually(t, 30*time.Second, "the StatefulSet and its claim", func() error {
+				var err error
+				if sts, err = get(t, &appsv1.StatefulSet{}, ns, "web"); err != nil {
+					return fmt.Errorf("StatefulSet: %w", err)
+				}
+				if pvc, err = get(t, &corev1.PersistentVolumeClaim{}, ns, "data-web-0"); err != nil {
+					return fmt.Errorf("claim: %w", err)
+				}
+				// Under Delete, the StatefulSet controller makes the
+				// StatefulSet the claim's controller: the garbage
+				// collector deletes the claim with it.
+				if owned := metav1.IsControlledBy(pvc, sts); owned != (tt.liveWhenDeleted == "Delete") {
+					return fmt.Errorf("claim controlled by the StatefulSet: %v", owned)
+				}
+				return nil
+			})
+			updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) {
+				s.StatefulSet = &testv1alpha1.WidgetStatefulSet{Storage: "2Gi", WhenDeleted: "Retain"}
+			})
+
+			if !tt.recreated {
+				var w *testv1alpha1.Widget
+				eventually(t, 30*time.Second, "Widget web Stalled (ImmutableField)", func() error {
+					assertKept(t, sts, pvc)
+					w = getWidget(t, ns, "web")
+					if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionStalled); c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonImmutableField {
+						return fmt.Errorf("Stalled = %+v", c)
+					}
+					return nil
+				})
+				msg := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady).Message
+				for _, want := range []string{`StatefulSet "web"`, "spec.volumeClaimTemplates", "holds data", "stencil.dev/force: enabled-data-loss"} {
+					if !strings.Contains(msg, want) {
+						t.Errorf("Ready message %q does not contain %q", msg, want)
+					}
+				}
+				for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+					assertKept(t, sts, pvc)
+				}
+				return
+			}
+
+			eventually(t, 30*time.Second, "the StatefulSet created anew with the new claim template", func() error {
+				s, err := get(t, &appsv1.StatefulSet{}, ns, "web")
+				if err != nil {
+					return fmt.Errorf("StatefulSet: %w", err)
+				}
+				if storage := s.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage(); s.UID == sts.UID || storage.String() != "2Gi" {
+					return fmt.Errorf("StatefulSet UID %s (old %s), storage %s", s.UID, sts.UID, storage)
+				}
+				return nil
+			})
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+				assertKept(t, pvc)
+			}
+		})
+	}
+}
+
+// assertKept fails the test unless each object is still the very one
+// given (same UID), and not being deleted.
+func assertKept(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		live, err := get(t, o.DeepCopyObject().(client.Object), o.GetNamespace(), o.GetName())
+		if err != nil || live.GetUID() != o.GetUID() || live.GetDeletionTimestamp() != nil {
+			t.Fatalf("%T %s: %v, UID %s (was %s), deletionTimestamp %v; want it kept", o, o.GetName(), err, live.GetUID(), o.GetUID(), live.GetDeletionTimestamp())
+		}
+	}
+}

@@ -1,7 +1,8 @@
 // Package testkind is a kind for stencil's own tests, not shipped: Widget
 // (test.stencil.dev/v1alpha1), whose templates exercise what the engine must
 // handle: a resource the spec turns off, a field a template stops setting,
-// a normalised quantity, and a template that fails on demand.
+// a normalised quantity, a template that fails on demand, and a StatefulSet
+// whose claims hold data.
 package testkind
 
 import (

@@ -63,6 +63,22 @@ type WidgetSpec struct {
 	// DriftPolicy: Correct (default) or Report.
 	// +optional
 	DriftPolicy v1alpha1.DriftPolicy `json:"driftPolicy,omitempty"`
+	// StatefulSet, when set, turns on a StatefulSet of one replica with a
+	// claim per replica, which stencil may recreate (stencil.dev/force:
+	// enabled).
+	// +optional
+	StatefulSet *WidgetStatefulSet `json:"statefulSet,omitempty"`
+}
+
+// WidgetStatefulSet drives the StatefulSet template.
+type WidgetStatefulSet struct {
+	// Storage each claim asks for (in volumeClaimTemplates, which cannot
+	// change once set).
+	Storage string `json:"storage"`
+	// WhenDeleted: whether the claims go with the StatefulSet when it is
+	// deleted (persistentVolumeClaimRetentionPolicy.whenDeleted).
+	// +kubebuilder:validation:Enum=Retain;Delete
+	WhenDeleted string `json:"whenDeleted"`
 }
 
 // WidgetStatus is stencil's shared status.
