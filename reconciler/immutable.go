@@ -104,8 +104,11 @@ func (a *applier) recreate(ctx context.Context, d *unstructured.Unstructured, fi
 		out.immutable = append(out.immutable, immutable)
 		return nil
 	}
-	uid := live.GetUID()
-	err := a.client.Delete(ctx, live, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	// The preconditions make the delete apply to the object just checked:
+	// a change in between (its retention policy set to Delete) fails it
+	// with a conflict, and the next reconcile decides again.
+	uid, rv := live.GetUID(), live.GetResourceVersion()
+	err := a.client.Delete(ctx, live, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting %s %s to recreate it: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
