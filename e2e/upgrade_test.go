@@ -25,8 +25,9 @@ const upgradeNamespace = "upgrade"
 // first with --rollout-batch=2: the change reaches at most 2 MyWebs at a
 // time; when the first ones it reaches cannot become Ready (a pod quota
 // leaves no room for their new pods) the rollout halts, the waiting MyWebs
-// say so and keep their objects, a restarted operator keeps it halted;
-// once the quota is gone it goes on to the end.
+// say so and keep their objects (drift in them is set back to what the
+// previous templates made), a restarted operator keeps it halted; once the
+// quota is gone it goes on to the end.
 func TestUpgradePreviewAndPacedRollout(t *testing.T) {
 	const n, batch = 6, 2
 	// Only this test's MyWebs: the rollout is per kind, cluster-wide.
@@ -164,6 +165,21 @@ func TestUpgradePreviewAndPacedRollout(t *testing.T) {
 			t.Errorf("%s was counted in the rollout: %+v", name, w.Status.Rollout)
 		}
 	}
+
+	// Kept as the previous templates made them: a field another manager
+	// changes in a waiting MyWeb's object is set back while the rollout is
+	// halted, and nothing of the new templates comes with it.
+	kept := waiting[2]
+	mustKubectl(t, "-n", upgradeNamespace, "patch", "configmap", kept+"-html", "--type=merge", "-p", `{"data":{"index.html":"drifted"}}`)
+	eventually(t, 30*time.Second, "the drifted ConfigMap of a waiting MyWeb set back", func() error {
+		html := mustKubectl(t, "-n", upgradeNamespace, "get", "configmap", kept+"-html", "-o", `jsonpath={.data.index\.html}`)
+		label := mustKubectl(t, "-n", upgradeNamespace, "get", "configmap", kept+"-html", "-o", `jsonpath={.metadata.labels.upgrade\.stencil\.dev/version}`)
+		w := mywebs(t)[upgradeNamespace+"/"+kept]
+		if html != "hello" || label != "" || w.Status.Templates != v1 || w.condition("Reconciling").Reason != "RolloutHalted" || w.condition("Drifted").Reason != "DriftCorrected" {
+			return fmt.Errorf("index.html %q, new label %q, templates %s, Reconciling %+v, Drifted %+v", html, label, w.Status.Templates, w.condition("Reconciling"), w.condition("Drifted"))
+		}
+		return nil
+	})
 
 	// Room again: the rollout goes on, to every MyWeb.
 	mustKubectl(t, "-n", upgradeNamespace, "delete", "quota", "pods")

@@ -145,3 +145,37 @@ func TestWithoutOthersFields(t *testing.T) {
 		})
 	}
 }
+
+// extract keeps the fields of a managedFields record with their values:
+// list items by their keys, set members by value, and nothing else.
+func TestExtract(t *testing.T) {
+	live := map[string]any{
+		"metadata": map[string]any{"name": "web", "uid": "u", "labels": map[string]any{"a": "1", "theirs": "x"},
+			"finalizers": []any{"stencil.dev/f", "other/f"}},
+		"spec": map[string]any{
+			"replicas": int64(3),
+			"template": map[string]any{"spec": map[string]any{"containers": []any{
+				map[string]any{"name": "web", "image": "nginx", "imagePullPolicy": "Always",
+					"ports": []any{map[string]any{"containerPort": int64(80), "protocol": "TCP", "name": "http"}}},
+				map[string]any{"name": "sidecar", "image": "theirs"},
+			}}},
+		},
+		"status": map[string]any{"replicas": int64(3)},
+	}
+	set, err := parseRecord([]string{`{"f:metadata":{"f:labels":{"f:a":{}},"f:finalizers":{"v:\"stencil.dev/f\"":{}}},` +
+		`"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{".":{},"f:image":{},"f:name":{},` +
+		`"f:ports":{"k:{\"containerPort\":80,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{},"f:name":{}}}}}}}}}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"metadata": map[string]any{"labels": map[string]any{"a": "1"}, "finalizers": []any{"stencil.dev/f"}},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []any{
+			map[string]any{"name": "web", "image": "nginx",
+				"ports": []any{map[string]any{"containerPort": int64(80), "protocol": "TCP", "name": "http"}}},
+		}}}},
+	}
+	if got := extract(live, set); !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("extract =\n%v\nwant\n%v", got, want)
+	}
+}

@@ -66,6 +66,9 @@ type Reconciler struct {
 	conflicts sync.Map // types.NamespacedName → time.Time
 	// rollout paces template changes (nil: not at all).
 	rollout *rollout
+	// held are the objects of resources that wait for their turn in the
+	// rollout, as the previous templates made them (see hold).
+	held sync.Map // types.NamespacedName → heldObjects
 	// mayWrite is Options.MayWrite (nil: always).
 	mayWrite func() error
 	// shards is Options.Shards (nil: unsharded, no claims).
@@ -185,11 +188,15 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	}
 	digest := renderDigest(res.desired)
 	if waiting, err := r.awaitTurn(ctx, cr, res, digest); err != nil || waiting {
+		if err == nil {
+			err = r.hold(ctx, cr, res)
+		}
 		if err != nil {
 			return reconcile.Result{}, err
 		}
 		return reconcile.Result{RequeueAfter: wait.Jitter(rolloutBackstop, 0.2)}, nil
 	}
+	r.held.Delete(client.ObjectKeyFromObject(cr)) // its turn came, or never had to
 	if err := r.writable(); err != nil {
 		return reconcile.Result{}, err // finish: fenced, nothing said
 	}
@@ -258,7 +265,7 @@ func (r *Reconciler) awaitTurn(ctx context.Context, cr v1alpha1.Object, res *res
 		}
 		change = intact
 	}
-	v, err := r.rollout.admit(ctx, client.ObjectKeyFromObject(cr), change)
+	v, err := r.rollout.admit(ctx, client.ObjectKeyFromObject(cr), cr.GetGeneration(), change)
 	if err != nil {
 		res.quiet = true
 		return false, err
@@ -321,9 +328,9 @@ func (r *Reconciler) settleRollout(ctx context.Context, cr v1alpha1.Object, res 
 	f := res.healthFailure()
 	failed := ""
 	if f != nil && f.stalled {
-		failed = f.err.Error()
+		failed = describeFailure(f.reason, f.err.Error())
 	}
-	why, halted := r.rollout.settle(client.ObjectKeyFromObject(cr), f == nil, failed)
+	why, halted := r.rollout.settle(client.ObjectKeyFromObject(cr), res.generation, f == nil, failed)
 	if !halted {
 		return
 	}
@@ -484,6 +491,7 @@ func (r *Reconciler) forget(nn types.NamespacedName) {
 	r.waiters.forget(nn)
 	r.conflicts.Delete(nn)
 	r.rollout.forget(nn)
+	r.held.Delete(nn)
 	r.owners.Range(func(uid, owner any) bool {
 		if owner == nn {
 			r.owners.Delete(uid)

@@ -30,10 +30,15 @@ import (
 // the kind halts until that resource is Ready or gone. Spec changes, new
 // resources and resources that were not Ready are never held back.
 //
+// Only what the new templates cause counts against a rollout: a resource it
+// reached whose own spec changes since leaves the rollout's accounting (its
+// failure is its own, and halts no one else's resources).
+//
 // A resource that waits keeps Ready=True (its objects are as they were, and
 // healthy) with Reconciling=True, reason RolloutWaiting or RolloutHalted;
-// stencil leaves its objects as they are meanwhile (no apply, so no drift
-// correction either) and looks again when its turn comes.
+// stencil keeps its objects as the previous templates made them meanwhile
+// (see hold: it corrects their drift, and applies nothing new) and looks
+// again when its turn comes.
 //
 // What is rolling lives in this process; the resources it reached say so
 // in status.rollout until they are Ready, and a new process (a restart, a
@@ -84,8 +89,11 @@ type rollout struct {
 // rolled is a resource that a template change reached.
 type rolled struct {
 	since time.Time
-	// failed is why kstatus says it failed; empty while it may still
-	// become Ready.
+	// generation is the resource's generation that the change reached: a
+	// newer one is a spec change, which takes it out of the rollout.
+	generation int64
+	// failed is how it failed (a sentence that says why); empty while it
+	// may still become Ready.
 	failed   string
 	reported bool // the halt it caused has been told in an event
 	timer    *time.Timer
@@ -126,23 +134,26 @@ func (g *rollout) templateChange(cr v1alpha1.Object, digest string) bool {
 	return meta.IsStatusConditionTrue(s.Conditions, v1alpha1.ConditionReady)
 }
 
-// admit decides for a resource whose reconcile would bring it a change of
-// the templates alone (change), and lets every other one pass.
-func (g *rollout) admit(ctx context.Context, nn types.NamespacedName, change bool) (turn, error) {
+// admit decides for a resource of generation whose reconcile would bring
+// it a change of the templates alone (change), and lets every other one
+// pass.
+func (g *rollout) admit(ctx context.Context, nn types.NamespacedName, generation int64, change bool) (turn, error) {
 	if !g.paces() {
 		return turn{}, nil
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !change {
-		g.dropWaiting(nn)
-		return turn{}, nil
-	}
 	if err := g.seed(ctx); err != nil {
 		return turn{}, err
 	}
+	g.leaveOnSpecChange(nn, generation)
 	if e, ok := g.rolling[nn]; ok {
+		g.dropWaiting(nn)
 		return turn{since: e.since}, nil // reached already; this reconcile goes on with it
+	}
+	if !change {
+		g.dropWaiting(nn)
+		return turn{}, nil
 	}
 	if culprit, why, halted := g.haltedBy(); halted {
 		g.addWaiting(nn)
@@ -154,15 +165,24 @@ func (g *rollout) admit(ctx context.Context, nn types.NamespacedName, change boo
 	}
 	g.dropWaiting(nn)
 	now := time.Now()
-	g.start(nn, now)
+	g.start(nn, now, generation)
 	rolledOut.WithLabelValues(g.kind).Inc()
 	return turn{started: true, since: now}, nil
 }
 
-// start records that the change reached nn at since, and looks at it again
-// at its deadline. The caller holds g.mu.
-func (g *rollout) start(nn types.NamespacedName, since time.Time) {
-	e := &rolled{since: since}
+// leaveOnSpecChange takes nn out of the rollout when its spec changed
+// since the change reached it: how it fares from now on is the doing of its
+// spec, not of the templates. The caller holds g.mu.
+func (g *rollout) leaveOnSpecChange(nn types.NamespacedName, generation int64) {
+	if e, ok := g.rolling[nn]; ok && e.generation != generation {
+		g.release(nn)
+	}
+}
+
+// start records that the change reached nn, of generation, at since, and
+// looks at it again at its deadline. The caller holds g.mu.
+func (g *rollout) start(nn types.NamespacedName, since time.Time, generation int64) {
+	e := &rolled{since: since, generation: generation}
 	e.timer = time.AfterFunc(max(time.Until(since.Add(g.opts.Deadline)), 0)+time.Millisecond, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -196,9 +216,11 @@ func (g *rollout) seed(ctx context.Context) error {
 		if g.readyBeforeSeed[nn] {
 			continue // the cache has not seen the status that said so yet
 		}
-		g.start(nn, s.Rollout.Started.Time)
+		// The status that kept status.rollout observed the generation
+		// the change reached: a spec change since takes it out.
+		g.start(nn, s.Rollout.Started.Time, s.ObservedGeneration)
 		if stalled := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionStalled); stalled != nil && stalled.Status == metav1.ConditionTrue {
-			g.rolling[nn].failed = stalled.Message
+			g.rolling[nn].failed = describeFailure(stalled.Reason, stalled.Message)
 		}
 	}
 	g.readyBeforeSeed = nil
@@ -220,21 +242,22 @@ func (g *rollout) haltedBy() (types.NamespacedName, string, bool) {
 		return culprit, "", false
 	}
 	if first.failed != "" {
-		return culprit, "kstatus says it failed: " + first.failed, true
+		return culprit, first.failed, true
 	}
 	return culprit, "it is not Ready " + g.opts.Deadline.String() + " after the change reached it", true
 }
 
-// settle records how the reconcile of a resource the change reached ended,
-// once its status says so: Ready lets the next resource go, a failure
-// halts the rollout. It reports a halt that nn causes and that no event has
-// told yet.
-func (g *rollout) settle(nn types.NamespacedName, ready bool, failed string) (string, bool) {
+// settle records how the reconcile of a resource (of generation) the change
+// reached ended, once its status says so: Ready lets the next resource go,
+// a failure (failed, a sentence from describeFailure) halts the rollout. It
+// reports a halt that nn causes and that no event has told yet.
+func (g *rollout) settle(nn types.NamespacedName, generation int64, ready bool, failed string) (string, bool) {
 	if !g.paces() {
 		return "", false
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.leaveOnSpecChange(nn, generation)
 	e, ok := g.rolling[nn]
 	if !ok {
 		if ready && !g.seeded {
@@ -260,6 +283,17 @@ func (g *rollout) settle(nn types.NamespacedName, ready bool, failed string) (st
 	}
 	e.reported = true
 	return why, true
+}
+
+// describeFailure says how a resource the change reached failed, from its
+// Stalled reason and message, for the halt's message and event: kstatus's
+// verdict on an object, or the reconcile's own failure (a conflict over an
+// object, a refused apply, a template error), each by its name.
+func describeFailure(reason, message string) string {
+	if reason == v1alpha1.ReasonHealthCheckFailed {
+		return "kstatus says it failed: " + message
+	}
+	return "it is stalled (" + reason + "): " + message
 }
 
 // forget drops a deleted resource.
@@ -348,7 +382,7 @@ func (g *rollout) gauges() {
 
 // waitMessage is the message of a resource the gate holds back.
 func (g *rollout) waitMessage(v turn) string {
-	const meanwhile = " Meanwhile stencil leaves its objects as they are (it neither applies nor corrects them); a change of its spec is applied at once."
+	const meanwhile = " Meanwhile stencil keeps its objects as the previous templates made them (it corrects their drift, and applies nothing new); a change of its spec is applied at once."
 	if v.halted {
 		return "The rollout of version " + g.templates + " of the " + g.kind + " templates is halted: " + v.culprit.String() +
 			", which it reached, is not healthy (" + v.why + "). It goes on when " + v.culprit.String() +

@@ -92,7 +92,7 @@ func nn(name string) types.NamespacedName { return types.NamespacedName{Namespac
 
 func mustAdmit(t *testing.T, g *rollout, name string) turn {
 	t.Helper()
-	v, err := g.admit(context.Background(), nn(name), true)
+	v, err := g.admit(context.Background(), nn(name), 1, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,24 +116,24 @@ func TestRolloutBatches(t *testing.T) {
 			t.Fatalf("%s: %+v, want to wait", name, v)
 		}
 	}
-	if _, halted := g.settle(nn("a"), false, ""); halted {
+	if _, halted := g.settle(nn("a"), 1, false, ""); halted {
 		t.Error("a progressing halted the rollout")
 	}
 	if got := woken(g); len(got) != 0 {
 		t.Errorf("woken while nothing is Ready: %v", got)
 	}
-	g.settle(nn("a"), true, "")
+	g.settle(nn("a"), 1, true, "")
 	if got := woken(g); !slices.Equal(got, []string{"c"}) {
 		t.Errorf("woken after a is Ready: %v, want [c], the first waiting", got)
 	}
 	if v := mustAdmit(t, g, "c"); !v.started {
 		t.Fatalf("c after a turn was free: %+v", v)
 	}
-	why, halted := g.settle(nn("b"), false, "Deployment web: progress deadline exceeded")
+	why, halted := g.settle(nn("b"), 1, false, "Deployment web: progress deadline exceeded")
 	if !halted || why == "" {
 		t.Fatalf("b failed: halt not reported (%q, %v)", why, halted)
 	}
-	if _, again := g.settle(nn("b"), false, "Deployment web: progress deadline exceeded"); again {
+	if _, again := g.settle(nn("b"), 1, false, "Deployment web: progress deadline exceeded"); again {
 		t.Error("the halt was reported twice")
 	}
 	if got := woken(g); !slices.Equal(got, []string{"d"}) {
@@ -146,14 +146,14 @@ func TestRolloutBatches(t *testing.T) {
 	if msg := g.waitMessage(v); !containsAll(msg, "halted", "ns/b", "progress deadline exceeded") {
 		t.Errorf("message %q does not say what halted the rollout", msg)
 	}
-	g.settle(nn("b"), true, "")
+	g.settle(nn("b"), 1, true, "")
 	if got := woken(g); !slices.Equal(got, []string{"d"}) {
 		t.Errorf("woken when the halt ended: %v, want [d]", got)
 	}
 	if v := mustAdmit(t, g, "d"); !v.started {
 		t.Errorf("d after the halt ended: %+v, want started", v)
 	}
-	if v, _ := g.admit(context.Background(), nn("e"), false); v.wait {
+	if v, _ := g.admit(context.Background(), nn("e"), 1, false); v.wait {
 		t.Error("a resource without a template change was held back")
 	}
 }
@@ -173,7 +173,7 @@ func TestRolloutDeadline(t *testing.T) {
 	if v := mustAdmit(t, g, "b"); !v.halted || v.culprit != nn("a") {
 		t.Errorf("b after a's deadline: %+v, want halted by a", v)
 	}
-	if why, halted := g.settle(nn("a"), false, ""); !halted || why == "" {
+	if why, halted := g.settle(nn("a"), 1, false, ""); !halted || why == "" {
 		t.Errorf("a past its deadline: halt not reported")
 	}
 	g.forget(nn("a"))
@@ -210,11 +210,11 @@ func TestRolloutNewCulprit(t *testing.T) {
 	g := gate(t, RolloutOptions{Batch: 2, Deadline: time.Hour})
 	mustAdmit(t, g, "a")
 	mustAdmit(t, g, "b")
-	g.settle(nn("a"), false, "failed a")
-	g.settle(nn("b"), false, "failed b")
+	g.settle(nn("a"), 1, false, "failed a")
+	g.settle(nn("b"), 1, false, "failed b")
 	mustAdmit(t, g, "c")
 	woken(g)
-	g.settle(nn("a"), true, "")
+	g.settle(nn("a"), 1, true, "")
 	if got := woken(g); !slices.Equal(got, []string{"c"}) {
 		t.Errorf("woken: %v, want [c]", got)
 	}
@@ -230,4 +230,73 @@ func containsAll(s string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+// Only what the new templates cause counts against a rollout: a resource
+// it reached whose own spec changes leaves it. Its failure then halts no
+// one (issue 32: one tenant's bad image or conflicting name held every
+// other namespace's resources in RolloutHalted), and its turn goes to the
+// next waiting resource. This holds when the spec change shows first at
+// settle (its render failed, so admit never saw it) and at admit.
+func TestRolloutSpecChangeLeaves(t *testing.T) {
+	g := gate(t, RolloutOptions{Batch: 2, Deadline: time.Hour})
+	mustAdmit(t, g, "a")
+	mustAdmit(t, g, "b")
+	if v := mustAdmit(t, g, "c"); !v.wait {
+		t.Fatalf("c: %+v, want to wait", v)
+	}
+	conflict := describeFailure(v1alpha1.ReasonOwnershipConflict, `Service "web" is owned by another resource`)
+	if why, halted := g.settle(nn("a"), 2, false, conflict); halted {
+		t.Fatalf("a, whose spec changed, halted the rollout: %s", why)
+	}
+	if got := woken(g); !slices.Equal(got, []string{"c"}) {
+		t.Errorf("woken when a left the rollout: %v, want [c]", got)
+	}
+	if v := mustAdmit(t, g, "c"); !v.started {
+		t.Fatalf("c after a left: %+v, want started", v)
+	}
+	if v, _ := g.admit(context.Background(), nn("b"), 2, false); v.wait || !v.since.IsZero() {
+		t.Errorf("b with a new spec: %+v, want to pass, outside the rollout", v)
+	}
+	if _, halted := g.settle(nn("b"), 2, false, conflict); halted {
+		t.Error("b, whose spec changed, halted the rollout")
+	}
+	why, halted := g.settle(nn("c"), 1, false, conflict)
+	if !halted {
+		t.Fatal("c, failing on the new templates, did not halt the rollout")
+	}
+	if strings.Contains(why, "kstatus") || !containsAll(why, v1alpha1.ReasonOwnershipConflict, `Service "web"`) {
+		t.Errorf("halt %q does not say its true cause", why)
+	}
+}
+
+// A resource the seed takes from status.rollout counts with the generation
+// its status observed: a newer one leaves the rollout.
+func TestRolloutSeededSpecChangeLeaves(t *testing.T) {
+	old := metav1.NewTime(time.Now().Add(-time.Hour))
+	left := widgetWithStatus("left", 2, v1alpha1.Status{ObservedGeneration: 1, Templates: "sha256:new",
+		Conditions: readyCondition(metav1.ConditionFalse, v1alpha1.ReasonProgressing, old.Time),
+		Rollout:    &v1alpha1.RolloutStatus{Templates: "sha256:new", Started: old}})
+	g := gate(t, RolloutOptions{Batch: 1, Deadline: time.Minute}, left)
+	if v := mustAdmit(t, g, "x"); !v.halted {
+		t.Fatalf("x: %+v, want halted by the resource left rolling", v)
+	}
+	if _, halted := g.settle(nn("left"), 2, false, ""); halted {
+		t.Error("left, whose spec changed after the seed, halted the rollout")
+	}
+	if v := mustAdmit(t, g, "x"); !v.started {
+		t.Errorf("x: %+v, want started once left is out", v)
+	}
+}
+
+func TestDescribeFailure(t *testing.T) {
+	for _, tt := range []struct{ reason, want string }{
+		{v1alpha1.ReasonHealthCheckFailed, "kstatus says it failed: m"},
+		{v1alpha1.ReasonOwnershipConflict, "it is stalled (OwnershipConflict): m"},
+		{v1alpha1.ReasonImmutableField, "it is stalled (ImmutableField): m"},
+	} {
+		if got := describeFailure(tt.reason, "m"); got != tt.want {
+			t.Errorf("describeFailure(%s) = %q, want %q", tt.reason, got, tt.want)
+		}
+	}
 }

@@ -258,7 +258,7 @@ func healthy(c metav1.Condition) bool {
 // everything it needs is in its arguments.
 func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPolicy) *v1alpha1.Status {
 	if res.waiting != nil {
-		return waitingStatus(before, res)
+		return waitingStatus(before, res, policy)
 	}
 	after := before.DeepCopy()
 	setReadyCondition(after, res)
@@ -266,11 +266,15 @@ func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPo
 	if res.templates != "" {
 		after.Templates, after.RenderDigest = res.templates, res.renderDigest
 	}
-	if res.rollout != nil {
-		after.Rollout = res.rollout
-	}
-	if res.healthFailure() == nil {
+	switch {
+	case res.healthFailure() == nil:
 		after.Rollout = nil // Ready: the rollout is through with it
+	case res.ok():
+		// The gate's word: nil when the rollout does not count the
+		// resource (its spec changed since the rollout reached it).
+		after.Rollout = res.rollout
+	case res.rollout != nil:
+		after.Rollout = res.rollout
 	}
 	if res.ok() {
 		after.ObservedGeneration = res.generation
@@ -286,8 +290,11 @@ func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPo
 // waitingStatus is the status of a resource whose change waits for its
 // turn in a paced rollout: what it was, Ready still True (its objects are
 // as they were, and healthy), with Reconciling=True saying why stencil has
-// not applied the new templates yet.
-func waitingStatus(before *v1alpha1.Status, res *result) *v1alpha1.Status {
+// not applied the new templates yet. Drift that hold found in the objects
+// meanwhile is told as any other; without any, Drifted stays as it was
+// (hold has not seen every field: only those stencil still owned when the
+// resource began to wait).
+func waitingStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPolicy) *v1alpha1.Status {
 	after := before.DeepCopy()
 	if ready := meta.FindStatusCondition(after.Conditions, v1alpha1.ConditionReady); ready != nil && ready.Status == metav1.ConditionTrue {
 		ready.Message = cut("The objects applied with version "+before.Templates+" of the templates are healthy; version "+
@@ -296,6 +303,9 @@ func waitingStatus(before *v1alpha1.Status, res *result) *v1alpha1.Status {
 	meta.RemoveStatusCondition(&after.Conditions, v1alpha1.ConditionStalled)
 	meta.SetStatusCondition(&after.Conditions, metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue,
 		Reason: res.waiting.reason, Message: cut(res.waiting.message, v1alpha1.MaxMessageBytes), ObservedGeneration: res.generation})
+	if len(res.drift) > 0 {
+		setDriftedCondition(after, res, policy)
+	}
 	return after
 }
 
