@@ -95,9 +95,18 @@ build: ## Build the stencil binary into bin/, also as the kubectl plugin bin/kub
 	CGO_ENABLED=0 go build -o $(BIN)/stencil .
 	ln -f $(BIN)/stencil $(BIN)/kubectl-stencil
 
+# `make run` starts a local control plane whatever the kubeconfig says.
+# CONTEXT=<name> runs against that kubeconfig context instead (the current
+# one: naming it is the confirmation), joining the deployed operator's leader
+# election; there SAMPLES=1 applies config/samples and CRDS=apply applies
+# config/crd/bases over the deployed CRDs. RUN_ARGS passes more of hack/run's
+# flags (go run ./hack/run -h). CONTEXT, SAMPLES and CRDS count only on make's
+# command line: a CONTEXT left in the environment names no cluster.
+cmdline = $(if $(filter command line,$(origin $(1))),$($(1)))
+
 .PHONY: run
-run: tools build ## Run stencil against $$KUBECONFIG, or against a local control plane it starts.
-	go run ./hack/run
+run: tools build ## Run stencil on a local control plane it starts; CONTEXT=<kubeconfig context> runs it against that cluster instead, under leader election; samples there only with SAMPLES=1.
+	go run ./hack/run -context='$(call cmdline,CONTEXT)' -samples='$(call cmdline,SAMPLES)' -crds='$(call cmdline,CRDS)' $(RUN_ARGS)
 
 .PHONY: docker-build
 docker-build: ## Build the container image $(IMG) (needs a Docker engine).

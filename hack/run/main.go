@@ -1,8 +1,15 @@
-// Command run is what `make run` runs: stencil against the cluster of the
-// current kubeconfig when one answers, else against a local control plane
-// that it starts (and stops on Ctrl-C). It installs the CRDs, starts the
-// operator, applies the samples and shows their status, then runs until
-// interrupted.
+// Command run is what `make run` runs. By default it starts a local control
+// plane (and stops it on Ctrl-C), whatever the kubeconfig says, installs the
+// CRDs, starts the operator, applies the samples and shows their status,
+// then runs until interrupted.
+//
+// Against a real cluster it runs only when the developer names the
+// kubeconfig context (-context, `make run CONTEXT=<name>`), which must be the
+// current one. There it joins the deployed operator's leader election (a
+// standby until it holds the Lease), paces template changes as the
+// deployment does, creates only the CRDs the cluster lacks and applies no
+// samples unless asked for (-crds=apply, -samples=true). decide in plan.go
+// makes that choice; this file carries it out.
 package main
 
 import (
@@ -14,57 +21,203 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/stencil-operator/stencil/internal/localcluster"
 )
 
+// Folders of the repository that a run installs, relative to its root.
+const (
+	crdDir     = "config/crd/bases"
+	samplesDir = "config/samples"
+)
+
 func main() {
-	local := flag.Bool("local", false, "Always start a local control plane, even when a cluster is configured.")
-	samples := flag.String("samples", "config/samples", "Folder of custom resources to apply once the operator runs (empty: none).")
+	var req request
+	flag.StringVar(&req.context, "context", "", "Run against the cluster of this kubeconfig context, which must be the current one: naming it is the confirmation. Empty: a local control plane, whatever the kubeconfig says.")
+	flag.StringVar(&req.samples, "samples", "", "Apply config/samples: true or false (default: true on a local control plane, false on a cluster).")
+	flag.StringVar(&req.crds, "crds", "", `On a cluster, "apply" server-side-applies config/crd/bases over the CRDs it has (default: create only the missing ones). A local control plane always gets them.`)
+	flag.StringVar(&req.leaseNamespace, "lease-namespace", deployedNamespace, "On a cluster: the namespace of the deployed operator's leader election Lease, which this run joins.")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *local, *samples); err != nil {
+	if err := run(ctx, req); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, forceLocal bool, samples string) error {
+func run(ctx context.Context, req request) error {
 	bin, err := localcluster.BinDir()
 	if err != nil {
 		return err
 	}
-	kubeconfig, stopCluster, err := chooseCluster(ctx, bin, forceLocal)
+	var kubeconfig *clientcmdapi.Config
+	if req.context != "" {
+		if kubeconfig, err = loadKubeconfig(); err != nil {
+			return err
+		}
+	}
+	p, err := decide(req, kubeconfig)
+	if err != nil {
+		return err
+	}
+	t, stopCluster, err := connect(ctx, bin, p)
 	if err != nil {
 		return err
 	}
 	defer stopCluster()
-	kubectl := func(args ...string) error {
-		cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		return cmd.Run()
-	}
-	if hasYAML("config/crd/bases") {
-		if err := kubectl("apply", "--server-side", "-f", "config/crd/bases"); err != nil {
-			return fmt.Errorf("installing CRDs: %w", err)
-		}
-		if err := kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", "config/crd/bases"); err != nil {
-			return fmt.Errorf("waiting for CRDs: %w", err)
+	// Before anything changes: the cluster answers and has the namespace
+	// whose Lease the operator is to wait for.
+	if p.leaseNamespace != "" {
+		if _, err := t.output(ctx, "get", "namespace", p.leaseNamespace, "-o", "name"); err != nil {
+			return fmt.Errorf("finding the leader election namespace %s (is stencil deployed there? -lease-namespace names another): %w", p.leaseNamespace, err)
 		}
 	}
-	operator := exec.Command(filepath.Join(bin, "stencil"),
-		"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081",
-		// A template edited on a developer's machine reaches every resource at once.
-		"--rollout-batch=0")
-	operator.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	if err := installCRDs(ctx, t, p.crds); err != nil {
+		return err
+	}
+	return runOperator(ctx, t, bin, p)
+}
+
+// target is the cluster a run talks to: through a kubeconfig and, on a
+// cluster the developer named, that context.
+type target struct {
+	kubectl    string
+	kubeconfig string
+	context    string
+}
+
+// env is the environment of the commands run against t.
+func (t target) env() []string {
+	return append(os.Environ(), "KUBECONFIG="+t.kubeconfig)
+}
+
+func (t target) command(ctx context.Context, args ...string) *exec.Cmd {
+	if t.context != "" {
+		args = append([]string{"--context=" + t.context}, args...)
+	}
+	cmd := exec.CommandContext(ctx, t.kubectl, args...)
+	cmd.Env = t.env()
+	return cmd
+}
+
+// run runs kubectl with args, its output ours.
+func (t target) run(ctx context.Context, args ...string) error {
+	cmd := t.command(ctx, args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	return cmd.Run()
+}
+
+// output runs kubectl with args and returns what it printed.
+func (t target) output(ctx context.Context, args ...string) (string, error) {
+	cmd := t.command(ctx, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	return strings.TrimSpace(string(out)), err
+}
+
+// kubeconfigPath is the developer's kubeconfig, as kubectl finds it.
+func kubeconfigPath() string {
+	if path := os.Getenv(clientcmd.RecommendedConfigPathEnvVar); path != "" {
+		return path
+	}
+	return clientcmd.RecommendedHomeFile
+}
+
+func loadKubeconfig() (*clientcmdapi.Config, error) {
+	path := kubeconfigPath()
+	rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(path)}
+	kubeconfig, err := rules.Load()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig %s: %w", path, err)
+	}
+	return kubeconfig, nil
+}
+
+// connect returns the target of p: the named context of the developer's
+// kubeconfig, or a local control plane started here, and what stops it.
+func connect(ctx context.Context, bin string, p plan) (target, func(), error) {
+	t := target{kubectl: filepath.Join(bin, "kubectl"), context: p.context}
+	if p.context != "" {
+		t.kubeconfig = kubeconfigPath()
+		fmt.Fprintf(os.Stderr, "Using the cluster of context %s (kubeconfig %s). stencil joins the leader election in %s: it reconciles only while it holds the Lease.\n", p.context, t.kubeconfig, p.leaseNamespace)
+		return t, func() {}, nil
+	}
+	fmt.Fprintln(os.Stderr, "Using a local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok), whatever the kubeconfig says; to run against a cluster: make run CONTEXT=<kubeconfig context>.")
+	start := time.Now()
+	cluster, err := localcluster.Start(ctx, localcluster.Options{BinDir: bin})
+	if err != nil {
+		return target{}, nil, fmt.Errorf("starting the local control plane: %w", err)
+	}
+	t.kubeconfig = filepath.Join(bin, "local.kubeconfig")
+	if err := localcluster.WriteKubeconfig(cluster.Config, t.kubeconfig); err != nil {
+		return target{}, nil, errors.Join(err, cluster.Stop())
+	}
+	fmt.Printf("Local control plane ready in %s at %s; component logs in %s.\n", time.Since(start).Round(time.Second), cluster.Server, cluster.LogDir())
+	return t, func() {
+		fmt.Println("Stopping the local control plane.")
+		if err := cluster.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the local control plane:", err)
+		}
+	}, nil
+}
+
+// installCRDs installs config/crd/bases as policy says and waits until the
+// API server serves them.
+func installCRDs(ctx context.Context, t target, policy crdPolicy) error {
+	if !hasYAML(crdDir) {
+		return nil
+	}
+	var err error
+	switch policy {
+	case applyCRDs:
+		err = t.run(ctx, "apply", "--server-side", "-f", crdDir)
+	case createMissingCRDs:
+		err = createMissing(ctx, t, crdDir)
+	}
+	if err != nil {
+		return fmt.Errorf("installing CRDs: %w", err)
+	}
+	if err := t.run(ctx, "wait", "--for=condition=Established", "--timeout=60s", "-f", crdDir); err != nil {
+		return fmt.Errorf("waiting for CRDs: %w", err)
+	}
+	return nil
+}
+
+// createMissing creates each object of dir's files that the cluster lacks,
+// and leaves the others as they are.
+func createMissing(ctx context.Context, t target, dir string) error {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return err
+	}
+	for _, file := range files {
+		name, err := t.output(ctx, "get", "--ignore-not-found", "-o", "name", "-f", file)
+		if err != nil {
+			return fmt.Errorf("looking up %s: %w", file, err)
+		}
+		if name != "" {
+			fmt.Fprintf(os.Stderr, "%s is installed; left as it is (make run CRDS=apply applies ours over it).\n", name)
+			continue
+		}
+		if err := t.run(ctx, "create", "-f", file); err != nil {
+			return fmt.Errorf("creating %s: %w", file, err)
+		}
+	}
+	return nil
+}
+
+// runOperator starts bin/stencil with p's arguments, applies the samples if
+// p says so, and runs until ctx ends or the operator exits.
+func runOperator(ctx context.Context, t target, bin string, p plan) error {
+	operator := exec.Command(filepath.Join(bin, "stencil"), p.operatorArgs...)
+	operator.Env = t.env()
 	operator.Stdout, operator.Stderr = os.Stdout, os.Stderr
 	// Its own process group: Ctrl-C reaches only us, and we stop it with one
 	// SIGTERM (a second signal would make it exit at once, with status 1).
@@ -74,12 +227,12 @@ func run(ctx context.Context, forceLocal bool, samples string) error {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- operator.Wait() }()
-	if samples != "" && hasYAML(samples) {
-		if err := showSamples(ctx, kubectl, samples); err != nil {
+	if p.samples && hasYAML(samplesDir) {
+		if err := showSamples(ctx, t, samplesDir); err != nil {
 			fmt.Fprintln(os.Stderr, "samples:", err)
 		}
 	}
-	fmt.Printf("\nstencil is running. In another terminal:\n  export KUBECONFIG=%s\n  %s get stencil -A\n  curl -s http://127.0.0.1:8080/metrics | grep ^stencil_\nPress Ctrl-C to stop.\n", kubeconfig, filepath.Join(bin, "kubectl"))
+	printInstructions(t)
 	select {
 	case err := <-exited:
 		return fmt.Errorf("stencil exited: %w", err)
@@ -92,52 +245,22 @@ func run(ctx context.Context, forceLocal bool, samples string) error {
 	}
 }
 
-// chooseCluster returns the kubeconfig of a cluster that answers: the
-// configured one, else a local control plane started here.
-func chooseCluster(ctx context.Context, bin string, forceLocal bool) (string, func(), error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if !forceLocal {
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
-		if err == nil && answers(cfg) {
-			path := rules.GetDefaultFilename()
-			fmt.Printf("Using the cluster at %s (kubeconfig %s).\n", cfg.Host, path)
-			return path, func() {}, nil
-		}
-		fmt.Println("No cluster answers at the configured kubeconfig; starting a local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok).")
+// printInstructions tells the developer how to look at what runs.
+func printInstructions(t target) {
+	kubectl := t.kubectl
+	export := ""
+	if t.context == "" {
+		export = "  export KUBECONFIG=" + t.kubeconfig + "\n"
+	} else {
+		kubectl += " --context=" + t.context
 	}
-	start := time.Now()
-	cluster, err := localcluster.Start(ctx, localcluster.Options{BinDir: bin})
-	if err != nil {
-		return "", nil, fmt.Errorf("starting the local control plane: %w", err)
-	}
-	path := filepath.Join(bin, "local.kubeconfig")
-	if err := localcluster.WriteKubeconfig(cluster.Config, path); err != nil {
-		return "", nil, errors.Join(err, cluster.Stop())
-	}
-	fmt.Printf("Local control plane ready in %s at %s; component logs in %s.\n", time.Since(start).Round(time.Second), cluster.Server, cluster.LogDir())
-	return path, func() {
-		fmt.Println("Stopping the local control plane.")
-		if err := cluster.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the local control plane:", err)
-		}
-	}, nil
-}
-
-func answers(cfg *rest.Config) bool {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Timeout = 5 * time.Second
-	client, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return false
-	}
-	_, err = client.ServerVersion()
-	return err == nil
+	fmt.Printf("\nstencil is running. In another terminal:\n%s  %s get stencil -A\n  curl -s http://127.0.0.1:8080/metrics | grep ^stencil_\nPress Ctrl-C to stop.\n", export, kubectl)
 }
 
 // showSamples applies the samples, gives the operator a moment, and shows
 // every stencil resource.
-func showSamples(ctx context.Context, kubectl func(...string) error, dir string) error {
-	if err := kubectl("apply", "--server-side", "-f", dir); err != nil {
+func showSamples(ctx context.Context, t target, dir string) error {
+	if err := t.run(ctx, "apply", "--server-side", "-f", dir); err != nil {
 		return fmt.Errorf("applying %s: %w", dir, err)
 	}
 	select {
@@ -145,7 +268,7 @@ func showSamples(ctx context.Context, kubectl func(...string) error, dir string)
 		return nil
 	case <-time.After(5 * time.Second):
 	}
-	return kubectl("get", "stencil", "-A", "-o", "wide")
+	return t.run(ctx, "get", "stencil", "-A", "-o", "wide")
 }
 
 func hasYAML(dir string) bool {

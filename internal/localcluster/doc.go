@@ -4,7 +4,7 @@
 // report Running without containers.
 //
 // The same code serves the integration tests (one cluster per test package),
-// the e2e suite, the benchmarks and `make run` when no cluster is configured.
+// the e2e suite, the benchmarks and `make run` (unless given a CONTEXT).
 //
 // Invariants:
 //   - Nothing listens on anything but 127.0.0.1.
