@@ -20,8 +20,8 @@ observes:
 	"replicaset.yaml": {Data: []byte(`apiVersion: apps/v1
 kind: ReplicaSet
 metadata:
-  name: {{ .Object.metadata.name }}
-  namespace: {{ .Object.metadata.namespace }}
+  name: {{ .Object.metadata.name | quote }}
+  namespace: {{ .Object.metadata.namespace | quote }}
   labels:
     pod-count: {{ len .Observed.pods | quote }}
 `)},

@@ -25,11 +25,7 @@ var update = flag.Bool("update", false, "rewrite the golden files (expected.yaml
 // TestGolden renders every testdata/<kind>/<case>/input.yaml and compares
 // the result with expected.yaml, or the error with error.txt.
 func TestGolden(t *testing.T) {
-	kinds := map[string]render.Definition{"widget": testkind.Widget()}
-	for _, def := range shipped.Definitions() {
-		kinds[strings.ToLower(def.GroupVersionKind.Kind)] = def
-	}
-	for dirName, def := range kinds {
+	for dirName, def := range goldenKinds() {
 		kind, err := render.Load(def)
 		if err != nil {
 			t.Fatal(err)
@@ -50,6 +46,16 @@ func TestGolden(t *testing.T) {
 			})
 		}
 	}
+}
+
+// goldenKinds are the kinds with golden cases, the shipped ones and the test
+// kind, by the name of their folder in testdata.
+func goldenKinds() map[string]render.Definition {
+	kinds := map[string]render.Definition{"widget": testkind.Widget()}
+	for _, def := range shipped.Definitions() {
+		kinds[strings.ToLower(def.GroupVersionKind.Kind)] = def
+	}
+	return kinds
 }
 
 func readCR(t *testing.T, kind *render.Kind, path string) v1alpha1.Object {

@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/testkind"
@@ -94,13 +95,17 @@ func TestRenderIsDeterministic(t *testing.T) {
 }
 
 // FuzzRenderShape feeds arbitrary strings into every string field of the
-// spec: the number, types, namespaces and names of the rendered objects must
-// not change, and the strings must arrive unchanged as values (no YAML
-// injection).
+// spec, and valid names into the resource's name: the number, types and
+// namespaces of the rendered objects must not change, their names only by
+// the resource's, and the strings must arrive unchanged as values (no YAML
+// injection, and no name YAML reads as a number, a boolean or null).
 func FuzzRenderShape(f *testing.F) {
-	f.Add("hello", "extra", "0.5")
-	f.Add("a\n---\nkind: Secret\nmetadata:\n  name: x", "b: c\n- d", "1\"\n  limits: {}")
-	f.Add("{{ .Name }}", "'", `\u0000`)
+	f.Add("hello", "extra", "0.5", "demo")
+	f.Add("a\n---\nkind: Secret\nmetadata:\n  name: x", "b: c\n- d", "1\"\n  limits: {}", "web")
+	f.Add("{{ .Name }}", "'", `\u0000`, "x")
+	f.Add("on", "null", "1e3", "123")
+	f.Add("yes", "~", "0x1f", "on")
+	f.Add("true", "false", "1", "null")
 	kind := mustLoad(f)
 	shape := func(t *testing.T, objs []*unstructured.Unstructured) string {
 		var b strings.Builder
@@ -113,19 +118,24 @@ func FuzzRenderShape(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	want := shape(nil, base)
-	f.Fuzz(func(t *testing.T, message, extra, cpu string) {
+	baseShape := shape(nil, base)
+	f.Fuzz(func(t *testing.T, message, extra, cpu, name string) {
 		if extra == "" || cpu == "" {
 			return // empty turns fields off by design
 		}
 		if !utf8.ValidString(message) || !utf8.ValidString(extra) || !utf8.ValidString(cpu) {
 			return // the API server only stores valid UTF-8
 		}
-		objs, err := kind.Render(widget(testv1alpha1.WidgetSpec{Message: message, Extra: extra, CPU: cpu, Replicas: 1, Service: true}))
-		if err != nil {
-			t.Fatalf("render failed on strings %q %q %q: %v", message, extra, cpu, err)
+		if len(name) > 50 || len(validation.IsDNS1123Label(name)) > 0 {
+			return // the API server takes no other name (and the ConfigMap adds -config)
 		}
-		if got := shape(t, objs); got != want {
+		cr := widget(testv1alpha1.WidgetSpec{Message: message, Extra: extra, CPU: cpu, Replicas: 1, Service: true})
+		cr.Name = name
+		objs, err := kind.Render(cr)
+		if err != nil {
+			t.Fatalf("render failed on name %q, strings %q %q %q: %v", name, message, extra, cpu, err)
+		}
+		if got, want := shape(t, objs), strings.ReplaceAll(baseShape, "/demo", "/"+name); got != want {
 			t.Fatalf("shape changed:\n%s\nwant:\n%s", got, want)
 		}
 		cm := objs[0]

@@ -286,7 +286,7 @@ owns:
 const configMapYAML = `apiVersion: v1
 kind: ConfigMap
 metadata:
-  name: {{ .Name }}
+  name: {{ .Name | quote }}
 data:
   message: {{ .Spec.Message | quote }}
 `

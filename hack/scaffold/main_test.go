@@ -8,6 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stencil-operator/stencil/internal/testkind"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/render"
 )
 
 // TestScaffoldedKindBuildsAndRenders scaffolds a kind in a copy of the
@@ -39,6 +46,33 @@ func TestScaffoldedKindBuildsAndRenders(t *testing.T) {
 	}
 	if role, _ := os.ReadFile(filepath.Join(root, "config/rbac/role.yaml")); !strings.Contains(string(role), "scaffoldtest.example.com") {
 		t.Errorf("config/rbac/role.yaml does not cover the new kind")
+	}
+}
+
+// TestScaffoldedTemplateQuotesNames renders the scaffold's ConfigMap
+// template for the test kind (which has its spec.message) with names YAML
+// reads as a number, a boolean or null when printed bare: they arrive as
+// the strings they are.
+func TestScaffoldedTemplateQuotesNames(t *testing.T) {
+	def := testkind.Widget()
+	def.Templates = fstest.MapFS{
+		"_kind.yaml":     {Data: []byte("owns: [{apiVersion: v1, kind: ConfigMap}]")},
+		"configmap.yaml": {Data: []byte(configMapYAML)},
+	}
+	kind, err := render.Load(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"123", "1e3", "on", "yes", "null", "true"} {
+		cr := &testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: s, Namespace: s, UID: "uid-1"}, Spec: testv1alpha1.WidgetSpec{Message: s}}
+		objs, err := kind.Render(cr)
+		if err != nil {
+			t.Errorf("a resource named %s: %v", s, err)
+			continue
+		}
+		if message := objs[0].Object["data"].(map[string]any)["message"]; objs[0].GetName() != s || message != s {
+			t.Errorf("a resource named %s renders name %q, message %#v", s, objs[0].GetName(), message)
+		}
 	}
 }
 
