@@ -8,7 +8,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/structured-merge-diff/v6/value"
 )
@@ -244,73 +243,4 @@ func matches(item any, pe fieldpath.PathElement) bool {
 		}
 	}
 	return true
-}
-
-// extract is the part of obj (an unstructured object) at the paths of set:
-// each leaf with its value, and the maps and list items that lead to it
-// (items by their keys). An apply of it sets those fields and claims no
-// others.
-func extract(obj map[string]any, set *fieldpath.Set) map[string]any {
-	out := map[string]any{}
-	set.Leaves().Iterate(func(path fieldpath.Path) {
-		if v, ok := graft(out, obj, path).(map[string]any); ok {
-			out = v
-		}
-	})
-	return out
-}
-
-// graft copies the value at path in src into dst, with what leads to it,
-// and returns dst (a new container when dst was none). A path src does
-// not have leaves dst as it was.
-func graft(dst, src any, path fieldpath.Path) any {
-	if len(path) == 0 {
-		return runtime.DeepCopyJSONValue(src)
-	}
-	next, ok := step(src, path[0])
-	if !ok {
-		return dst
-	}
-	if name := path[0].FieldName; name != nil {
-		m, _ := dst.(map[string]any)
-		if m == nil {
-			m = map[string]any{}
-		}
-		m[*name] = graft(m[*name], next, path[1:])
-		return m
-	}
-	list, _ := dst.([]any)
-	for i, item := range list {
-		if sameItem(item, next, path[0]) {
-			list[i] = graft(item, next, path[1:])
-			return list
-		}
-	}
-	return append(list, graft(itemSeed(next, path[0]), next, path[1:]))
-}
-
-// sameItem: item (in the extract) is the list item that pe names, found as
-// found in the source.
-func sameItem(item, found any, pe fieldpath.PathElement) bool {
-	if pe.Index != nil {
-		return value.Equals(value.NewValueInterface(item), value.NewValueInterface(found))
-	}
-	return matches(item, pe)
-}
-
-// itemSeed starts the extract's copy of a list item found in the source:
-// its key fields, so that the API server knows which item the rest belongs
-// to.
-func itemSeed(found any, pe fieldpath.PathElement) any {
-	m, ok := found.(map[string]any)
-	if !ok || pe.Key == nil {
-		return nil
-	}
-	seed := map[string]any{}
-	for _, f := range *pe.Key {
-		if v, ok := m[f.Name]; ok {
-			seed[f.Name] = runtime.DeepCopyJSONValue(v)
-		}
-	}
-	return seed
 }

@@ -146,36 +146,47 @@ func TestWithoutOthersFields(t *testing.T) {
 	}
 }
 
-// extract keeps the fields of a managedFields record with their values:
-// list items by their keys, set members by value, and nothing else.
-func TestExtract(t *testing.T) {
-	live := map[string]any{
-		"metadata": map[string]any{"name": "web", "uid": "u", "labels": map[string]any{"a": "1", "theirs": "x"},
-			"finalizers": []any{"stencil.dev/f", "other/f"}},
-		"spec": map[string]any{
-			"replicas": int64(3),
-			"template": map[string]any{"spec": map[string]any{"containers": []any{
-				map[string]any{"name": "web", "image": "nginx", "imagePullPolicy": "Always",
-					"ports": []any{map[string]any{"containerPort": int64(80), "protocol": "TCP", "name": "http"}}},
-				map[string]any{"name": "sidecar", "image": "theirs"},
-			}}},
-		},
-		"status": map[string]any{"replicas": int64(3)},
+// extractOwned keeps the fields our manager's record holds, with their
+// values, as client-go's Extract functions do: list items in the live
+// order (containers and env reordered would restart pods, and break
+// $(VAR) references), and nothing of what other managers own inside a map
+// stencil owns fields of.
+func TestExtractOwned(t *testing.T) {
+	full := &unstructured.Unstructured{}
+	if err := full.UnmarshalJSON([]byte(`{"apiVersion": "apps/v1", "kind": "Deployment",
+  "metadata": {"name": "web", "namespace": "ns", "uid": "u1", "labels": {"a": "1", "theirs": "x"},
+    "managedFields": [
+      {"manager": "stencil", "operation": "Apply", "apiVersion": "apps/v1", "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:a": {}}},
+        "f:spec": {"f:template": {"f:spec": {"f:containers": {
+          "k:{\"name\":\"zeta\"}": {".": {}, "f:name": {}, "f:image": {}, "f:env": {"k:{\"name\":\"B\"}": {".": {}, "f:name": {}, "f:value": {}}, "k:{\"name\":\"A\"}": {".": {}, "f:name": {}, "f:value": {}}},
+            "f:resources": {"f:limits": {"f:cpu": {}}}},
+          "k:{\"name\":\"alpha\"}": {".": {}, "f:name": {}, "f:image": {}}}}}}}},
+      {"manager": "other", "operation": "Update", "apiVersion": "apps/v1", "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:theirs": {}}},
+        "f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"zeta\"}": {"f:resources": {"f:limits": {"f:memory": {}}}}}}}}}}]},
+  "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [
+    {"name": "zeta", "image": "z", "env": [{"name": "B", "value": "b"}, {"name": "A", "value": "$(B)-a"}], "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
+    {"name": "alpha", "image": "a"}]}}}}`)); err != nil {
+		t.Fatal(err)
 	}
-	set, err := parseRecord([]string{`{"f:metadata":{"f:labels":{"f:a":{}},"f:finalizers":{"v:\"stencil.dev/f\"":{}}},` +
-		`"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{".":{},"f:image":{},"f:name":{},` +
-		`"f:ports":{"k:{\"containerPort\":80,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{},"f:name":{}}}}}}}}}`})
+	got, err := extractOwned(full, ownedRecord(full.GetManagedFields(), FieldManager))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{
-		"metadata": map[string]any{"labels": map[string]any{"a": "1"}, "finalizers": []any{"stencil.dev/f"}},
+	want := map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "namespace": "ns", "uid": "u1", "labels": map[string]any{"a": "1"}},
 		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []any{
-			map[string]any{"name": "web", "image": "nginx",
-				"ports": []any{map[string]any{"containerPort": int64(80), "protocol": "TCP", "name": "http"}}},
+			map[string]any{"name": "zeta", "image": "z", "env": []any{map[string]any{"name": "B", "value": "b"}, map[string]any{"name": "A", "value": "$(B)-a"}},
+				"resources": map[string]any{"limits": map[string]any{"cpu": "1"}}},
+			map[string]any{"name": "alpha", "image": "a"},
 		}}}},
 	}
-	if got := extract(live, set); !equality.Semantic.DeepEqual(got, want) {
-		t.Errorf("extract =\n%v\nwant\n%v", got, want)
+	if !equality.Semantic.DeepEqual(got.Object, want) {
+		t.Errorf("extractOwned =\n%v\nwant\n%v", got.Object, want)
+	}
+
+	// A type without a built-in schema is kept for reports only.
+	custom := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Thing", "metadata": map[string]any{"name": "t"}}}
+	if got, err := extractOwned(custom, nil); got != nil || err != nil {
+		t.Errorf("extractOwned of a custom resource = %v, %v; want nil, nil", got, err)
 	}
 }

@@ -2,13 +2,21 @@ package reconciler
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/client-go/applyconfigurations"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
@@ -16,12 +24,16 @@ import (
 // While a paced rollout holds a resource back, its objects stay as the
 // previous templates made them, and stencil keeps them so: the first time
 // the resource waits, hold reads each of its objects once and remembers the
-// fields stencil's field manager owns, with their values (the previous
-// templates' render, as the API server keeps it). When another manager
-// takes one of those fields later, hold reports the drift and, under drift
-// policy Correct, applies the remembered fields again. It never applies
-// anything of the new templates. What it remembers lives in this process: a
-// new one remembers the objects as it finds them.
+// fields stencil's field manager owns, with their values, extracted as
+// client-go's Extract functions do (the types' schemas keep list order and
+// atomic values whole). When another manager takes one of those fields
+// later, hold reports the drift and, under drift policy Correct, applies
+// the remembered fields again, paced as any fight. It never applies
+// anything of the new templates. Types without a built-in schema (custom
+// resources), create-only objects and hand-over fields are reported, never
+// corrected. What it remembers lives in this process: a new one remembers
+// the objects as it finds them, and says when it cannot tell whether they
+// drifted before (their records differ from status.ownedFields).
 
 // heldObject is one object of a waiting resource as stencil's manager left
 // it.
@@ -29,93 +41,188 @@ type heldObject struct {
 	uid types.UID
 	// owned is our manager's managedFields record when it was remembered.
 	owned []string
-	// obj holds those fields with their values: an apply of it restores
-	// them, and claims nothing more.
+	// obj holds those fields with their values, and the object's UID (a
+	// precondition of the apply): an apply of it restores them, and claims
+	// nothing more. Nil when the type has no built-in schema.
 	obj *unstructured.Unstructured
+	// ref is the object's identity, labels and annotations; desired the
+	// values drift reports compare with (obj, or the whole object when
+	// there is no schema).
+	ref, desired *unstructured.Unstructured
 }
 
 // heldObjects are a waiting resource's objects, by inventory entry.
 type heldObjects map[v1alpha1.InventoryEntry]heldObject
+
+// builtinTypes converts built-in objects to typed values, for extraction:
+// parsed once, on first use (the schemas cost memory).
+var builtinTypes = sync.OnceValue(func() managedfields.TypeConverter {
+	return applyconfigurations.NewTypeConverter(clientgoscheme.Scheme)
+})
 
 // hold keeps the objects of cr, which waits for its turn in a paced
 // rollout, as the previous templates made them, and records in res what
 // drifted.
 func (r *Reconciler) hold(ctx context.Context, cr v1alpha1.Object, res *result) error {
 	nn := client.ObjectKeyFromObject(cr)
-	v, _ := r.held.LoadOrStore(nn, heldObjects{})
-	held := v.(heldObjects)
+	v, known := r.held.Load(nn)
+	if !known {
+		held, err := r.rememberAll(ctx, cr, res)
+		if err != nil {
+			return err
+		}
+		r.held.Store(nn, held)
+		return nil
+	}
 	correct := cr.StencilDriftPolicy().OrDefault() == v1alpha1.DriftCorrect
-	for _, e := range cr.StencilStatus().Inventory {
-		gvk := schema.FromAPIVersionAndKind(e.APIVersion, e.Kind)
-		if !r.applier.types.declared(gvk) {
-			continue // not in the cache: stencil does not watch it for drift
+	for e, h := range v.(heldObjects) {
+		live, err := r.cachedEntry(ctx, e)
+		if err != nil || live == nil || live.GetUID() != h.uid {
+			return err // gone or replaced: intact lets the resource go at once
 		}
-		live := r.applier.types.newObject(gvk)
-		if err := r.client.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: e.Name}, live); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue // a lost object lets the resource go at once (see intact)
-			}
-			return fmt.Errorf("reading %s %s: %w", e.Kind, e.Name, err)
-		}
-		owned := ownedRecord(live.GetManagedFields(), FieldManager)
-		h, ok := held[e]
-		if !ok || h.uid != live.GetUID() {
-			h, err := r.remember(ctx, gvk, live.GetUID(), e, owned)
-			if err != nil {
-				return err
-			}
-			held[e] = h
-			continue
-		}
-		if err := r.keep(ctx, h, owned, correct, res); err != nil {
+		if err := r.keep(ctx, h, ownedRecord(live.GetManagedFields(), FieldManager), correct, res); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// remember reads one object in full and keeps the fields our manager owns
-// (record owned), with their values.
-func (r *Reconciler) remember(ctx context.Context, gvk schema.GroupVersionKind, uid types.UID, e v1alpha1.InventoryEntry, owned []string) (heldObject, error) {
+// rememberAll remembers every object of cr's inventory of the types the
+// cache holds. When the live records are not those status.ownedFields
+// recorded, something may have drifted before: res says so.
+func (r *Reconciler) rememberAll(ctx context.Context, cr v1alpha1.Object, res *result) (heldObjects, error) {
+	held := heldObjects{}
+	digest := sha256.New()
+	for _, e := range cr.StencilStatus().Inventory {
+		live, err := r.cachedEntry(ctx, e)
+		if err != nil {
+			return nil, err
+		}
+		if live == nil {
+			continue // a lost object lets the resource go at once (see intact)
+		}
+		h, err := r.remember(ctx, e, live.GetUID())
+		if err != nil {
+			return nil, err
+		}
+		held[e] = h
+		if !createOnly(h.ref) {
+			writeOwned(digest, h.ref, h.ref.GetAnnotations()[v1alpha1.AnnotationDesiredHash], h.owned)
+		}
+	}
+	if "sha256:"+hex.EncodeToString(digest.Sum(nil))[:32] != cr.StencilStatus().OwnedFields {
+		res.driftUnknown = true
+	}
+	return held, nil
+}
+
+// cachedEntry reads an inventory entry's object from the cache: nil when
+// it is gone, or of a type the cache does not hold.
+func (r *Reconciler) cachedEntry(ctx context.Context, e v1alpha1.InventoryEntry) (client.Object, error) {
+	gvk := schema.FromAPIVersionAndKind(e.APIVersion, e.Kind)
+	if !r.applier.types.declared(gvk) {
+		return nil, nil // not watched for drift
+	}
+	live := r.applier.types.newObject(gvk)
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: e.Name}, live)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s %s: %w", e.Kind, e.Name, err)
+	}
+	return live, nil
+}
+
+// remember reads one object in full and keeps the fields our manager owns,
+// with their values.
+func (r *Reconciler) remember(ctx context.Context, e v1alpha1.InventoryEntry, uid types.UID) (heldObject, error) {
 	full := &unstructured.Unstructured{}
-	full.SetGroupVersionKind(gvk)
+	full.SetGroupVersionKind(schema.FromAPIVersionAndKind(e.APIVersion, e.Kind))
 	if err := r.applier.reader.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: e.Name}, full); err != nil {
 		return heldObject{}, fmt.Errorf("reading %s %s to keep it while the rollout waits: %w", e.Kind, e.Name, err)
 	}
 	if full.GetUID() != uid {
-		return heldObject{}, fmt.Errorf("%s %s was replaced while stencil read it", e.Kind, e.Name)
+		return heldObject{}, fmt.Errorf("%s %s was replaced while stencil read it: %w", e.Kind, e.Name, errChangedWhileRead)
 	}
-	set, err := parseRecord(ownedRecord(full.GetManagedFields(), FieldManager))
+	owned := ownedRecord(full.GetManagedFields(), FieldManager)
+	ref := &unstructured.Unstructured{}
+	ref.SetGroupVersionKind(full.GroupVersionKind())
+	ref.SetNamespace(e.Namespace)
+	ref.SetName(e.Name)
+	ref.SetLabels(full.GetLabels())
+	ref.SetAnnotations(full.GetAnnotations())
+	h := heldObject{uid: uid, owned: owned, ref: ref, desired: full}
+	obj, err := extractOwned(full, owned)
 	if err != nil {
-		return heldObject{}, err
+		return heldObject{}, fmt.Errorf("%s %s: %w", e.Kind, e.Name, err)
 	}
-	obj := &unstructured.Unstructured{Object: extract(full.Object, set)}
-	obj.SetGroupVersionKind(gvk)
-	obj.SetNamespace(e.Namespace)
-	obj.SetName(e.Name)
-	return heldObject{uid: uid, owned: ownedRecord(full.GetManagedFields(), FieldManager), obj: obj}, nil
+	if obj != nil {
+		h.desired = obj
+		if !createOnly(ref) {
+			h.obj = obj
+		}
+	}
+	full.SetManagedFields(nil)
+	return h, nil
+}
+
+// extractOwned is the part of full that the record owned holds, with
+// full's UID as the apply's precondition; nil when full's type has no
+// built-in schema.
+func extractOwned(full *unstructured.Unstructured, owned []string) (*unstructured.Unstructured, error) {
+	tv, err := builtinTypes().ObjectToTyped(full, typed.AllowDuplicates)
+	if err != nil {
+		return nil, nil //nolint:nilerr // no schema: reported, never corrected
+	}
+	set, err := parseRecord(owned)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := tv.ExtractItems(set.Leaves(), typed.WithAppendKeyFields()).AsValue().Unstructured().(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("extracting the fields stencil owns: not an object")
+	}
+	obj := &unstructured.Unstructured{Object: m}
+	obj.SetGroupVersionKind(full.GroupVersionKind())
+	obj.SetNamespace(full.GetNamespace())
+	obj.SetName(full.GetName())
+	obj.SetUID(full.GetUID())
+	return obj, nil
 }
 
 // keep reports the fields of h that our manager no longer owns (record
-// owned now), and applies h again when correct says so.
+// owned now), but those the template hands over, and applies h again when
+// correct says so and h can be (see heldObject.obj), unless a fight over
+// the object defers it.
 func (r *Reconciler) keep(ctx context.Context, h heldObject, owned []string, correct bool, res *result) error {
 	missing, err := missingFields(h.owned, owned, nil)
 	if err != nil || missing.Empty() {
 		return err
 	}
-	report, err := r.applier.report(ctx, h.obj, missing)
+	if over := handOver(h.ref); over != nil {
+		missing = missing.RecursiveDifference(over)
+	}
+	report, err := r.applier.report(ctx, h.desired, missing)
 	if err != nil || len(report.Fields) == 0 {
 		return err
 	}
-	if correct {
-		if err := r.writable(); err != nil {
-			return err
-		}
-		if _, err := r.applier.applyOne(ctx, h.obj.DeepCopy(), false, nil); err != nil {
-			return err
-		}
-		report.Reverted = true
+	key, now := keyOf(h.ref), time.Now()
+	if f, fighting := r.applier.fights.fighting(key, now); !correct || h.obj == nil || fighting && now.Before(f.until) {
+		res.drift = append(res.drift, report) // left as it is: reported
+		return nil
 	}
+	if err := r.writable(); err != nil {
+		return err
+	}
+	if _, err := r.applier.applyOne(ctx, h.obj.DeepCopy(), false, nil); err != nil {
+		if apierrors.IsConflict(err) {
+			return fmt.Errorf("%w: %w", errChangedWhileRead, err) // replaced: the retry looks again
+		}
+		return err
+	}
+	report.Reverted = true
+	r.applier.fights.corrected(key, report, now)
 	res.drift = append(res.drift, report)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,8 +96,16 @@ func (a *applier) recreate(ctx context.Context, d *unstructured.Unstructured, fi
 	// d's data counts too: a template that says its data goes with the
 	// object needs enabled-data-loss to recreate it, whatever the live
 	// object says.
+	data := holdsData(live) || holdsData(d)
+	if !data && force != v1alpha1.ForceEnabledDataLoss {
+		claims, err := a.controlsClaims(ctx, live)
+		if err != nil {
+			return err
+		}
+		data = claims
+	}
 	switch {
-	case (holdsData(live) || holdsData(d)) && force != v1alpha1.ForceEnabledDataLoss:
+	case data && force != v1alpha1.ForceEnabledDataLoss:
 		immutable.holdsData = true
 		out.immutable = append(out.immutable, immutable)
 		return nil
@@ -109,11 +118,40 @@ func (a *applier) recreate(ctx context.Context, d *unstructured.Unstructured, fi
 	// with a conflict, and the next reconcile decides again.
 	uid, rv := live.GetUID(), live.GetResourceVersion()
 	err := a.client.Delete(ctx, live, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting %s %s to recreate it: %w: %w", d.GetKind(), client.ObjectKeyFromObject(d), errChangedWhileRead, err)
+	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting %s %s to recreate it: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
 	out.recreating = append(out.recreating, d.GetKind()+" "+quoted(d.GetNamespace(), d.GetName())+" (to change "+strings.Join(fields, ", ")+")")
 	return nil
+}
+
+// controlsClaims reports whether live, a StatefulSet, is still the
+// controller of claims in its namespace: the garbage collector deletes
+// those with it, whatever its retention policy says now (the StatefulSet
+// controller takes its ownerReferences off the claims some time after the
+// policy turns to Retain).
+func (a *applier) controlsClaims(ctx context.Context, live *unstructured.Unstructured) (bool, error) {
+	if live.GroupVersionKind().GroupKind().String() != "StatefulSet.apps" {
+		return false, nil
+	}
+	claims := &metav1.PartialObjectMetadataList{}
+	claims.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaimList"))
+	err := a.reader.List(ctx, claims, client.InNamespace(live.GetNamespace()))
+	if apierrors.IsForbidden(err) {
+		return true, nil // stencil cannot tell: its claims are taken as held
+	}
+	if err != nil {
+		return false, fmt.Errorf("listing the claims of StatefulSet %s: %w", client.ObjectKeyFromObject(live), err)
+	}
+	for _, c := range claims.Items {
+		if ref := metav1.GetControllerOfNoCopy(&c); ref != nil && ref.UID == live.GetUID() {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // holdsData: deleting o loses data: a volume or its claim, a Namespace (all

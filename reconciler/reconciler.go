@@ -139,11 +139,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 		return reconcile.Result{}, nil
 	}
 	if ok, err := r.claimed(ctx, cr); err != nil || !ok {
+		if err == nil {
+			r.held.Delete(req.NamespacedName) // another shard's now
+		}
 		if errors.Is(err, fence.ErrFenced) {
 			return fenced(ctx, err)
 		}
 		return reconcile.Result{RequeueAfter: claimRetry}, err
 	}
+	// Its objects' events find it by this UID (see ownerOf).
+	r.owners.Store(cr.GetUID(), req.NamespacedName)
 	if !cr.GetDeletionTimestamp().IsZero() {
 		r.rollout.forget(req.NamespacedName)
 		if err := r.writable(); err != nil {
@@ -160,7 +165,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 		return reconcile.Result{}, err
 	}
 	res := &result{generation: cr.GetGeneration()}
-	r.owners.Store(cr.GetUID(), req.NamespacedName)
 	defer func() {
 		if p := recover(); p != nil {
 			ctrl.LoggerFrom(ctx).Error(fmt.Errorf("%v", p), "Reconcile panicked", "stack", string(debug.Stack()))
@@ -190,6 +194,10 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	if waiting, err := r.awaitTurn(ctx, cr, res, digest); err != nil || waiting {
 		if err == nil {
 			err = r.hold(ctx, cr, res)
+			if errors.Is(err, errChangedWhileRead) {
+				res.quiet = true
+				return reconcile.Result{RequeueAfter: time.Second}, nil
+			}
 		}
 		if err != nil {
 			return reconcile.Result{}, err
@@ -539,6 +547,10 @@ type result struct {
 	ownedFields string
 	// rollout: a paced rollout of new templates reached the resource now.
 	rollout *v1alpha1.RolloutStatus
+	// driftUnknown: the resource waits for the rollout, and what its
+	// objects' field records say differs from status.ownedFields: fields
+	// may have drifted before stencil began to keep them (see hold).
+	driftUnknown bool
 	// waiting: the change the new templates bring waits for its turn; the
 	// reconcile applied nothing.
 	waiting *pending

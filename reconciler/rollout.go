@@ -209,15 +209,13 @@ func (g *rollout) seed(ctx context.Context) error {
 	}
 	for _, cr := range crs {
 		s := cr.StencilStatus()
-		if s.Rollout == nil || s.Rollout.Templates != g.templates {
-			continue
+		if s.Rollout == nil || s.Rollout.Templates != g.templates || cr.GetGeneration() != s.ObservedGeneration {
+			continue // not reached by this version, or its spec changed since
 		}
 		nn := client.ObjectKeyFromObject(cr)
 		if g.readyBeforeSeed[nn] {
 			continue // the cache has not seen the status that said so yet
 		}
-		// The status that kept status.rollout observed the generation
-		// the change reached: a spec change since takes it out.
 		g.start(nn, s.Rollout.Started.Time, s.ObservedGeneration)
 		if stalled := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionStalled); stalled != nil && stalled.Status == metav1.ConditionTrue {
 			g.rolling[nn].failed = describeFailure(stalled.Reason, stalled.Message)

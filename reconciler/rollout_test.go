@@ -270,14 +270,21 @@ func TestRolloutSpecChangeLeaves(t *testing.T) {
 	}
 }
 
-// A resource the seed takes from status.rollout counts with the generation
-// its status observed: a newer one leaves the rollout.
+// The seed takes from status.rollout only the resources whose spec did not
+// change since (generation = observedGeneration); one seeded and changed
+// afterwards leaves at its next reconcile.
 func TestRolloutSeededSpecChangeLeaves(t *testing.T) {
 	old := metav1.NewTime(time.Now().Add(-time.Hour))
-	left := widgetWithStatus("left", 2, v1alpha1.Status{ObservedGeneration: 1, Templates: "sha256:new",
-		Conditions: readyCondition(metav1.ConditionFalse, v1alpha1.ReasonProgressing, old.Time),
-		Rollout:    &v1alpha1.RolloutStatus{Templates: "sha256:new", Started: old}})
-	g := gate(t, RolloutOptions{Batch: 1, Deadline: time.Minute}, left)
+	rolling := func(name string, generation int64) *testv1alpha1.Widget {
+		return widgetWithStatus(name, generation, v1alpha1.Status{ObservedGeneration: 1, Templates: "sha256:new",
+			Conditions: readyCondition(metav1.ConditionFalse, v1alpha1.ReasonProgressing, old.Time),
+			Rollout:    &v1alpha1.RolloutStatus{Templates: "sha256:new", Started: old}})
+	}
+	g := gate(t, RolloutOptions{Batch: 1, Deadline: time.Minute}, rolling("changed", 2))
+	if v := mustAdmit(t, g, "x"); !v.started {
+		t.Errorf("x: %+v, want started: the one left rolling changed its spec since", v)
+	}
+	g = gate(t, RolloutOptions{Batch: 1, Deadline: time.Minute}, rolling("left", 1))
 	if v := mustAdmit(t, g, "x"); !v.halted {
 		t.Fatalf("x: %+v, want halted by the resource left rolling", v)
 	}

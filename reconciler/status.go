@@ -275,6 +275,8 @@ func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPo
 		after.Rollout = res.rollout
 	case res.rollout != nil:
 		after.Rollout = res.rollout
+	case res.generation != before.ObservedGeneration:
+		after.Rollout = nil // a failed reconcile of a new spec: out of the rollout
 	}
 	if res.ok() {
 		after.ObservedGeneration = res.generation
@@ -303,8 +305,13 @@ func waitingStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPo
 	meta.RemoveStatusCondition(&after.Conditions, v1alpha1.ConditionStalled)
 	meta.SetStatusCondition(&after.Conditions, metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue,
 		Reason: res.waiting.reason, Message: cut(res.waiting.message, v1alpha1.MaxMessageBytes), ObservedGeneration: res.generation})
-	if len(res.drift) > 0 {
+	switch {
+	case len(res.drift) > 0:
 		setDriftedCondition(after, res, policy)
+	case res.driftUnknown:
+		meta.SetStatusCondition(&after.Conditions, metav1.Condition{Type: v1alpha1.ConditionDrifted, Status: metav1.ConditionUnknown,
+			Reason: v1alpha1.ReasonDriftUnknown, ObservedGeneration: res.generation,
+			Message: "The objects' field records differ from those of stencil's last apply (status.ownedFields): a field may have changed before stencil began to keep the objects for the rollout. stencil reverts what changes from now on; the rollout's apply, when this resource's turn comes, sets every field."})
 	}
 	return after
 }

@@ -353,3 +353,32 @@ func TestPendingHealth(t *testing.T) {
 		})
 	}
 }
+
+// status.rollout says which version reached the resource while the rollout
+// counts it: the gate's word after a reconcile that got through (nil once
+// its spec changed), kept after a failure of the same spec, dropped after
+// a failure of a new one (issue 32: else a restarted stencil counted a
+// resource whose own spec broke it, and halted everyone again).
+func TestComputeStatusRollout(t *testing.T) {
+	reached := &v1alpha1.RolloutStatus{Templates: "sha256:new", Started: metav1.Now()}
+	before := &v1alpha1.Status{ObservedGeneration: 1, Rollout: reached}
+	progressing := []objectHealth{{}}
+	failed := &failure{reason: v1alpha1.ReasonOwnershipConflict, err: errors.New("taken"), stalled: true}
+	for _, tt := range []struct {
+		name string
+		res  result
+		want *v1alpha1.RolloutStatus
+	}{
+		{"Ready: through with it", result{generation: 1}, nil},
+		{"applied, not Ready, still counted", result{generation: 1, unhealthy: progressing, rollout: reached}, reached},
+		{"applied, not Ready, out of the rollout", result{generation: 2, unhealthy: progressing}, nil},
+		{"failed, same spec", result{generation: 1, failure: failed}, reached},
+		{"failed, new spec", result{generation: 2, failure: failed}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := computeStatus(before, &tt.res, v1alpha1.DriftCorrect).Rollout; !equality.Semantic.DeepEqual(got, tt.want) {
+				t.Errorf("status.rollout = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

@@ -193,6 +193,11 @@ const (
 	ReasonEmptyRender  = "EmptyRender"
 	ReasonInSync       = "InSync"
 	ReasonDriftFound   = "DriftDetected"
+	// ReasonDriftUnknown (Drifted=Unknown): a resource that waits for a
+	// paced rollout, whose objects' field records differ from those of
+	// stencil's last apply; what changed before it began to keep them
+	// cannot be told.
+	ReasonDriftUnknown = "DriftUnknown"
 	ReasonDriftFixed   = "DriftCorrected"
 	// ReasonFighting: another writer keeps taking back fields stencil
 	// reverts; stencil paces its corrections.
