@@ -94,7 +94,17 @@ func (r *Reconciler) listToPrune(ctx context.Context, cr v1alpha1.Object, gvk sc
 	}
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	err := r.reader.List(ctx, list, client.MatchingLabels{v1alpha1.LabelOwnerUID: string(cr.GetUID())})
+	opts := []client.ListOption{client.MatchingLabels{v1alpha1.LabelOwnerUID: string(cr.GetUID())}}
+	namespaced, err := r.namespaced(gvk)
+	if namespaced {
+		// A resource's namespaced objects are in its namespace: a list of
+		// every namespace would cost the API server as much as the
+		// cluster's objects of the type, for any tenant's resource.
+		opts = append(opts, client.InNamespace(cr.GetNamespace()))
+	}
+	if err == nil {
+		err = r.reader.List(ctx, list, opts...)
+	}
 	switch {
 	case meta.IsNoMatchError(err), apierrors.IsNotFound(err), apierrors.IsMethodNotSupported(err):
 		ctrl.LoggerFrom(ctx).V(1).Info("Type is not served; nothing to prune", "type", gvk.String())
@@ -107,6 +117,16 @@ func (r *Reconciler) listToPrune(ctx context.Context, cr v1alpha1.Object, gvk sc
 		return nil, err
 	}
 	return items(list, gvk)
+}
+
+// namespaced reports whether gvk's objects live in namespaces, from the
+// API server's discovery (cached by the REST mapper).
+func (r *Reconciler) namespaced(gvk schema.GroupVersionKind) (bool, error) {
+	m, err := r.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return false, err
+	}
+	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
 }
 
 func (r *Reconciler) deleteOwned(ctx context.Context, gvk schema.GroupVersionKind, item client.Object) error {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -80,7 +81,15 @@ func ShardCacheOptions(kinds []*render.Kind, shard labels.Selector) cache.Option
 	for _, k := range kinds {
 		byObject[k.New()] = cache.ByObject{Label: shard, Transform: cache.TransformStripManagedFields()}
 	}
-	stencils := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil})
+	// Objects stencil applies, or that a pod template's ownerLabels made:
+	// both labels. managed-by=stencil alone is a common label anyone may
+	// set; the owner UID ties an object to one resource (and stencil's
+	// admission policy lets only stencil set it: config/policy).
+	ownerUID, err := labels.NewRequirement(v1alpha1.LabelOwnerUID, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant, valid key
+	}
+	stencils := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil}).Add(*ownerUID)
 	owned := stencils
 	if reqs, selectable := shard.Requirements(); selectable {
 		owned = owned.Add(reqs...) // objects carry their resource's shard label
@@ -102,7 +111,8 @@ func ShardCacheOptions(kinds []*render.Kind, shard labels.Selector) cache.Option
 	for gvk := range observed {
 		o := &unstructured.Unstructured{}
 		o.SetGroupVersionKind(gvk)
-		byObject[o] = cache.ByObject{Label: stencils}
+		// Nothing reads an observed object's managedFields.
+		byObject[o] = cache.ByObject{Label: stencils, Transform: cache.TransformStripManagedFields()}
 	}
 	return cache.Options{
 		DefaultLabelSelector: owned,
@@ -302,22 +312,36 @@ func (r *Reconciler) recheckUnseen(ctx context.Context) error {
 // reads the object anyway.
 func (r *Reconciler) ownerByUID(_ context.Context, obj client.Object) []reconcile.Request {
 	nn, ok := r.owners.Load(types.UID(obj.GetLabels()[v1alpha1.LabelOwnerUID]))
-	if !ok {
+	if !ok || !sameTenant(obj, nn.(types.NamespacedName)) {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: nn.(types.NamespacedName)}}
 }
 
 // ownerOf maps an owned object to its custom resource through the owner
-// annotation, which namespaced and cluster-scoped objects both carry.
-func ownerOf(kind schema.GroupKind) handler.MapFunc {
-	return func(_ context.Context, obj client.Object) []reconcile.Request {
-		gk, nn, ok := render.ParseOwnerAnnotation(obj.GetAnnotations()[v1alpha1.AnnotationOwner])
-		if !ok || gk != kind {
-			return nil
-		}
-		return []reconcile.Request{{NamespacedName: types.NamespacedName(nn)}}
+// annotation, which namespaced and cluster-scoped objects both carry. Anyone
+// who may write an object can put any labels and annotations on it: the
+// object must also be in the resource's namespace (or cluster-scoped) and
+// carry the UID this process knows for it, else a forged annotation would
+// wake another tenant's resource at will. Before the first reconcile of a
+// resource its UID is unknown; that reconcile reads its objects anyway.
+func (r *Reconciler) ownerOf(_ context.Context, obj client.Object) []reconcile.Request {
+	gk, owner, ok := render.ParseOwnerAnnotation(obj.GetAnnotations()[v1alpha1.AnnotationOwner])
+	nn := types.NamespacedName(owner)
+	if !ok || gk != r.kind.GroupVersionKind().GroupKind() || !sameTenant(obj, nn) {
+		return nil
 	}
+	if known, ok := r.owners.Load(types.UID(obj.GetLabels()[v1alpha1.LabelOwnerUID])); !ok || known != nn {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: nn}}
+}
+
+// sameTenant: obj may belong to the custom resource nn: it is in nn's
+// namespace, or cluster-scoped (which only cluster administrators and
+// stencil create).
+func sameTenant(obj client.Object, nn types.NamespacedName) bool {
+	return obj.GetNamespace() == "" || obj.GetNamespace() == nn.Namespace
 }
 
 // ownedObjectHandler enqueues the owner of an owned object on every event
@@ -326,7 +350,7 @@ func ownerOf(kind schema.GroupKind) handler.MapFunc {
 // the next reconcile re-creates it rather than waiting for the cache, and
 // enqueues the resources that were waiting for the object to go.
 func (r *Reconciler) ownedObjectHandler(gvk schema.GroupVersionKind) handler.EventHandler {
-	enqueue := handler.EnqueueRequestsFromMapFunc(ownerOf(r.kind.GroupVersionKind().GroupKind()))
+	enqueue := handler.EnqueueRequestsFromMapFunc(r.ownerOf)
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if !r.applier.ownWrite(gvk.String(), e.Object) {

@@ -142,8 +142,10 @@ func template(o *unstructured.Unstructured, clusterNames map[string]bool) (strin
 	}
 	text := string(data)
 	text = strings.ReplaceAll(text, "namespace: "+configNamespace+"\n", "namespace: {{ .Release.Namespace }}\n")
+	// The admission policy names stencil's ServiceAccount by user name.
+	text = strings.ReplaceAll(text, "system:serviceaccount:"+configNamespace+":", "system:serviceaccount:{{ .Release.Namespace }}:")
 	for name := range clusterNames {
-		text = regexp.MustCompile(`(?m)^(\s*name: )`+regexp.QuoteMeta(name)+`$`).ReplaceAllString(text, "${1}{{ .Release.Name }}-"+strings.TrimPrefix(name, "stencil-"))
+		text = regexp.MustCompile(`(?m)^(\s*(?:name|policyName): )`+regexp.QuoteMeta(name)+`$`).ReplaceAllString(text, "${1}{{ .Release.Name }}-"+strings.TrimPrefix(name, "stencil-"))
 	}
 	text = strings.ReplaceAll(text, "image: __IMAGE__", `image: {{ required "image is required" .Values.image | quote }}`)
 	text = strings.ReplaceAll(text, "replicas: __REPLICAS__", "replicas: {{ .Values.replicas }}")
