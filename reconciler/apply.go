@@ -117,6 +117,10 @@ type applyOutcome struct {
 	// immutable are the refusals of applies that would change a field that
 	// cannot change; the other objects were still applied.
 	immutable []error
+	// rejected are the applies the API server rejected as invalid, which
+	// no retry of the same render fixes; the other objects were still
+	// applied.
+	rejected []error
 	// recreating names the objects deleted to be created anew.
 	recreating []string
 	// deferred are the corrections that wait because of a fight, and
@@ -170,9 +174,10 @@ func (v verdict) cachedVersion() uint64 {
 
 // apply brings every desired object that is this resource's to its desired
 // state and reports what it applied, the drift it found, the objects it
-// left alone because they are someone else's, and those whose apply would
-// change an immutable field. It stops at any other error. After conflicts,
-// immutable fields or an error the caller must not prune.
+// left alone because they are someone else's, those whose apply would
+// change an immutable field, and those the API server rejected as invalid.
+// It stops at any other error. After conflicts, immutable fields,
+// rejections or an error the caller must not prune.
 func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) (applyOutcome, error) {
 	out := applyOutcome{live: map[string]client.Object{}}
 	report := cr.StencilDriftPolicy() == v1alpha1.DriftReport
@@ -185,11 +190,21 @@ func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unst
 			}
 			continue
 		}
+		if rejected(err) {
+			out.rejected = append(out.rejected, err)
+			continue
+		}
 		if err != nil {
 			return out, err
 		}
 	}
 	return out, nil
+}
+
+// rejected: the API server refused the object itself (invalid, malformed
+// or too large): the same render is refused again, whatever the retry.
+func rejected(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err)
 }
 
 // applyObject checks d and applies it when it needs it, adding to out.

@@ -404,9 +404,19 @@ func (r *Reconciler) leaveBlocked(ctx context.Context, cr v1alpha1.Object, res *
 	} else {
 		r.conflicts.Delete(nn)
 	}
-	blocked := len(out.immutable)+len(out.recreating)+len(out.conflicts) > 0
+	if len(out.rejected) > 0 {
+		log.Info("The API server rejected objects as invalid; applied the others, nothing pruned", "rejected", len(out.rejected))
+		res.also(v1alpha1.ReasonRejected, true, errors.Join(out.rejected...))
+		retry = soonest(retry, rejectedRetry)
+	}
+	blocked := len(out.immutable)+len(out.recreating)+len(out.conflicts)+len(out.rejected) > 0
 	return soonest(retry, nextLook(res, out.waiting)), blocked
 }
+
+// rejectedRetry: a resource with an object the API server rejected looks
+// again this late (a change of its spec or of the templates comes sooner;
+// an admission policy that rejected it may have changed).
+const rejectedRetry = 10 * time.Minute
 
 // soonest is the shorter of two waits, where 0 is none.
 func soonest(a, b time.Duration) time.Duration {

@@ -9,6 +9,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -135,5 +137,38 @@ func TestPruneListsStayInTheNamespace(t *testing.T) {
 	}
 	if inNamespace() == beforeNS {
 		t.Error("no LIST in the resource's namespace: the prune did not list from the API server")
+	}
+}
+
+// An object the API server rejects as invalid (a label value it refuses,
+// here) is no reason to leave the resource's other objects unapplied, and
+// no retry fixes it: the others are applied, nothing is pruned, and the
+// resource is Stalled with reason Rejected, naming the object. Before
+// issue 32 the apply stopped at the Deployment (the ClusterRole, applied
+// after it, was never created) and the resource said ApplyFailed,
+// Reconciling, forever.
+func TestRejectedObjectStallsAndTheRestIsApplied(t *testing.T) {
+	ns := newNamespace(t)
+	createWidget(t, ns, "w", testv1alpha1.WidgetSpec{Message: "m", ClusterRole: true, Track: "not a label value!"})
+	t.Cleanup(func() { deleteWidgets(t, ns) }) // its ClusterRole goes with it
+	eventually(t, 30*time.Second, "Stalled (Rejected) with the ClusterRole applied", func() error {
+		if _, err := get(t, &rbacv1.ClusterRole{}, "", "widget-"+ns+"-w"); err != nil {
+			return fmt.Errorf("ClusterRole: %w", err)
+		}
+		w := getWidget(t, ns, "w")
+		stalled := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionStalled)
+		if stalled == nil || stalled.Status != metav1.ConditionTrue || stalled.Reason != v1alpha1.ReasonRejected {
+			return fmt.Errorf("Stalled = %+v", stalled)
+		}
+		if !strings.Contains(stalled.Message, `Deployment`) || !strings.Contains(stalled.Message, "fix the spec or the template") {
+			return fmt.Errorf("Stalled message %q does not name the Deployment and what to do", stalled.Message)
+		}
+		if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReconciling); c != nil && c.Status == metav1.ConditionTrue {
+			return fmt.Errorf("Reconciling = %+v, want not True: a retry cannot help", c)
+		}
+		return nil
+	})
+	if _, err := get(t, &appsv1.Deployment{}, ns, "w"); err == nil {
+		t.Error("the rejected Deployment exists")
 	}
 }

@@ -214,6 +214,10 @@ const (
 	// ReasonImmutableField: the API server refused to change a field that
 	// cannot change once set (a Deployment's selector, say).
 	ReasonImmutableField = "ImmutableField"
+	// ReasonRejected: the API server rejected an object as invalid (422,
+	// 400, too large): a retry of the same render cannot succeed. The
+	// resource's other objects are applied; nothing is pruned.
+	ReasonRejected = "Rejected"
 	// ReasonStatusFailed: the kind's status template failed.
 	ReasonStatusFailed = "StatusTemplateFailed"
 	// ReasonPanicked: the reconcile panicked (a bug in stencil).
