@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -85,4 +86,53 @@ func TestTenantCannotSteerStencil(t *testing.T) {
 		return nil
 	})
 	mustKubectl(t, "-n", ns, "wait", "myweb/web", "--for=condition=Ready", "--timeout=60s")
+}
+
+// TestTenantServiceAccountBoundsWhatIsMade runs stencil with
+// --default-service-account=writer: it writes each resource's objects as
+// the ServiceAccount "writer" of the resource's namespace. In tenant-b,
+// writer may manage ConfigMaps and Deployments but not Services, and a
+// MyWeb renders all three: the MyWeb is Stalled with reason Forbidden,
+// naming what writer may not do, and nothing is created. Once the
+// namespace's admin grants Services, the MyWeb becomes Ready, its objects
+// applied by writer, with stencil's control keys on them (its admission
+// policy, installed, lets stencil's impersonated writes set them).
+func TestTenantServiceAccountBoundsWhatIsMade(t *testing.T) {
+	const ns = "tenant-b"
+	mustKubectl(t, "create", "namespace", ns)
+	t.Cleanup(func() { _, _ = kubectl(t, "delete", "namespace", ns, "--wait=false") })
+	mustKubectl(t, "apply", "-k", "../config/policy")
+	t.Cleanup(func() { _, _ = kubectl(t, "delete", "-k", "../config/policy") })
+	mustKubectl(t, "-n", ns, "create", "serviceaccount", "writer")
+	mustKubectl(t, "-n", ns, "create", "role", "writer", "--verb=get,list,watch,create,update,patch,delete", "--resource=configmaps,deployments.apps")
+	mustKubectl(t, "-n", ns, "create", "rolebinding", "writer", "--role=writer", "--serviceaccount="+ns+":writer")
+
+	current.stop()
+	op, err := startBinary("as-tenant", filepath.Join(binDir, "stencil"), "--default-service-account=writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	current = op
+	t.Cleanup(func() { restoreFirstBuild(t) })
+
+	mustKubectl(t, "apply", "-f", writeFile(t, `{apiVersion: operator.k8s-summit.org/v1, kind: MyWeb, metadata: {name: web, namespace: `+ns+`}, spec: {image: nginx, nodePortNumber: 30320, pageContentHtml: hello}}`))
+	eventually(t, 60*time.Second, "Stalled, reason Forbidden", func() error {
+		stalled := mustKubectl(t, "-n", ns, "get", "myweb", "web", "-o", `jsonpath={.status.conditions[?(@.type=="Stalled")].reason} {.status.conditions[?(@.type=="Stalled")].message}`)
+		if !strings.HasPrefix(stalled, "Forbidden ") || !strings.Contains(stalled, "ServiceAccount "+ns+"/writer") || !strings.Contains(stalled, "create services in namespace "+ns) {
+			return fmt.Errorf("Stalled: %q", stalled)
+		}
+		return nil
+	})
+	if objs := mustKubectl(t, "-n", ns, "get", "configmaps,deployments,services", "-l", "app.kubernetes.io/managed-by=stencil", "-o", "name"); strings.TrimSpace(objs) != "" {
+		t.Errorf("objects were created though the ServiceAccount may not create them all:\n%s", objs)
+	}
+
+	mustKubectl(t, "-n", ns, "create", "role", "writer-services", "--verb=get,list,watch,create,update,patch,delete", "--resource=services")
+	mustKubectl(t, "-n", ns, "create", "rolebinding", "writer-services", "--role=writer-services", "--serviceaccount="+ns+":writer")
+	mustKubectl(t, "-n", ns, "wait", "myweb/web", "--for=condition=Ready", "--timeout=90s")
+	for _, obj := range []string{"configmap/web-html", "deployment/web", "service/web"} {
+		if uid := mustKubectl(t, "-n", ns, "get", obj, "-o", `jsonpath={.metadata.labels.stencil\.dev/owner-uid}`); uid == "" {
+			t.Errorf("%s has no owner label", obj)
+		}
+	}
 }

@@ -539,7 +539,7 @@ func (a *applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dr
 	if dryRun {
 		opts = append(opts, client.DryRunAll)
 	}
-	if err := a.client.Patch(ctx, live, client.RawPatch(types.ApplyPatchType, body), opts...); err != nil {
+	if err := writer(ctx, a.client).Patch(ctx, live, client.RawPatch(types.ApplyPatchType, body), opts...); err != nil {
 		return nil, fmt.Errorf("applying %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
 	b := baseline{hash: d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: ownedRecord(live.GetManagedFields(), FieldManager), held: held}

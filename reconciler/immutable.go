@@ -117,7 +117,7 @@ func (a *applier) recreate(ctx context.Context, d *unstructured.Unstructured, fi
 	// a change in between (its retention policy set to Delete) fails it
 	// with a conflict, and the next reconcile decides again.
 	uid, rv := live.GetUID(), live.GetResourceVersion()
-	err := a.client.Delete(ctx, live, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	err := writer(ctx, a.client).Delete(ctx, live, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting %s %s to recreate it: %w: %w", d.GetKind(), client.ObjectKeyFromObject(d), errChangedWhileRead, err)
 	}

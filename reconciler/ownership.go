@@ -319,7 +319,7 @@ func (a *applier) relabelShard(ctx context.Context, d *unstructured.Unstructured
 	if err != nil {
 		return err
 	}
-	if err := a.client.Patch(ctx, live, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
+	if err := writer(ctx, a.client).Patch(ctx, live, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
 		return fmt.Errorf("labelling %s %s for this shard: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
 	return nil

@@ -131,7 +131,7 @@ func (r *Reconciler) namespaced(gvk schema.GroupVersionKind) (bool, error) {
 
 func (r *Reconciler) deleteOwned(ctx context.Context, gvk schema.GroupVersionKind, item client.Object) error {
 	uid := item.GetUID()
-	err := r.client.Delete(ctx, item, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	err := writer(ctx, r.client).Delete(ctx, item, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("pruning %s %s: %w", gvk.Kind, klog.KObj(item), err)
 	}

@@ -66,6 +66,10 @@ type Reconciler struct {
 	conflicts sync.Map // types.NamespacedName → time.Time
 	// rollout paces template changes (nil: not at all).
 	rollout *rollout
+	// identities says which ServiceAccount writes the kind's objects;
+	// tenants makes its clients (nil: stencil writes them itself).
+	identities Identities
+	tenants    *tenants
 	// held are the objects of resources that wait for their turn in the
 	// rollout, as the previous templates made them (see hold).
 	held sync.Map // types.NamespacedName → heldObjects
@@ -207,6 +211,14 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	r.held.Delete(client.ObjectKeyFromObject(cr)) // its turn came, or never had to
 	if err := r.writable(); err != nil {
 		return reconcile.Result{}, err // finish: fenced, nothing said
+	}
+	ctx, mayAct, err := r.actAs(ctx, cr, res.desired, res)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !mayAct {
+		// Nothing an event would tell of changes RBAC: look again.
+		return reconcile.Result{RequeueAfter: forbiddenRetry}, nil
 	}
 	if err := r.ensureFinalizer(ctx, cr, res.desired); err != nil {
 		if apierrors.IsConflict(err) {

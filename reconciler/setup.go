@@ -56,6 +56,9 @@ type Options struct {
 	// children. The way to remove a decorator: run with it disabled, then
 	// delete its folder.
 	DisabledDecorators []string
+	// Identities says which ServiceAccount of a resource's namespace
+	// writes its objects; the zero value: stencil itself.
+	Identities Identities
 	// Shards, when set, makes this process one shard of several: it
 	// claims each resource before it writes for it and gives the claim up
 	// when the resource moves to another shard (see claim.go).
@@ -146,18 +149,22 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 		unhealthy.track(gvk.Kind)
 		startCounters(gvk.Kind)
 		r := &Reconciler{
-			kind:     k,
-			client:   mgr.GetClient(),
-			reader:   mgr.GetAPIReader(),
-			recorder: mgr.GetEventRecorder("stencil"),
-			applier:  &applier{client: mgr.GetClient(), reader: mgr.GetAPIReader(), types: types, claims: firstApplies, fights: newFights()},
-			rewrites: newRewrites(),
-			rollout:  newRollout(gvk.Kind, k.Templates(), opts.Rollout),
-			mayWrite: opts.MayWrite,
-			shards:   opts.Shards,
-			leases:   leases,
-			scheme:   mgr.GetScheme(),
-			recheck:  make(chan event.GenericEvent),
+			kind:       k,
+			client:     mgr.GetClient(),
+			reader:     mgr.GetAPIReader(),
+			recorder:   mgr.GetEventRecorder("stencil"),
+			applier:    &applier{client: mgr.GetClient(), reader: mgr.GetAPIReader(), types: types, claims: firstApplies, fights: newFights()},
+			rewrites:   newRewrites(),
+			rollout:    newRollout(gvk.Kind, k.Templates(), opts.Rollout),
+			mayWrite:   opts.MayWrite,
+			shards:     opts.Shards,
+			leases:     leases,
+			scheme:     mgr.GetScheme(),
+			recheck:    make(chan event.GenericEvent),
+			identities: opts.Identities,
+		}
+		if opts.Identities.Default != "" || len(opts.Identities.ByKind) > 0 {
+			r.tenants = newTenants(mgr.GetConfig(), mgr.GetScheme())
 		}
 		r.rollout.newObject = func() client.Object { return k.New() }
 		r.rollout.list = listOf(mgr.GetClient(), mgr.GetScheme(), gvk)

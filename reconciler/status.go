@@ -335,6 +335,8 @@ func failureMessage(s *v1alpha1.Status, f *failure) string {
 		return "The templates rendered no objects, but " + strconv.Itoa(len(s.Inventory)) + " were applied before; stencil did not prune them. Check the spec, or delete the resource to remove them."
 	case v1alpha1.ReasonOwnershipConflict, v1alpha1.ReasonImmutableField:
 		return f.err.Error() + ". The resource's other objects are applied; nothing was pruned."
+	case v1alpha1.ReasonForbidden:
+		return f.err.Error() + ". Nothing was applied or pruned; grant it (a Role and RoleBinding in the namespace), and stencil looks again within 30 s."
 	case v1alpha1.ReasonRejected:
 		return "The API server rejected: " + f.err.Error() + ". A retry cannot fix this: fix the spec or the template. The resource's other objects are applied; nothing was pruned."
 	case v1alpha1.ReasonRecreating:

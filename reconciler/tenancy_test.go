@@ -25,8 +25,8 @@ import (
 // wake that Widget: before issue 32 each update of it did.
 func TestForgedOwnerWakesNoOtherTenant(t *testing.T) {
 	victim, tenant := newNamespace(t), newNamespace(t)
-	w := createWidget(t, victim, "w", testv1alpha1.WidgetSpec{Message: "m"})
-	w = waitReady(t, victim, "w")
+	createWidget(t, victim, "w", testv1alpha1.WidgetSpec{Message: "m"})
+	w := waitReady(t, victim, "w")
 	time.Sleep(2 * time.Second) // the Deployment controller's status writes settle
 	forged := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "forged",
 		Labels:      map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil, v1alpha1.LabelOwnerUID: string(w.UID)},

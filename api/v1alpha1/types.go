@@ -218,6 +218,10 @@ const (
 	// 400, too large): a retry of the same render cannot succeed. The
 	// resource's other objects are applied; nothing is pruned.
 	ReasonRejected = "Rejected"
+	// ReasonForbidden: the ServiceAccount that writes the resource's
+	// objects (see --default-service-account) may not create or patch one
+	// of the types the render holds; nothing was applied or pruned.
+	ReasonForbidden = "Forbidden"
 	// ReasonStatusFailed: the kind's status template failed.
 	ReasonStatusFailed = "StatusTemplateFailed"
 	// ReasonPanicked: the reconcile panicked (a bug in stencil).

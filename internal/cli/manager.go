@@ -40,6 +40,7 @@ type managerOptions struct {
 	rollout          reconciler.RolloutOptions
 	disabled         []string
 	shards           reconciler.Shards
+	identities       reconciler.Identities
 }
 
 func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
@@ -61,6 +62,8 @@ func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.disabled, "disable-decorator", nil, "Decorators (by name) that give up what they set: their labels and annotations on every object they decorated, and the objects they created. Run with a decorator disabled before deleting its folder, or its labels stay behind.")
 	fs.StringVar(&o.shards.Name, "shard", "", "The shard this process reconciles: the custom resources labelled stencil.dev/shard=<shard>. Empty: the default shard, every resource whose label names none of --shards. Each shard elects its own leader.")
 	fs.StringSliceVar(&o.shards.Known, "shards", nil, "Every shard but the default, the same list for every process.")
+	fs.StringVar(&o.identities.Default, "default-service-account", "", "ServiceAccount, in each custom resource's namespace, that writes the resource's objects (stencil impersonates it; its RBAC bounds what a resource can make). Empty: stencil writes them with its own identity. See docs/tenancy.md.")
+	fs.StringToStringVar(&o.identities.ByKind, "kind-service-account", nil, "Per kind, the ServiceAccount that writes its objects, over --default-service-account: Kind=name, comma-separated (an empty name: stencil's own identity).")
 	fs.BoolVar(&o.compression, "kube-api-compression", false, "Ask the API server to gzip its answers and watch streams (for a slow link; costs its CPU).")
 }
 
@@ -178,7 +181,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w (are the CRDs installed? `make install` installs them)", err)
 	}
-	opts := reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite, DisabledDecorators: o.disabled}
+	opts := reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite, DisabledDecorators: o.disabled, Identities: o.identities}
 	if len(o.shards.Known) > 0 {
 		opts.Shards = &o.shards
 		if o.leaderElect {
