@@ -46,6 +46,11 @@ func TestTenantCannotSteerStencil(t *testing.T) {
 		{"an owner annotation on her ConfigMap", `{apiVersion: v1, kind: ConfigMap, metadata: {name: forged, annotations: {stencil.dev/owner: MyWeb.operator.k8s-summit.org/other/web}}}`},
 		{"an owner label in a pod template", `{apiVersion: apps/v1, kind: Deployment, metadata: {name: forged}, spec: {replicas: 0, selector: {matchLabels: {app: forged}},
   template: {metadata: {labels: {app: forged, stencil.dev/owner-uid: "0000"}}, spec: {containers: [{name: c, image: nginx}]}}}}`},
+		{"an owner label in a claim template", `{apiVersion: apps/v1, kind: StatefulSet, metadata: {name: forged}, spec: {replicas: 0, serviceName: forged, selector: {matchLabels: {app: forged}},
+  template: {metadata: {labels: {app: forged}}, spec: {containers: [{name: c, image: nginx}]}},
+  volumeClaimTemplates: [{metadata: {name: data, labels: {stencil.dev/owner-uid: "0000"}}, spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}]}}`},
+		{"an owner label in a job template", `{apiVersion: batch/v1, kind: CronJob, metadata: {name: forged}, spec: {schedule: "@yearly",
+  jobTemplate: {metadata: {labels: {stencil.dev/owner-uid: "0000"}}, spec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: nginx}]}}}}}}`},
 		{"a shard label on her MyWeb", `{apiVersion: operator.k8s-summit.org/v1, kind: MyWeb, metadata: {name: sharded, labels: {stencil.dev/shard: b}},
   spec: {image: nginx, nodePortNumber: 30310, pageContentHtml: hi}}`},
 		{"a prune-pending mark on her MyWeb", `{apiVersion: operator.k8s-summit.org/v1, kind: MyWeb, metadata: {name: marked, annotations: {stencil.dev/prune-pending: "true"}},
@@ -74,6 +79,8 @@ func TestTenantCannotSteerStencil(t *testing.T) {
 		{"label", "myweb", "web", "team=a"},
 		{"patch", "myweb", "web", "--type=merge", "-p", `{"spec":{"pageContentHtml":"hello again"}}`},
 		{"patch", "configmap", "web-html", "--type=merge", "-p", `{"data":{"index.html":"drifted"}}`},
+		// A change of a pod template that carries stencil's labels, which it keeps.
+		{"rollout", "restart", "deployment/web"},
 	} {
 		if out, err := alice(args...); err != nil {
 			t.Errorf("alice: kubectl %s: %v: %s", strings.Join(args, " "), err, out)

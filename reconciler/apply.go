@@ -201,10 +201,20 @@ func (a *applier) apply(ctx context.Context, cr v1alpha1.Object, desired []*unst
 	return out, nil
 }
 
-// rejected: the API server refused the object itself (invalid, malformed
-// or too large): the same render is refused again, whatever the retry.
+// rejected: the API server refused the object itself as invalid (422) or
+// too large (413): the same render is refused again, whatever the retry.
+// Not an address already allocated (a Service's node port or cluster IP,
+// which another object may give up), nor a webhook's denial (its own
+// rules, which may change): those are retried as any failure.
 func rejected(err error) bool {
-	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err)
+	if err == nil {
+		return false
+	}
+	if apierrors.IsRequestEntityTooLargeError(err) {
+		return true
+	}
+	msg := err.Error()
+	return apierrors.IsInvalid(err) && !strings.Contains(msg, "already allocated") && !strings.Contains(msg, "admission webhook")
 }
 
 // applyObject checks d and applies it when it needs it, adding to out.

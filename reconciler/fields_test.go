@@ -1,12 +1,16 @@
 package reconciler
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 func TestMissingFields(t *testing.T) {
@@ -188,5 +192,31 @@ func TestExtractOwned(t *testing.T) {
 	custom := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Thing", "metadata": map[string]any{"name": "t"}}}
 	if got, err := extractOwned(custom, nil); got != nil || err != nil {
 		t.Errorf("extractOwned of a custom resource = %v, %v; want nil, nil", got, err)
+	}
+}
+
+// rejected tells the refusals no retry of the same render fixes from the
+// others.
+func TestRejected(t *testing.T) {
+	gr := schema.GroupResource{Resource: "services"}
+	invalid := func(msg string) error {
+		return apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "web", field.ErrorList{field.Invalid(field.NewPath("spec", "ports"), 30080, msg)})
+	}
+	for _, tt := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"none", nil, false},
+		{"invalid", invalid("must be between 1 and 65535"), true},
+		{"too large", apierrors.NewRequestEntityTooLargeError("limit is 3145728"), true},
+		{"port already allocated", invalid("provided port is already allocated"), false},
+		{"webhook denial", apierrors.NewBadRequest("admission webhook \"x\" denied the request"), false},
+		{"forbidden", apierrors.NewForbidden(gr, "web", errors.New("no")), false},
+		{"conflict", apierrors.NewConflict(gr, "web", errors.New("changed")), false},
+	} {
+		if got := rejected(tt.err); got != tt.want {
+			t.Errorf("%s: rejected = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
 
@@ -77,10 +79,13 @@ func (r *Reconciler) hold(ctx context.Context, cr v1alpha1.Object, res *result) 
 	correct := cr.StencilDriftPolicy().OrDefault() == v1alpha1.DriftCorrect
 	for e, h := range v.(heldObjects) {
 		live, err := r.cachedEntry(ctx, e)
-		if err != nil || live == nil || live.GetUID() != h.uid {
-			return err // gone or replaced: intact lets the resource go at once
+		if err != nil {
+			return err
 		}
-		if err := r.keep(ctx, h, ownedRecord(live.GetManagedFields(), FieldManager), correct, res); err != nil {
+		if live == nil || live.GetUID() != h.uid {
+			continue // gone or replaced: intact lets the resource go at once
+		}
+		if err := r.keep(ctx, h, live, correct, res); err != nil {
 			return err
 		}
 	}
@@ -110,7 +115,9 @@ func (r *Reconciler) rememberAll(ctx context.Context, cr v1alpha1.Object, res *r
 			writeOwned(digest, h.ref, h.ref.GetAnnotations()[v1alpha1.AnnotationDesiredHash], h.owned)
 		}
 	}
-	if "sha256:"+hex.EncodeToString(digest.Sum(nil))[:32] != cr.StencilStatus().OwnedFields {
+	// An empty record (fields left to others under policy Report) cannot
+	// be compared: nothing is claimed either way.
+	if recorded := cr.StencilStatus().OwnedFields; recorded != "" && "sha256:"+hex.EncodeToString(digest.Sum(nil))[:32] != recorded {
 		res.driftUnknown = true
 	}
 	return held, nil
@@ -157,6 +164,9 @@ func (r *Reconciler) remember(ctx context.Context, e v1alpha1.InventoryEntry, ui
 	if err != nil {
 		return heldObject{}, fmt.Errorf("%s %s: %w", e.Kind, e.Name, err)
 	}
+	if obj == nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("No built-in schema for an object kept for a paced rollout: its drift is reported, not corrected", "kind", e.Kind, "object", e.Name)
+	}
 	if obj != nil {
 		h.desired = obj
 		if !createOnly(ref) {
@@ -171,7 +181,13 @@ func (r *Reconciler) remember(ctx context.Context, e v1alpha1.InventoryEntry, ui
 // full's UID as the apply's precondition; nil when full's type has no
 // built-in schema.
 func extractOwned(full *unstructured.Unstructured, owned []string) (*unstructured.Unstructured, error) {
-	tv, err := builtinTypes().ObjectToTyped(full, typed.AllowDuplicates)
+	// status (never ours) and managedFields out first: a field a newer API
+	// server added there is not in client-go's schemas, and would fail the
+	// conversion.
+	trimmed := full.DeepCopy()
+	delete(trimmed.Object, "status")
+	trimmed.SetManagedFields(nil)
+	tv, err := builtinTypes().ObjectToTyped(trimmed, typed.AllowDuplicates)
 	if err != nil {
 		return nil, nil //nolint:nilerr // no schema: reported, never corrected
 	}
@@ -191,12 +207,12 @@ func extractOwned(full *unstructured.Unstructured, owned []string) (*unstructure
 	return obj, nil
 }
 
-// keep reports the fields of h that our manager no longer owns (record
-// owned now), but those the template hands over, and applies h again when
-// correct says so and h can be (see heldObject.obj), unless a fight over
-// the object defers it.
-func (r *Reconciler) keep(ctx context.Context, h heldObject, owned []string, correct bool, res *result) error {
-	missing, err := missingFields(h.owned, owned, nil)
+// keep reports the fields of h that our manager no longer owns on live,
+// but those the template hands over, and applies h again (without the
+// handed-over fields another manager took) when correct says so and h can
+// be (see heldObject.obj), unless a fight over the object defers it.
+func (r *Reconciler) keep(ctx context.Context, h heldObject, live client.Object, correct bool, res *result) error {
+	missing, err := missingFields(h.owned, ownedRecord(live.GetManagedFields(), FieldManager), nil)
 	if err != nil || missing.Empty() {
 		return err
 	}
@@ -215,9 +231,16 @@ func (r *Reconciler) keep(ctx context.Context, h heldObject, owned []string, cor
 	if err := r.writable(); err != nil {
 		return err
 	}
-	if _, err := r.applier.applyOne(ctx, h.obj.DeepCopy(), false, nil); err != nil {
-		if apierrors.IsConflict(err) {
-			return fmt.Errorf("%w: %w", errChangedWhileRead, err) // replaced: the retry looks again
+	body, err := withoutHandedOver(h.obj.DeepCopy(), h.ref, live.GetManagedFields())
+	if err != nil {
+		return err
+	}
+	if _, err := r.applier.applyOne(ctx, body, false, nil); err != nil {
+		// Replaced or gone since the cache showed it: the UID in the body
+		// makes the API server refuse (a conflict, or metadata.uid
+		// immutable); the retry looks again.
+		if apierrors.IsConflict(err) || apierrors.IsInvalid(err) && strings.Contains(err.Error(), "metadata.uid") {
+			return fmt.Errorf("%w: %w", errChangedWhileRead, err)
 		}
 		return err
 	}

@@ -248,7 +248,8 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 	if err != nil {
-		return reconcile.Result{}, res.failQuietly(ctx, v1alpha1.ReasonApplyFailed, err)
+		// Rejections before the failure are told with it.
+		return reconcile.Result{}, res.failQuietly(ctx, v1alpha1.ReasonApplyFailed, errors.Join(append([]error{err}, out.rejected...)...))
 	}
 	if retry, blocked := r.leaveBlocked(ctx, cr, res, out); blocked {
 		return reconcile.Result{RequeueAfter: retry}, nil
@@ -619,7 +620,9 @@ func (res *result) record(reason string, stalled bool, err error) {
 // already, adds err to it: every object a reconcile had to leave is told.
 func (res *result) also(reason string, stalled bool, err error) {
 	if res.failure != nil {
+		// One that a retry cannot fix makes the whole Stalled.
 		res.failure.err = errors.Join(res.failure.err, err)
+		res.failure.stalled = res.failure.stalled || stalled
 		return
 	}
 	res.record(reason, stalled, err)

@@ -78,6 +78,9 @@ func ClusterRole(kinds []*render.Kind, decorators []*render.Decorator) rbacv1.Cl
 	// (--default-service-account): stencil impersonates it, with the extra
 	// that tells stencil's admission policy the write is stencil's.
 	add("", "serviceaccounts", []string{"impersonate"})
+	// Setting stencil's control keys: its admission policy (config/policy)
+	// lets only who may "set" controlkeys.stencil.dev do it.
+	add("stencil.dev", "controlkeys", []string{"set"})
 	add("authentication.k8s.io", "userextras/"+WriterExtra, []string{"impersonate"})
 	return rbacv1.ClusterRole{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
