@@ -3,7 +3,10 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,15 +30,139 @@ func podCountLabels(t *testing.T, ns, want string) (string, error) {
 	return out, nil
 }
 
+// podCountFlags enable replicaset-podcount as the seed-004 sample does
+// (config/samples/replicaset-podcount): in the namespaces labelled
+// stencil.dev/podcount=on.
+var podCountFlags = []string{"--decorators=replicaset-podcount", "--decorator-namespace-selector=replicaset-podcount=stencil.dev/podcount=on"}
+
+// useOperator replaces the current operator by one started with flags; the
+// suite's operator, without flags, runs again when the test ends.
+func useOperator(t *testing.T, name string, flags ...string) {
+	t.Helper()
+	current.stop()
+	op, err := startBinary(name, filepath.Join(binDir, "stencil"), flags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current = op
+}
+
+// restoreOperator starts the suite's operator again, without flags.
+func restoreOperator(t *testing.T, name string) {
+	current.stop()
+	op, err := startOperator(name)
+	if err != nil {
+		t.Errorf("starting the operator again: %v", err)
+		return
+	}
+	current = op
+}
+
+// holdsNothing: no ReplicaSet in ns carries pod-count or a field of
+// replicaset-podcount's field manager.
+func holdsNothing(t *testing.T, ns string) error {
+	t.Helper()
+	if out, err := podCountLabels(t, ns, ""); err != nil {
+		return fmt.Errorf("%w\n%s", err, out)
+	}
+	managers := mustKubectl(t, "-n", ns, "get", "rs", "--show-managed-fields", "-o", "jsonpath={.items[*].metadata.managedFields[*].manager}")
+	if strings.Contains(managers, "stencil-decorator-replicaset-podcount") {
+		return fmt.Errorf("field managers %s", managers)
+	}
+	return nil
+}
+
+// stays checks for d that check keeps passing.
+func stays(t *testing.T, d time.Duration, what string, check func() error) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		if err := check(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
+// TestDecoratorsAreOptIn: a stencil started without --decorators neither
+// watches nor writes ReplicaSets. With replicaset-podcount enabled for the
+// namespaces labelled stencil.dev/podcount=on, it decorates the
+// ReplicaSets there and nowhere else, and removes what it set from a
+// namespace that loses the label. Started again without --decorators, it
+// leaves the labels as they are and says so in its log.
+func TestDecoratorsAreOptIn(t *testing.T) {
+	const in, out = "optin-in", "optin-out"
+	for _, ns := range []string{in, out} {
+		mustKubectl(t, "create", "namespace", ns)
+		t.Cleanup(func() { _, _ = kubectl(t, "delete", "namespace", ns, "--wait=false") })
+		mustKubectl(t, "-n", ns, "create", "deployment", "web", "--image=nginx", "--replicas=1")
+	}
+	for _, ns := range []string{in, out} {
+		eventually(t, time.Minute, "a ready ReplicaSet in "+ns, func() error {
+			if ready := mustKubectl(t, "-n", ns, "get", "rs", "-o", "jsonpath={.items[*].status.readyReplicas}"); ready != "1" {
+				return fmt.Errorf("ready replicas %q", ready)
+			}
+			return nil
+		})
+	}
+	stays(t, 5*time.Second, "without --decorators", func() error {
+		return errors.Join(holdsNothing(t, in), holdsNothing(t, out))
+	})
+	for _, e := range auditEvents(t, operatorUser, current.started) {
+		if e.ObjectRef.Resource == "replicasets" && e.Verb != "list" {
+			t.Errorf("without --decorators the operator sent %s %s %s/%s", e.Verb, e.ObjectRef.Resource, e.ObjectRef.Namespace, e.ObjectRef.Name)
+		}
+	}
+
+	useOperator(t, "optin", podCountFlags...)
+	t.Cleanup(func() { restoreOperator(t, "after-optin") })
+	mustKubectl(t, "label", "namespace", in, "stencil.dev/podcount=on")
+	eventually(t, time.Minute, "pod-count=1 in "+in, func() error {
+		_, err := podCountLabels(t, in, "1")
+		return err
+	})
+	stays(t, 3*time.Second, "in a namespace without the label", func() error { return holdsNothing(t, out) })
+
+	mustKubectl(t, "label", "namespace", in, "stencil.dev/podcount-")
+	eventually(t, time.Minute, "pod-count removed in "+in, func() error { return holdsNothing(t, in) })
+
+	// What an earlier stencil set, a stencil with the decorator off leaves
+	// as it is, and tells.
+	mustKubectl(t, "label", "namespace", in, "stencil.dev/podcount=on")
+	eventually(t, time.Minute, "pod-count=1 again in "+in, func() error {
+		_, err := podCountLabels(t, in, "1")
+		return err
+	})
+	useOperator(t, "optin-off")
+	eventually(t, 30*time.Second, "the leftovers told in the log", func() error {
+		log, err := os.ReadFile(current.logPath)
+		if err != nil {
+			return err
+		}
+		for line := range strings.SplitSeq(string(log), "\n") {
+			if strings.Contains(line, `"decorator":"replicaset-podcount"`) && strings.Contains(line, "--disable-decorator") {
+				t.Logf("the operator's log: %s", line)
+				return nil
+			}
+		}
+		return fmt.Errorf("not in the log:\n%s", current.logTail())
+	})
+	if labels, err := podCountLabels(t, in, "1"); err != nil {
+		t.Errorf("with the decorator off: %v\n%s", err, labels)
+	}
+}
+
 // TestReplicaSetPodCount is seed 004 end to end, as the README's tour
-// shows it: a Deployment scaled 3 → 5 → 2, its ReplicaSet's pod-count
-// label following; another manager's value set back and shown by `stencil
-// drift`; no request at rest with 50 decorated ReplicaSets and their pods;
-// and a decorator disabled gives up its label everywhere.
+// shows it: the decorator enabled for the namespaces labelled
+// stencil.dev/podcount=on, a Deployment scaled 3 → 5 → 2, its ReplicaSet's
+// pod-count label following; another manager's value set back and shown
+// by `stencil drift`; no request at rest with 50 decorated ReplicaSets and
+// their pods; and a decorator disabled gives up its label everywhere.
 func TestReplicaSetPodCount(t *testing.T) {
 	const ns = "tour-rs"
+	useOperator(t, "podcount", podCountFlags...)
+	t.Cleanup(func() { restoreOperator(t, "after-podcount") })
 	mustKubectl(t, "create", "namespace", ns)
 	t.Cleanup(func() { _, _ = kubectl(t, "delete", "namespace", ns, "--wait=false") })
+	mustKubectl(t, "label", "namespace", ns, "stencil.dev/podcount=on")
 	mustKubectl(t, "-n", ns, "create", "deployment", "web", "--image=nginx", "--replicas=3")
 	for _, n := range []string{"3", "5", "2"} {
 		if n != "3" {
@@ -64,21 +191,7 @@ func TestReplicaSetPodCount(t *testing.T) {
 	atRest(t)
 
 	// Disabled, the decorator gives up its label on every ReplicaSet.
-	current.stop()
-	disabled, err := startBinary("podcount-disabled", binDir+"/stencil", "--disable-decorator=replicaset-podcount")
-	if err != nil {
-		t.Fatal(err)
-	}
-	current = disabled
-	t.Cleanup(func() {
-		current.stop()
-		op, err := startOperator("after-podcount-disabled")
-		if err != nil {
-			t.Errorf("starting the operator again: %v", err)
-			return
-		}
-		current = op
-	})
+	useOperator(t, "podcount-disabled", "--disable-decorator=replicaset-podcount")
 	for _, namespace := range []string{"rest-rs", ns} {
 		eventually(t, time.Minute, "no pod-count label in "+namespace, func() (err error) {
 			out, err = podCountLabels(t, namespace, "")
@@ -94,6 +207,7 @@ func atRest(t *testing.T) {
 	const ns, n = "rest-rs", 50
 	mustKubectl(t, "create", "namespace", ns)
 	t.Cleanup(func() { _, _ = kubectl(t, "delete", "namespace", ns, "--wait=false") })
+	mustKubectl(t, "label", "namespace", ns, "stencil.dev/podcount=on")
 	for i := range n {
 		mustKubectl(t, "-n", ns, "create", "deployment", fmt.Sprintf("web-%d", i), "--image=nginx", "--replicas=1")
 	}

@@ -28,6 +28,8 @@ type operator struct {
 	// metrics is the URL of its metrics endpoint: HTTPS, for clients the
 	// API server authorizes.
 	metrics string
+	// started is when it was started.
+	started time.Time
 }
 
 // saKubeconfig is the kubeconfig of the ServiceAccount stencil-system/stencil,
@@ -85,7 +87,7 @@ func launch(name, bin, kubeconfig string, flags ...string) (*operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	op := &operator{name: name, logPath: filepath.Join(cluster.Dir, "logs", "stencil-"+name+".log"), exited: make(chan struct{}), metrics: "https://" + metrics + "/metrics"}
+	op := &operator{name: name, logPath: filepath.Join(cluster.Dir, "logs", "stencil-"+name+".log"), exited: make(chan struct{}), metrics: "https://" + metrics + "/metrics", started: time.Now()}
 	log, err := os.Create(op.logPath)
 	if err != nil {
 		return nil, err

@@ -52,6 +52,7 @@ type decoratorReconciler struct {
 	reader   client.Reader // the API server, for objects the cache does not hold
 	recorder events.EventRecorder
 	types    cachedTypes // parents: whole, typed when the scheme knows them
+	scope    *scope      // the parents it decorates, and those the cache holds
 	mayWrite func() error
 	// disabled: the decorator gives up what it set, on every parent.
 	disabled bool
@@ -68,7 +69,14 @@ func (r *decoratorReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	gvk := r.dec.Declaration().Decorates.GroupVersionKind()
 	parent := r.types.newObject(gvk)
 	if err := r.cache.Get(ctx, req.NamespacedName, parent); err != nil {
-		if apierrors.IsNotFound(err) {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+		// Gone, or out of the cache's selector (then given up below).
+		if parent, err = r.leftScope(ctx, req.NamespacedName); err != nil {
+			return reconcile.Result{}, err
+		}
+		if parent == nil {
 			// Its children go with it: they carry its ownerReference.
 			decorated.forget(r.dec.Name(), req.NamespacedName)
 			r.written.Delete(req.NamespacedName)
@@ -77,7 +85,6 @@ func (r *decoratorReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 			}
 			return reconcile.Result{}, nil
 		}
-		return reconcile.Result{}, err
 	}
 	if parent.GetDeletionTimestamp() != nil {
 		return reconcile.Result{}, nil
@@ -120,11 +127,18 @@ func (r *decoratorReconciler) cacheBehind(parent client.Object) bool {
 	return w.uid == parent.GetUID() && resourceVersion(parent) < w.resourceVersion && time.Since(w.at) < writtenGrace
 }
 
-// decorate renders and applies, or, for a parent the selector no longer
-// matches, gives up what the decorator set.
+// decorate renders and applies, or, for a parent the selector or the scope
+// no longer selects, gives up what the decorator set.
 func (r *decoratorReconciler) decorate(ctx context.Context, parent client.Object, gvk schema.GroupVersionKind) error {
 	key := client.ObjectKeyFromObject(parent)
-	if r.disabled || !r.dec.Decorates(parent) {
+	in := !r.disabled && r.dec.Decorates(parent)
+	if in {
+		var err error
+		if in, err = r.scope.contains(ctx, r.cache, r.types, parent); err != nil {
+			return err
+		}
+	}
+	if !in {
 		decorated.forget(r.dec.Name(), key)
 		return r.release(ctx, parent, gvk)
 	}

@@ -9,9 +9,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -33,31 +31,55 @@ import (
 	"github.com/stencil-operator/stencil/render"
 )
 
-// SetupDecorators starts one controller per decorator, named
-// "decorator-<name>". They share a cache of their own, apart from the
-// manager's (which holds only stencil-labelled objects): every object of
-// the parent types, whole (their managedFields say which labels stencil
-// holds); every object of the observed types, metadata only, without
-// managedFields; and of the owned types only the decorators' children.
+// SetupDecorators starts one controller per running decorator, named
+// "decorator-<name>": those opts enables (Options.Decorators), in their
+// scope, and those it disables (they give up what they set). The others
+// are off: no controller, no cache; objects that hold what they set are
+// counted once this process leads, and reported (see decorator_scope.go).
+// The running decorators share a cache of their own, apart from the
+// manager's (which holds only stencil-labelled objects): the objects of the
+// parent types (whole: their managedFields say which labels stencil holds),
+// only those of a scope's object selector when it has one; every object of
+// the observed types, metadata only, without managedFields; Namespaces'
+// labels, metadata only, for a namespace selector; and of the owned types
+// only the decorators' children.
 func SetupDecorators(mgr ctrl.Manager, decorators []*render.Decorator, opts Options) error {
-	if len(decorators) == 0 {
+	if err := checkDecoratorNames(decorators, opts); err != nil {
+		return err
+	}
+	var running, off []*render.Decorator
+	for _, d := range decorators {
+		// Served from the start, as the alerts on them expect.
+		decoratorFailures.WithLabelValues(d.Name(), "RenderFailed")
+		if _, on := opts.Decorators[d.Name()]; on || slices.Contains(opts.DisabledDecorators, d.Name()) {
+			leftoverObjects.WithLabelValues(d.Name()).Set(0)
+			running = append(running, d)
+		} else {
+			leftoverObjects.WithLabelValues(d.Name())
+			off = append(off, d)
+		}
+	}
+	if len(off) > 0 {
+		if err := mgr.Add(reportLeftovers(mgr.GetAPIReader(), off)); err != nil {
+			return fmt.Errorf("adding the decorators' leftover report: %w", err)
+		}
+	}
+	if len(running) == 0 {
 		return nil
 	}
 	types := cachedTypes{whole: map[schema.GroupVersionKind]bool{}, scheme: mgr.GetScheme()}
-	for _, name := range opts.DisabledDecorators {
-		if !slices.ContainsFunc(decorators, func(d *render.Decorator) bool { return d.Name() == name }) {
-			return fmt.Errorf("no decorator named %q to disable", name)
-		}
-	}
-	c, err := newDecoratorCache(mgr, decorators, types)
+	scopes, err := resolveScopes(mgr, running, opts)
 	if err != nil {
 		return err
 	}
-	for _, d := range decorators {
+	c, err := newDecoratorCache(mgr, running, types, scopes)
+	if err != nil {
+		return err
+	}
+	for _, d := range running {
 		startCounters(d.Name())
-		decoratorFailures.WithLabelValues(d.Name(), "RenderFailed")
 		decorated.track(d.Name())
-		if err := setupDecorator(mgr, c, d, types, opts); err != nil {
+		if err := setupDecorator(mgr, c, d, types, scopes[d.Name()], opts); err != nil {
 			return err
 		}
 	}
@@ -65,7 +87,7 @@ func SetupDecorators(mgr ctrl.Manager, decorators []*render.Decorator, opts Opti
 }
 
 // newDecoratorCache makes the decorators' cache and adds it to the manager.
-func newDecoratorCache(mgr ctrl.Manager, decorators []*render.Decorator, types cachedTypes) (cache.Cache, error) {
+func newDecoratorCache(mgr ctrl.Manager, decorators []*render.Decorator, types cachedTypes, scopes map[string]*scope) (cache.Cache, error) {
 	children, err := labels.NewRequirement(v1alpha1.LabelDecorator, selection.Exists, nil)
 	if err != nil {
 		return nil, err
@@ -85,6 +107,10 @@ func newDecoratorCache(mgr ctrl.Manager, decorators []*render.Decorator, types c
 		}
 	}
 	for _, d := range decorators {
+		gvk := d.Declaration().Decorates.GroupVersionKind()
+		if sel := scopes[d.Name()].cached; sel != nil {
+			byObject[types.newObject(gvk)] = cache.ByObject{Label: sel} // the same for every decorator of the type
+		}
 		for _, o := range d.Declaration().Observes {
 			if owned[o.GroupVersionKind()] || types.whole[o.GroupVersionKind()] {
 				return nil, fmt.Errorf("decorator %s observes %s, which a decorator also owns or decorates: one cache cannot hold it both ways", d.Name(), o.Kind)
@@ -122,13 +148,9 @@ func stripObservedManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-func setupDecorator(mgr ctrl.Manager, c cache.Cache, d *render.Decorator, types cachedTypes, opts Options) error {
+func setupDecorator(mgr ctrl.Manager, c cache.Cache, d *render.Decorator, types cachedTypes, sc *scope, opts Options) error {
 	decl := d.Declaration()
 	parentGVK := decl.Decorates.GroupVersionKind()
-	mapping, err := mgr.GetRESTMapper().RESTMapping(parentGVK.GroupKind(), parentGVK.Version)
-	if err != nil {
-		return fmt.Errorf("decorator %s: finding %s: %w", d.Name(), parentGVK, err)
-	}
 	r := &decoratorReconciler{
 		dec:      d,
 		cache:    c,
@@ -136,10 +158,11 @@ func setupDecorator(mgr ctrl.Manager, c cache.Cache, d *render.Decorator, types 
 		reader:   mgr.GetAPIReader(),
 		recorder: mgr.GetEventRecorder("stencil"),
 		types:    types,
+		scope:    sc,
 		mayWrite: opts.MayWrite,
 		disabled: slices.Contains(opts.DisabledDecorators, d.Name()),
 	}
-	m := &parentMapper{dec: d, cache: c, types: types, gvk: parentGVK, namespaced: mapping.Scope.Name() == meta.RESTScopeNameNamespace}
+	m := &parentMapper{dec: d, cache: c, types: types, gvk: parentGVK, scope: sc}
 	r.forgetParent = m.forget
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("decorator-" + d.Name()).
@@ -148,7 +171,13 @@ func setupDecorator(mgr ctrl.Manager, c cache.Cache, d *render.Decorator, types 
 			SkipNameValidation:      &opts.SkipNameValidation,
 			ReconciliationTimeout:   cmp.Or(opts.ReconcileTimeout, DefaultReconcileTimeout),
 		}).
-		WatchesRawSource(source.Kind(c, types.newObject(parentGVK), &handler.EnqueueRequestForObject{}, predicate.Funcs{UpdateFunc: parentChanged}))
+		WatchesRawSource(source.Kind(c, types.newObject(parentGVK), &handler.EnqueueRequestForObject{}, predicate.NewPredicateFuncs(r.concerns), predicate.Funcs{UpdateFunc: parentChanged}))
+	if sc.Namespaces != nil && sc.namespaced && !r.disabled {
+		b = b.WatchesRawSource(source.Kind(c, types.newObject(namespaceGVK), m.namespaceChanges(sc.Namespaces)))
+	}
+	if sc.cached != nil && !r.disabled {
+		b = b.WatchesRawSource(r.releaseOutOfCache())
+	}
 	for _, o := range decl.Observes {
 		obj := &metav1.PartialObjectMetadata{}
 		obj.SetGroupVersionKind(o.GroupVersionKind())
@@ -193,12 +222,12 @@ func relationChanged(e event.UpdateEvent) bool {
 
 // parentMapper finds the parents an observed object or a child belongs to.
 type parentMapper struct {
-	dec        *render.Decorator
-	cache      cache.Cache
-	types      cachedTypes
-	gvk        schema.GroupVersionKind
-	namespaced bool
-	selectors  sync.Map // selectorKey → parentSelector
+	dec       *render.Decorator
+	cache     cache.Cache
+	types     cachedTypes
+	gvk       schema.GroupVersionKind
+	scope     *scope
+	selectors sync.Map // selectorKey → parentSelector
 }
 
 // selectorKey: a parent and the name of one of its observed lists.
@@ -230,6 +259,14 @@ func (m *parentMapper) observers(o render.Observed) handler.MapFunc {
 		}
 	}
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		// Out of the scope's namespaces, an observed object's event ends here.
+		in, err := m.scope.inNamespace(ctx, m.cache, m.types, obj.GetNamespace())
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Finding the parents of an observed object", "decorator", m.dec.Name())
+		}
+		if !in {
+			return nil
+		}
 		parents, err := m.candidates(ctx, obj)
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Finding the parents of an observed object", "decorator", m.dec.Name())
@@ -237,7 +274,7 @@ func (m *parentMapper) observers(o render.Observed) handler.MapFunc {
 		}
 		var out []reconcile.Request
 		for _, p := range parents {
-			if !m.dec.Decorates(p) {
+			if !m.dec.Decorates(p) || !m.scope.selects(p) {
 				continue
 			}
 			if sel := m.selector(o, p); sel != nil && sel.Matches(labels.Set(obj.GetLabels())) {
@@ -251,7 +288,7 @@ func (m *parentMapper) observers(o render.Observed) handler.MapFunc {
 // candidates are the parents that may observe obj: those in its namespace,
 // or, for Namespace parents, its namespace itself.
 func (m *parentMapper) candidates(ctx context.Context, obj client.Object) ([]client.Object, error) {
-	if m.gvk == corev1.SchemeGroupVersion.WithKind("Namespace") {
+	if m.gvk == namespaceGVK {
 		ns := m.types.newObject(m.gvk)
 		err := m.cache.Get(ctx, client.ObjectKey{Name: obj.GetNamespace()}, ns)
 		if apierrors.IsNotFound(err) {
@@ -303,7 +340,7 @@ func (m *parentMapper) byOwnerReference(obj client.Object) []reconcile.Request {
 			continue
 		}
 		nn := types.NamespacedName{Name: ref.Name}
-		if m.namespaced {
+		if m.scope.namespaced {
 			nn.Namespace = obj.GetNamespace()
 		}
 		out = append(out, reconcile.Request{NamespacedName: nn})

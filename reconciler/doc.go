@@ -16,4 +16,8 @@
 //     a second proof of ownership and a UID precondition.
 //   - Owned types are watched metadata-only, and the cache holds only
 //     objects labelled app.kubernetes.io/managed-by=stencil.
+//   - Decorators (decorator*.go) run only when an install enables them,
+//     each in its scope (decorator_scope.go): one that is off watches and
+//     writes nothing; one that runs writes outside its scope only to give
+//     up what it set there.
 package reconciler

@@ -51,6 +51,10 @@ type Options struct {
 	// reconcile asks before it writes anything and, refused, leaves the
 	// resource as it is and tries again soon.
 	MayWrite func() error
+	// Decorators are the decorators (by name) that run, each in its
+	// scope. The others are off, unless disabled: they watch and write
+	// nothing (see SetupDecorators).
+	Decorators map[string]DecoratorScope
 	// DisabledDecorators are decorators (by name) that give up everything
 	// they set: their labels and annotations on every parent, and their
 	// children. The way to remove a decorator: run with it disabled, then

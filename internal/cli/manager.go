@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -38,9 +41,17 @@ type managerOptions struct {
 	burst            int
 	compression      bool
 	rollout          reconciler.RolloutOptions
-	disabled         []string
+	decorators       decoratorFlags
 	shards           reconciler.Shards
 	identities       reconciler.Identities
+}
+
+// decoratorFlags say which decorators run, where.
+type decoratorFlags struct {
+	enabled    []string
+	objects    []string // <decorator>=<label selector>
+	namespaces []string // <decorator>=<label selector>
+	disabled   []string
 }
 
 func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
@@ -59,12 +70,61 @@ func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.burst, "kube-api-burst", 1000, "Client-side burst of requests to the API server.")
 	fs.IntVar(&o.rollout.Batch, "rollout-batch", reconciler.DefaultRolloutBatch, "Resources per kind that a change of the templates alone (a new stencil version) reaches at a time: the next one gets it when one of those is Ready. 0 applies such changes to every resource at once. Spec changes are never held back.")
 	fs.DurationVar(&o.rollout.Deadline, "rollout-deadline", reconciler.DefaultRolloutDeadline, "How long a resource that a template change reached may take to become Ready before the rollout of its kind halts.")
-	fs.StringSliceVar(&o.disabled, "disable-decorator", nil, "Decorators (by name) that give up what they set: their labels and annotations on every object they decorated, and the objects they created. Run with a decorator disabled before deleting its folder, or its labels stay behind.")
+	fs.StringSliceVar(&o.decorators.enabled, "decorators", nil, "Decorators (by name) to run, e.g. replicaset-podcount,namespace-defaults. A decorator not named is off: it watches and writes nothing (docs/add-decorator.md).")
+	fs.StringArrayVar(&o.decorators.namespaces, "decorator-namespace-selector", nil, `<decorator>=<label selector>: the decorator decorates only the objects in the namespaces whose labels match (a Namespace: its own labels), e.g. replicaset-podcount=stencil.dev/podcount=on. Once per decorator.`)
+	fs.StringArrayVar(&o.decorators.objects, "decorator-object-selector", nil, `<decorator>=<label selector>: the decorator decorates, and caches, only the objects whose labels match. Once per decorator.`)
+	fs.StringSliceVar(&o.decorators.disabled, "disable-decorator", nil, "Decorators (by name) that give up what they set: their labels and annotations on every object they decorated, and the objects they created. Run with a decorator disabled before deleting its folder, or to remove what it set before it was turned off; else its labels stay behind.")
 	fs.StringVar(&o.shards.Name, "shard", "", "The shard this process reconciles: the custom resources labelled stencil.dev/shard=<shard>. Empty: the default shard, every resource whose label names none of --shards. Each shard elects its own leader.")
 	fs.StringSliceVar(&o.shards.Known, "shards", nil, "Every shard but the default, the same list for every process.")
 	fs.StringVar(&o.identities.Default, "default-service-account", "", "ServiceAccount, in each custom resource's namespace, that writes the resource's objects (stencil impersonates it; its RBAC bounds what a resource can make). Empty: stencil writes them with its own identity. See docs/tenancy.md.")
 	fs.StringToStringVar(&o.identities.ByKind, "kind-service-account", nil, "Per kind, the ServiceAccount that writes its objects, over --default-service-account: Kind=name, comma-separated (an empty name: stencil's own identity).")
 	fs.BoolVar(&o.compression, "kube-api-compression", false, "Ask the API server to gzip its answers and watch streams (for a slow link; costs its CPU).")
+}
+
+// scopes are the enabled decorators and their scopes, from the flags. The
+// names are checked against the loaded decorators by
+// reconciler.SetupDecorators.
+func (f decoratorFlags) scopes() (map[string]reconciler.DecoratorScope, error) {
+	scopes := map[string]reconciler.DecoratorScope{}
+	for _, name := range f.enabled {
+		if name = strings.TrimSpace(name); name != "" {
+			scopes[name] = reconciler.DecoratorScope{}
+		}
+	}
+	set := func(flag string, values []string, put func(*reconciler.DecoratorScope, labels.Selector)) error {
+		seen := map[string]bool{}
+		for _, v := range values {
+			name, expr, ok := strings.Cut(v, "=")
+			if !ok || name == "" {
+				return fmt.Errorf("--%s %q: want <decorator>=<label selector>, e.g. replicaset-podcount=stencil.dev/podcount=on", flag, v)
+			}
+			sc, on := scopes[name]
+			if !on {
+				return fmt.Errorf("--%s %q: decorator %s is not in --decorators", flag, v, name)
+			}
+			if seen[name] {
+				return fmt.Errorf("--%s: decorator %s is given twice (one selector may hold several requirements: a=b,c in (d,e))", flag, name)
+			}
+			seen[name] = true
+			sel, err := labels.Parse(expr)
+			if err != nil {
+				return fmt.Errorf("--%s %q: %w", flag, v, err)
+			}
+			if sel.Empty() {
+				return fmt.Errorf("--%s %q: an empty selector selects everything; leave the flag out", flag, v)
+			}
+			put(&sc, sel)
+			scopes[name] = sc
+		}
+		return nil
+	}
+	if err := set("decorator-namespace-selector", f.namespaces, func(s *reconciler.DecoratorScope, sel labels.Selector) { s.Namespaces = sel }); err != nil {
+		return nil, err
+	}
+	if err := set("decorator-object-selector", f.objects, func(s *reconciler.DecoratorScope, sel labels.Selector) { s.Objects = sel }); err != nil {
+		return nil, err
+	}
+	return scopes, nil
 }
 
 // tuneClient sets the client-side limits and, unless asked for, turns off
@@ -138,6 +198,10 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return err
 	}
+	scopes, err := o.decorators.scopes()
+	if err != nil {
+		return err
+	}
 	lease := o.shards.LeaseName(leaderElectionID)
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -181,7 +245,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w (are the CRDs installed? `make install` installs them)", err)
 	}
-	opts := reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite, DisabledDecorators: o.disabled, Identities: o.identities}
+	opts := reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite, Decorators: scopes, DisabledDecorators: o.decorators.disabled, Identities: o.identities}
 	if len(o.shards.Known) > 0 {
 		opts.Shards = &o.shards
 		if o.leaderElect {
@@ -196,7 +260,8 @@ func runManager(ctx context.Context, o managerOptions) error {
 		return fmt.Errorf("%w (are the CRDs installed? `make install` installs them)", err)
 	}
 	if o.shards.Name != "" {
-		decorators = nil // the default shard runs the decorators: one writer of their labels
+		// The default shard runs the decorators: one writer of their labels.
+		decorators, opts.Decorators, opts.DisabledDecorators = nil, nil, nil
 	}
 	if err := reconciler.SetupDecorators(mgr, decorators, opts); err != nil {
 		return err
@@ -207,7 +272,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
-	log.Info("Starting manager", "host", cfg.Host, "kinds", len(loaded), "decorators", len(decorators), "leaderElection", o.leaderElect)
+	log.Info("Starting manager", "host", cfg.Host, "kinds", len(loaded), "decorators", slices.Sorted(maps.Keys(opts.Decorators)), "disabledDecorators", opts.DisabledDecorators, "leaderElection", o.leaderElect)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}

@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"maps"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 )
 
@@ -67,6 +70,62 @@ func TestMetricsOptions(t *testing.T) {
 			if got.BindAddress != ":8443" || got.SecureServing != tt.wantSecure || (got.FilterProvider != nil) != tt.wantSecure || got.CertDir != tt.wantCertDir {
 				t.Errorf("got address %q, secure %v, filter %v, cert dir %q; want :8443, %v, %v, %q",
 					got.BindAddress, got.SecureServing, got.FilterProvider != nil, got.CertDir, tt.wantSecure, tt.wantSecure, tt.wantCertDir)
+			}
+		})
+	}
+}
+
+// TestDecoratorFlags: decorators are off unless named in --decorators; a
+// scope flag names an enabled decorator and a label selector.
+func TestDecoratorFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    map[string]string // decorator → "objects | namespaces"
+		wantErr string
+	}{
+		{"none by default", nil, map[string]string{}, ""},
+		{"enabled everywhere", []string{"--decorators=replicaset-podcount,namespace-defaults"}, map[string]string{"replicaset-podcount": " | ", "namespace-defaults": " | "}, ""},
+		{"scoped", []string{"--decorators=replicaset-podcount", "--decorator-namespace-selector=replicaset-podcount=stencil.dev/podcount=on", "--decorator-object-selector=replicaset-podcount=app in (web,api),tier"},
+			map[string]string{"replicaset-podcount": "app in (api,web),tier | stencil.dev/podcount=on"}, ""},
+		{"repeated --decorators", []string{"--decorators=replicaset-podcount", "--decorators=namespace-defaults"}, map[string]string{"replicaset-podcount": " | ", "namespace-defaults": " | "}, ""},
+		{"a scope of a decorator not enabled", []string{"--decorator-namespace-selector=replicaset-podcount=a=b"}, nil, "not in --decorators"},
+		{"no decorator named", []string{"--decorators=replicaset-podcount", "--decorator-object-selector=a=b"}, nil, "decorator a is not in --decorators"},
+		{"no selector", []string{"--decorators=replicaset-podcount", "--decorator-object-selector=replicaset-podcount"}, nil, "want <decorator>=<label selector>"},
+		{"an empty selector", []string{"--decorators=replicaset-podcount", "--decorator-object-selector=replicaset-podcount="}, nil, "selects everything"},
+		{"a bad selector", []string{"--decorators=replicaset-podcount", "--decorator-object-selector=replicaset-podcount=a in b"}, nil, "decorator-object-selector"},
+		{"twice", []string{"--decorators=replicaset-podcount", "--decorator-object-selector=replicaset-podcount=a", "--decorator-object-selector=replicaset-podcount=b"}, nil, "given twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var o managerOptions
+			fs := pflag.NewFlagSet("stencil", pflag.ContinueOnError)
+			o.bindFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			scopes, err := o.decorators.scopes()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for name, s := range scopes {
+				str := func(sel labels.Selector) string {
+					if sel == nil {
+						return ""
+					}
+					return sel.String()
+				}
+				got[name] = str(s.Objects) + " | " + str(s.Namespaces)
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Errorf("scopes %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -71,6 +71,9 @@ func ClusterRole(kinds []*render.Kind, decorators []*render.Decorator) rbacv1.Cl
 		for _, o := range decl.Observes {
 			addType(o.TypeRef, observedVerbs)
 		}
+		// A namespace selector (--decorator-namespace-selector) reads the
+		// labels of the Namespaces.
+		add("", "namespaces", observedVerbs)
 	}
 	add("", "events", []string{"create", "patch"})
 	add("events.k8s.io", "events", []string{"create", "patch"})

@@ -27,26 +27,45 @@ import (
 // ends, with wrap (if not nil) around its HTTP transport. Set
 // STENCIL_TEST_DEBUG=1 to see its logs.
 func StartOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, wrap func(http.RoundTripper) http.RoundTripper) error {
-	return StartWithDecorators(ctx, cfg, scheme, kinds, nil, wrap)
+	return start(ctx, cfg, scheme, kinds, decorators{}, nil, false, wrap)
 }
 
 // StartShard is StartOperator as one shard of several (see
 // reconciler.Shards).
 func StartShard(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, shards reconciler.Shards, wrap func(http.RoundTripper) http.RoundTripper) error {
 	if os.Getenv("STENCIL_TEST_NO_CLAIMS") != "" { // to see the test fail without claims
-		return start(ctx, cfg, scheme, kinds, nil, &shards, false, wrap)
+		return start(ctx, cfg, scheme, kinds, decorators{}, &shards, false, wrap)
 	}
-	return start(ctx, cfg, scheme, kinds, nil, &shards, true, wrap)
+	return start(ctx, cfg, scheme, kinds, decorators{}, &shards, true, wrap)
 }
 
-// StartWithDecorators is StartOperator with decorators too.
-func StartWithDecorators(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, decorators []*render.Decorator, wrap func(http.RoundTripper) http.RoundTripper) error {
-	return start(ctx, cfg, scheme, kinds, decorators, nil, false, wrap)
+// StartWithDecorators is StartOperator with decorators too, each enabled
+// on every object of its type.
+func StartWithDecorators(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, decs []*render.Decorator, wrap func(http.RoundTripper) http.RoundTripper) error {
+	enabled := map[string]reconciler.DecoratorScope{}
+	for _, d := range decs {
+		enabled[d.Name()] = reconciler.DecoratorScope{}
+	}
+	return start(ctx, cfg, scheme, kinds, decorators{loaded: decs, enabled: enabled}, nil, false, wrap)
+}
+
+// StartDecorators runs decorators only, enabled (each in its scope),
+// disabled or off as enabled and disabled say, as `stencil --decorators
+// --disable-decorator` does.
+func StartDecorators(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, decs []*render.Decorator, enabled map[string]reconciler.DecoratorScope, disabled []string, wrap func(http.RoundTripper) http.RoundTripper) error {
+	return start(ctx, cfg, scheme, nil, decorators{loaded: decs, enabled: enabled, disabled: disabled}, nil, false, wrap)
+}
+
+// decorators are the decorators a manager loads, and which of them run.
+type decorators struct {
+	loaded   []*render.Decorator
+	enabled  map[string]reconciler.DecoratorScope
+	disabled []string
 }
 
 // start runs a manager for kinds and decorators, as one shard when shards
 // is set (claims only when claim).
-func start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, decorators []*render.Decorator, shards *reconciler.Shards, claim bool, wrap func(http.RoundTripper) http.RoundTripper) error {
+func start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, decs decorators, shards *reconciler.Shards, claim bool, wrap func(http.RoundTripper) http.RoundTripper) error {
 	if os.Getenv("STENCIL_TEST_DEBUG") != "" {
 		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
 	} else {
@@ -71,14 +90,14 @@ func start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds 
 	if err != nil {
 		return err
 	}
-	opts := reconciler.Options{MaxConcurrentReconciles: 4, SkipNameValidation: true}
+	opts := reconciler.Options{MaxConcurrentReconciles: 4, SkipNameValidation: true, Decorators: decs.enabled, DisabledDecorators: decs.disabled}
 	if claim {
 		opts.Shards = shards
 	}
 	if err := reconciler.Setup(mgr, kinds, opts); err != nil {
 		return err
 	}
-	if err := reconciler.SetupDecorators(mgr, decorators, opts); err != nil {
+	if err := reconciler.SetupDecorators(mgr, decs.loaded, opts); err != nil {
 		return err
 	}
 	go func() {
