@@ -4,8 +4,16 @@ import (
 	"bytes"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/stencil-operator/stencil/internal/localcluster"
 )
 
 // TestChartIsUpToDate: dist/chart is what hack/chart makes of config/default
@@ -37,5 +45,63 @@ func TestChartIsUpToDate(t *testing.T) {
 		if _, ok := want[name]; !ok {
 			t.Errorf("dist/chart/%s is not made from config/default any more; run make manifests", name)
 		}
+	}
+}
+
+// TestDecoratorsAreOptIn: the chart and config/default run no decorator;
+// the seed-004 sample (config/samples/replicaset-podcount), as a
+// kustomization and as Helm values, enables replicaset-podcount for the
+// namespaces labelled stencil.dev/podcount=on.
+func TestDecoratorsAreOptIn(t *testing.T) {
+	want := []string{"--decorators=replicaset-podcount", "--decorator-namespace-selector=replicaset-podcount=stencil.dev/podcount=on"}
+	args := func(manifests string) []string {
+		t.Helper()
+		var out []string
+		for line := range strings.SplitSeq(manifests, "\n") {
+			if arg := strings.Trim(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "- ")), `"`); strings.Contains(arg, "decorator") {
+				out = append(out, arg)
+			}
+		}
+		return out
+	}
+	kustomize := func(dir string) string {
+		t.Helper()
+		res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := res.AsYaml()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	if got := args(kustomize("../../config/default")); len(got) > 0 {
+		t.Errorf("config/default runs decorators: %v", got)
+	}
+	if got := args(kustomize("../../config/samples/replicaset-podcount")); !slices.Equal(got, want) {
+		t.Errorf("the kustomization's decorator flags %v, want %v", got, want)
+	}
+
+	bin, err := localcluster.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(bin, "helm")); err != nil {
+		t.Skipf("no bin/helm (make tools): %v", err)
+	}
+	helm := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(filepath.Join(bin, "helm"), append([]string{"template", "stencil", "../../dist/chart", "--set", "image=stencil:test"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("helm template %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if got := args(helm()); len(got) > 0 {
+		t.Errorf("the chart's defaults run decorators: %v", got)
+	}
+	if got := args(helm("-f", "../../config/samples/replicaset-podcount/values.yaml")); !slices.Equal(got, want) {
+		t.Errorf("the chart with the sample's values: decorator flags %v, want %v", got, want)
 	}
 }

@@ -62,6 +62,14 @@ var localEndpoints = []string{"--metrics-bind-address=127.0.0.1:8080", "--health
 // stencil version would, a batch at a time.
 var deployedRollout = []string{"--rollout-batch=10", "--rollout-deadline=10m"}
 
+// localDecorators are the decorators a local control plane runs: both
+// shipped ones, replicaset-podcount as the seed-004 sample
+// (config/samples/replicaset-podcount) turns it on, for the namespaces
+// labelled stencil.dev/podcount=on (the README's tour labels one). A
+// cluster's deployment runs none unless it names them; neither does a run
+// against it.
+var localDecorators = []string{"--decorators=replicaset-podcount,namespace-defaults", "--decorator-namespace-selector=replicaset-podcount=stencil.dev/podcount=on"}
+
 // decide turns a request into a plan. kubeconfig is the developer's
 // kubeconfig; it is read only when the request names a context, and may be
 // nil otherwise.
@@ -73,8 +81,9 @@ func decide(req request, kubeconfig *clientcmdapi.Config) (plan, error) {
 }
 
 // localPlan runs on a disposable local control plane: CRDs applied, samples
-// applied, one operator without leader election, and a template edited on
-// the developer's machine reaching every resource at once.
+// applied, one operator without leader election, the decorators on, and a
+// template edited on the developer's machine reaching every resource at
+// once.
 func localPlan(req request) (plan, error) {
 	if req.crds != "" && req.crds != "apply" {
 		return plan{}, fmt.Errorf(`-crds is "apply" or empty, not %q`, req.crds)
@@ -86,7 +95,7 @@ func localPlan(req request) (plan, error) {
 	return plan{
 		crds:         applyCRDs,
 		samples:      samples,
-		operatorArgs: append(slices.Clone(localEndpoints), "--rollout-batch=0"),
+		operatorArgs: slices.Concat(localEndpoints, []string{"--rollout-batch=0"}, localDecorators),
 	}, nil
 }
 

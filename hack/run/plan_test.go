@@ -22,7 +22,7 @@ func kubeconfigWith(names ...string) *clientcmdapi.Config {
 }
 
 var (
-	localArgs   = []string{"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081", "--rollout-batch=0"}
+	localArgs   = []string{"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081", "--rollout-batch=0", "--decorators=replicaset-podcount,namespace-defaults", "--decorator-namespace-selector=replicaset-podcount=stencil.dev/podcount=on"}
 	clusterArgs = []string{"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081", "--leader-elect", "--leader-election-namespace=stencil-system", "--rollout-batch=10", "--rollout-deadline=10m"}
 )
 
