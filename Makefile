@@ -74,8 +74,8 @@ verify: generate manifests fmt ## Regenerate everything and fail if the tree cha
 	@test -z "$$(git status --porcelain -- .)" || { git status --porcelain -- .; git diff;  echo "generated files are out of date: run 'make generate manifests fmt' and commit"; exit 1; }
 
 .PHONY: bench-decorators
-bench-decorators: tools ## Measure the heap a decorator's cache of 2,000 pods costs (metadata-only), beside a cache of whole pods.
-	go run ./hack/decobench
+bench-decorators: tools build ## Measure a decorator: the heap its cache of 2,000 pods costs (metadata-only) beside a cache of whole pods; then bin/stencil at 10,000 ReplicaSets, replicaset-podcount off, scoped and cluster-wide (several minutes).
+	go run ./hack/decobench -scale=10000
 
 .PHONY: bench-peers
 bench-peers: tools build ## Measure stencil beside the hand-written operator (both variants), kro, the Helm operator (built from hack/tools) and the raw + status floor, one run each per N (default 100, 500, 1000, 5000: about 80 minutes on 2 cores); writes docs/benchmarks/peers/.

@@ -1,11 +1,16 @@
-// Command decobench measures what a decorator's cache of observed objects
-// costs (`make bench-decorators`). On a local control plane (API server and
-// etcd only: no controller makes or changes pods) it creates -rs
+// Command decobench measures what a decorator costs (`make
+// bench-decorators`), in two modes.
+//
+// Its cache of observed objects (-pods): on a local control plane (API
+// server and etcd only: no controller makes or changes pods) it creates -rs
 // ReplicaSets and -pods pods that carry their template labels, starts
 // stencil's decorators in this process, waits until every ReplicaSet has
 // its pod-count label, and prints the Go heap the decorators added; then
 // it fills a cache of whole pods, as a controller that caches the pods it
 // lists (seed 004's) would hold them, and prints what that adds.
+//
+// Its scope (-scale): bin/stencil against -scale ReplicaSets, with
+// replicaset-podcount off, scoped and on everywhere (see scale.go).
 package main
 
 import (
@@ -34,19 +39,28 @@ import (
 )
 
 func main() {
-	replicaSets := flag.Int("rs", 20, "ReplicaSets.")
-	pods := flag.Int("pods", 2000, "Pods, spread evenly over the ReplicaSets.")
+	replicaSets := flag.Int("rs", 20, "ReplicaSets, in the observed objects' mode.")
+	pods := flag.Int("pods", 2000, "Pods, spread evenly over the ReplicaSets; 0 skips the observed objects' mode.")
+	scale := flag.Int("scale", 0, "ReplicaSets of the scale mode (a multiple of 100; needs bin/stencil); 0 skips it.")
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
-	if err := run(*replicaSets, *pods); err != nil {
-		fmt.Fprintln(os.Stderr, "decobench:", err)
-		os.Exit(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	if *pods > 0 {
+		if err := run(ctx, *replicaSets, *pods); err != nil {
+			fmt.Fprintln(os.Stderr, "decobench:", err)
+			os.Exit(1)
+		}
+	}
+	if *scale > 0 {
+		if err := runScale(ctx, *scale); err != nil {
+			fmt.Fprintln(os.Stderr, "decobench:", err)
+			os.Exit(1)
+		}
 	}
 }
 
-func run(replicaSets, pods int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
+func run(ctx context.Context, replicaSets, pods int) error {
 	cluster, err := localcluster.Start(ctx, localcluster.Options{APIServerOnly: true})
 	if err != nil {
 		return err
