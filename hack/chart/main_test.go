@@ -58,7 +58,7 @@ func TestDecoratorsAreOptIn(t *testing.T) {
 		t.Helper()
 		var out []string
 		for line := range strings.SplitSeq(manifests, "\n") {
-			if arg := strings.Trim(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "- ")), `"`); strings.Contains(arg, "decorator") {
+			if arg := strings.Trim(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "- ")), `"`); strings.HasPrefix(arg, "--") && strings.Contains(arg, "decorator") {
 				out = append(out, arg)
 			}
 		}
