@@ -160,10 +160,14 @@ func (r *decoratorReconciler) decorate(ctx context.Context, parent client.Object
 		r.fail(parent, "RenderFailed", "Render", err)
 		return nil
 	}
-	if err := r.applyParent(ctx, parent, patch); err != nil {
+	// The children first, and the parent only once they all are there:
+	// what the parent's patch says of them (namespace-defaults' annotation
+	// lists them) is then true, and never claims one that another's object
+	// blocked.
+	if err := r.applyChildren(ctx, parent, children); err != nil {
 		return r.failed(parent, "ApplyFailed", "Apply", err)
 	}
-	if err := r.applyChildren(ctx, parent, children); err != nil {
+	if err := r.applyParent(ctx, parent, patch); err != nil {
 		return r.failed(parent, "ApplyFailed", "Apply", err)
 	}
 	if err := r.prune(ctx, parent, children); err != nil {

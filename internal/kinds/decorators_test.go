@@ -254,7 +254,9 @@ func TestNamespaceDefaults(t *testing.T) {
 
 // TestNamespaceDefaultsLeaveOthersObjects: a NetworkPolicy of the
 // decorator's name that someone else created is neither changed nor taken
-// over; a Warning event says why.
+// over; a Warning event says why, and the Namespace's annotation, which
+// lists the defaults it got, is not set (before issue 32 it was, first,
+// claiming the NetworkPolicy it did not get).
 func TestNamespaceDefaultsLeaveOthersObjects(t *testing.T) {
 	ns := newNamespace(t, "defaults-taken", nil)
 	theirs := &networkingv1.NetworkPolicy{
@@ -281,6 +283,13 @@ func TestNamespaceDefaultsLeaveOthersObjects(t *testing.T) {
 	}
 	if got.Labels[v1alpha1.LabelManagedBy] != "" || len(got.OwnerReferences) != 0 || !slices.Equal(got.Spec.PolicyTypes, theirs.Spec.PolicyTypes) {
 		t.Errorf("their NetworkPolicy was changed: %+v", got)
+	}
+	live := &corev1.Namespace{}
+	if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(ns), live); err != nil {
+		t.Fatal(err)
+	}
+	if claim, ok := live.Annotations["stencil.dev/defaults"]; ok {
+		t.Errorf("the Namespace claims defaults %q, one of which someone else's object blocked", claim)
 	}
 }
 
