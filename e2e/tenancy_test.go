@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stencil-operator/stencil/internal/localcluster"
 )
 
 // TestTenantCannotSteerStencil installs stencil's admission policy
@@ -141,5 +143,52 @@ func TestTenantServiceAccountBoundsWhatIsMade(t *testing.T) {
 		if uid := mustKubectl(t, "-n", ns, "get", obj, "-o", `jsonpath={.metadata.labels.stencil\.dev/owner-uid}`); uid == "" {
 			t.Errorf("%s has no owner label", obj)
 		}
+	}
+}
+
+// TestNamespaceScopedInstall runs stencil with --watch-namespaces=tenant-c
+// as a ServiceAccount whose only rights on workloads come from a
+// RoleBinding to stencil's ClusterRole in tenant-c (config/namespaced does
+// the same): its MyWeb in tenant-c becomes Ready, and one in tenant-d is
+// left alone, not even given a status.
+func TestNamespaceScopedInstall(t *testing.T) {
+	const mine, other, sa = "tenant-c", "tenant-d", "stencil-namespaced"
+	for _, ns := range []string{mine, other} {
+		mustKubectl(t, "create", "namespace", ns)
+		t.Cleanup(func() { _, _ = kubectl(t, "delete", "namespace", ns, "--wait=false") })
+	}
+	mustKubectl(t, "-n", "stencil-system", "create", "serviceaccount", sa)
+	mustKubectl(t, "-n", "stencil-system", "create", "rolebinding", sa, "--role=stencil-leader-election", "--serviceaccount=stencil-system:"+sa)
+	mustKubectl(t, "-n", mine, "create", "rolebinding", "stencil", "--clusterrole=stencil-manager", "--serviceaccount=stencil-system:"+sa)
+	t.Cleanup(func() { _, _ = kubectl(t, "-n", "stencil-system", "delete", "serviceaccount,rolebinding", sa) })
+	token := strings.TrimSpace(mustKubectl(t, "-n", "stencil-system", "create", "token", sa, "--duration=1h"))
+	kubeconfig := filepath.Join(cluster.Dir, sa+".kubeconfig")
+	cfg := *cluster.Config
+	cfg.BearerToken, cfg.CertData, cfg.KeyData, cfg.CertFile, cfg.KeyFile = token, nil, nil, "", ""
+	if err := localcluster.WriteKubeconfig(&cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+
+	current.stop()
+	op, err := launch("namespaced", filepath.Join(binDir, "stencil"), kubeconfig, "--watch-namespaces="+mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current = op
+	t.Cleanup(func() { restoreFirstBuild(t) })
+
+	for i, ns := range []string{mine, other} {
+		mustKubectl(t, "apply", "-f", writeFile(t, fmt.Sprintf(`{apiVersion: operator.k8s-summit.org/v1, kind: MyWeb, metadata: {name: web, namespace: %s}, spec: {image: nginx, nodePortNumber: %d, pageContentHtml: hello}}`, ns, 30330+i)))
+	}
+	mustKubectl(t, "-n", mine, "wait", "myweb/web", "--for=condition=Ready", "--timeout=90s")
+	time.Sleep(3 * time.Second)
+	if status := mustKubectl(t, "-n", other, "get", "myweb", "web", "-o", "jsonpath={.status}"); status != "" {
+		t.Errorf("the MyWeb outside the watched namespace has a status: %s", status)
+	}
+	if objs := mustKubectl(t, "-n", other, "get", "configmaps,deployments,services", "-l", "app.kubernetes.io/managed-by=stencil", "-o", "name"); strings.TrimSpace(objs) != "" {
+		t.Errorf("objects were made outside the watched namespace:\n%s", objs)
+	}
+	if log := op.logTail(); strings.Contains(log, "forbidden") {
+		t.Errorf("the namespace-scoped stencil was refused something:\n%s", log)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/metricsauth"
 	"github.com/stencil-operator/stencil/reconciler"
+	"github.com/stencil-operator/stencil/render"
 )
 
 // managerOptions are the operator's flags.
@@ -44,6 +46,7 @@ type managerOptions struct {
 	decorators       decoratorFlags
 	shards           reconciler.Shards
 	identities       reconciler.Identities
+	watchNamespaces  []string
 }
 
 // decoratorFlags say which decorators run, where.
@@ -77,6 +80,7 @@ func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.shards.Name, "shard", "", "The shard this process reconciles: the custom resources labelled stencil.dev/shard=<shard>. Empty: the default shard, every resource whose label names none of --shards. Each shard elects its own leader.")
 	fs.StringSliceVar(&o.shards.Known, "shards", nil, "Every shard but the default, the same list for every process.")
 	fs.StringVar(&o.identities.Default, "default-service-account", "", "ServiceAccount, in each custom resource's namespace, that writes the resource's objects (stencil impersonates it; its RBAC bounds what a resource can make). Empty: stencil writes them with its own identity. See docs/tenancy.md.")
+	fs.StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "Namespaces whose custom resources this stencil reconciles, comma-separated: a namespace-scoped install (a RoleBinding to stencil's ClusterRole in each grants what it needs there; config/namespaced, docs/tenancy.md). Empty: every namespace. Decorators, which work across namespaces, and kinds that own cluster-scoped types cannot run then.")
 	fs.StringToStringVar(&o.identities.ByKind, "kind-service-account", nil, "Per kind, the ServiceAccount that writes its objects, over --default-service-account: Kind=name, comma-separated (an empty name: stencil's own identity).")
 	fs.BoolVar(&o.compression, "kube-api-compression", false, "Ask the API server to gzip its answers and watch streams (for a slow link; costs its CPU).")
 }
@@ -125,6 +129,27 @@ func (f decoratorFlags) scopes() (map[string]reconciler.DecoratorScope, error) {
 		return nil, err
 	}
 	return scopes, nil
+}
+
+// namespaceScoped restricts the cache to the namespaces of
+// --watch-namespaces (a namespace-scoped install), and refuses what needs
+// more: decorators, and kinds that own cluster-scoped types.
+func namespaceScoped(cacheOpts *cache.Options, o managerOptions, loaded []*render.Kind, scopes map[string]reconciler.DecoratorScope) error {
+	if len(scopes) > 0 || len(o.decorators.disabled) > 0 {
+		return errors.New("--watch-namespaces: decorators work across namespaces; run them in a cluster-wide stencil")
+	}
+	for _, k := range loaded {
+		for _, t := range k.Declaration().Owns {
+			if t.ClusterScoped {
+				return fmt.Errorf("--watch-namespaces: kind %s owns the cluster-scoped %s, which a namespace-scoped stencil may not write", k.GroupVersionKind().Kind, t.Kind)
+			}
+		}
+	}
+	cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+	for _, ns := range o.watchNamespaces {
+		cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+	}
+	return nil
 }
 
 // tuneClient sets the client-side limits and, unless asked for, turns off
@@ -227,9 +252,16 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), kinds.AddToScheme(scheme)); err != nil {
 		return fmt.Errorf("building scheme: %w", err)
 	}
+	cacheOpts := reconciler.ShardCacheOptions(loaded, shard)
+	if len(o.watchNamespaces) > 0 {
+		if err := namespaceScoped(&cacheOpts, o, loaded, scopes); err != nil {
+			return err
+		}
+		decorators = nil // not even the leftover check: it lists across namespaces
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
-		Cache:                         reconciler.ShardCacheOptions(loaded, shard),
+		Cache:                         cacheOpts,
 		Client:                        reconciler.ClientOptions(),
 		Metrics:                       metricsOptions(o),
 		HealthProbeBindAddress:        o.probeAddr,

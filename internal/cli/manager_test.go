@@ -2,12 +2,18 @@ package cli
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/internal/testkind"
+	"github.com/stencil-operator/stencil/render"
 )
 
 // TestClientFlags: the operator's client has no tight client-side limit and
@@ -126,6 +132,58 @@ func TestDecoratorFlags(t *testing.T) {
 			}
 			if !maps.Equal(got, tt.want) {
 				t.Errorf("scopes %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// A namespace-scoped install caches only the namespaces it is given, and
+// refuses what would need more: decorators, kinds that own cluster-scoped
+// types.
+func TestNamespaceScoped(t *testing.T) {
+	seeds, err := kinds.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	widget, err := render.Load(testkind.Widget()) // owns a ClusterRole
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		args    []string
+		kinds   []*render.Kind
+		wantErr string
+	}{
+		{"the seed kinds", []string{"--watch-namespaces=a,b"}, seeds, ""},
+		{"a decorator", []string{"--watch-namespaces=a", "--decorators=replicaset-podcount"}, seeds, "decorators work across namespaces"},
+		{"a decorator disabled", []string{"--watch-namespaces=a", "--disable-decorator=replicaset-podcount"}, seeds, "decorators work across namespaces"},
+		{"a kind owning a cluster-scoped type", []string{"--watch-namespaces=a"}, []*render.Kind{widget}, "owns the cluster-scoped ClusterRole"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var o managerOptions
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.bindFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			scopes, err := o.decorators.scopes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var opts cache.Options
+			err = namespaceScoped(&opts, o, tt.kinds, scopes)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.Sorted(maps.Keys(opts.DefaultNamespaces)); !slices.Equal(got, []string{"a", "b"}) {
+				t.Errorf("cached namespaces %v, want [a b]", got)
 			}
 		})
 	}
