@@ -189,6 +189,15 @@ func Prunable(kind schema.GroupVersionKind, cr v1alpha1.Object, item metav1.Obje
 		ownedBy(kind, item, cr)
 }
 
+// EmptyRender reports whether desired, cr's render, is one stencil does not
+// act on: it holds no objects while cr has some (its inventory). An empty
+// render is more likely a template's mistake than a wish to delete
+// everything: the reconcile stops there, prunes nothing and reports
+// EmptyRender.
+func EmptyRender(cr v1alpha1.Object, desired []*unstructured.Unstructured) bool {
+	return len(desired) == 0 && len(cr.StencilStatus().Inventory) > 0
+}
+
 func idOf(gvk schema.GroupVersionKind, namespace, name string) string {
 	return gvk.Group + "/" + gvk.Kind + "/" + namespace + "/" + name
 }

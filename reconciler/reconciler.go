@@ -190,7 +190,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		// A retry cannot fix a template error; a spec change triggers a new reconcile.
 		return reconcile.Result{}, reconcile.TerminalError(res.fail(v1alpha1.ReasonRenderFailed, true, err))
 	}
-	if len(res.desired) == 0 && len(cr.StencilStatus().Inventory) > 0 {
+	if EmptyRender(cr, res.desired) {
 		res.record(v1alpha1.ReasonEmptyRender, true, errEmptyRender)
 		return reconcile.Result{}, nil
 	}

@@ -51,11 +51,14 @@ With -f it diffs the resources of a file. With --all it previews an upgrade
 of stencil: it renders every custom resource of every kind in the cluster
 with this binary's templates and prints, per kind, how many resources would
 stay unchanged, change or fail to render, and how many objects would be
-created, changed or pruned; -v adds what happens to each resource and the
-diffs. Run it with the new binary before you deploy it.
+created, changed or pruned. It counts only the prunes the operator would
+make: none for a resource that renders no objects while it has some (it
+fails: stencil takes that for a template mistake) or that has an object in
+the way (someone else's, or on its way out). -v adds what happens to each
+resource and the diffs. Run it with the new binary before you deploy it.
 
 Exit status: 0 no differences, 1 differences, 2 or more an error (with
---all, also when a resource fails to render with the new templates).`,
+--all, also when a resource fails with the new templates: see FAILING).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var different, failed bool

@@ -44,6 +44,11 @@ type resourceDiff struct {
 	// left are objects in the way that are not the resource's: stencil
 	// leaves them alone, upgrade or not.
 	left []string
+	// kept are the objects prune would delete if the applies went through,
+	// as "Kind namespace/name"; keptWhy says why they do not (see
+	// diffResource). They are not counted as pruned.
+	kept    []string
+	keptWhy string
 }
 
 func (d *resourceDiff) different() bool {
@@ -122,6 +127,10 @@ func diffAll(ctx context.Context, c client.Client, live *liveObjects, k *render.
 }
 
 // diffResource renders one live custom resource and diffs each object.
+// It counts as pruned only what the operator would prune: the operator
+// prunes after every apply went through, and never after an empty render
+// (FAILING here), an apply the API server refuses (FAILING too: the dry run
+// is refused), or an object in the way (kept).
 func diffResource(ctx context.Context, c client.Client, live *liveObjects, k *render.Kind, cr v1alpha1.Object) *resourceDiff {
 	d := &resourceDiff{kind: k.GroupVersionKind().Kind, namespace: cr.GetNamespace(), name: cr.GetName()}
 	objs, err := k.Render(cr)
@@ -129,7 +138,12 @@ func diffResource(ctx context.Context, c client.Client, live *liveObjects, k *re
 		d.err, d.render = err, true
 		return d
 	}
+	if reconciler.EmptyRender(cr, objs) {
+		d.err = fmt.Errorf("renders no objects; stencil will not prune its %d objects (reason %s)", len(cr.StencilStatus().Inventory), v1alpha1.ReasonEmptyRender)
+		return d
+	}
 	rendered := map[string]bool{}
+	var inTheWay []string // objects whose apply the operator leaves: then it prunes nothing
 	for _, o := range objs {
 		name := o.GetKind() + " " + objectName(o.GetNamespace(), o.GetName())
 		rendered[groupKey(o.GroupVersionKind().Group, o.GetKind(), o.GetNamespace(), o.GetName())] = true
@@ -139,6 +153,11 @@ func diffResource(ctx context.Context, c client.Client, live *liveObjects, k *re
 			return d
 		}
 		diff, err := diffObjectOf(ctx, c, o, current, cr.StencilDriftPolicy() == v1alpha1.DriftReport)
+		if errors.Is(err, reconciler.ErrNotOurs) || err == nil && current != nil && current.GetDeletionTimestamp() != nil {
+			// Someone else's, or on its way out: the operator leaves it
+			// (OwnershipConflict) until it goes, and prunes nothing.
+			inTheWay = append(inTheWay, name)
+		}
 		switch {
 		case errors.Is(err, reconciler.ErrNotOurs):
 			d.left = append(d.left, err.Error())
@@ -160,12 +179,22 @@ func diffResource(ctx context.Context, c client.Client, live *liveObjects, k *re
 		d.err = err
 		return d
 	}
+	var prunable []string
 	for _, item := range owned {
 		gvk := item.GroupVersionKind()
 		if !rendered[groupKey(gvk.Group, gvk.Kind, item.GetNamespace(), item.GetName())] && reconciler.Prunable(k.GroupVersionKind(), cr, item) {
-			d.pruned = append(d.pruned, gvk.Kind+" "+objectName(item.GetNamespace(), item.GetName()))
+			prunable = append(prunable, gvk.Kind+" "+objectName(item.GetNamespace(), item.GetName()))
 		}
 	}
+	if len(inTheWay) > 0 && len(prunable) > 0 {
+		is := " is"
+		if len(inTheWay) > 1 {
+			is = " are"
+		}
+		d.kept, d.keptWhy = prunable, "stencil prunes nothing while "+strings.Join(inTheWay, ", ")+is+" in the way"
+		return d
+	}
+	d.pruned = prunable
 	return d
 }
 
@@ -258,7 +287,7 @@ func objectName(namespace, name string) string {
 // happen and the diffs.
 func printDetails(w io.Writer, diffs []*resourceDiff) error {
 	for _, d := range sorted(diffs) {
-		if !d.different() && d.err == nil && len(d.left) == 0 {
+		if !d.different() && d.err == nil && len(d.left)+len(d.kept) == 0 {
 			continue
 		}
 		var b strings.Builder
@@ -276,6 +305,9 @@ func printDetails(w io.Writer, diffs []*resourceDiff) error {
 			for _, n := range list.names {
 				fmt.Fprintf(&b, "#   %s %s\n", list.verb, n)
 			}
+		}
+		for _, n := range d.kept {
+			fmt.Fprintf(&b, "#   keep %s: %s\n", n, d.keptWhy)
 		}
 		for _, diff := range d.diffs {
 			b.WriteString(diff)
