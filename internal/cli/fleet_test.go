@@ -10,21 +10,17 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
-	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/internal/localcluster"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
 	"github.com/stencil-operator/stencil/render"
 )
@@ -110,99 +106,164 @@ func previewKind(t *testing.T) *render.Kind {
 // after an empty render of a resource that has objects (it fails, as the
 // reconcile does with EmptyRender), not while an object it renders is in
 // the way (someone else's, or on its way out), not after a refused apply.
+// The objects live in a real API server, one namespace per case, and the
+// dry-run applies are that API server's.
 func TestFleetPrunesOnlyWhatTheOperatorWould(t *testing.T) {
 	k := previewKind(t)
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), testv1alpha1.AddToScheme(scheme)); err != nil {
 		t.Fatal(err)
 	}
-	// widget is the resource as an earlier render left it: a ConfigMap
-	// and a Service, both in its inventory.
-	widget := func(message string, inventory bool) *testv1alpha1.Widget {
-		w := &testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "w", UID: "uid-w"}, Spec: testv1alpha1.WidgetSpec{Message: message}}
-		if inventory {
-			w.Status.Inventory = []v1alpha1.InventoryEntry{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "a", Name: "w"}, {APIVersion: "v1", Kind: "Service", Namespace: "a", Name: "w"}}
-		}
-		return w
-	}
-	earlier := widget("m", true)
-	earlier.Spec.Service = true
-	objs, err := k.Render(earlier)
+	cluster, err := localcluster.Start(t.Context(), localcluster.Options{APIServerOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var configMap, service *unstructured.Unstructured
-	for _, o := range objs {
-		o.SetResourceVersion("")
-		switch o.GetKind() {
-		case "ConfigMap":
-			configMap = o
-		case "Service":
-			service = o
+	t.Cleanup(func() {
+		if err := cluster.Stop(); err != nil {
+			t.Error(err)
 		}
+	})
+	c, err := client.New(cluster.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Someone else's ConfigMap of the same name.
-	theirs := &unstructured.Unstructured{}
-	theirs.SetGroupVersionKind(configMap.GroupVersionKind())
-	theirs.SetNamespace("a")
-	theirs.SetName("w")
-	// Ours, on its way out (a finalizer holds it).
-	leaving := configMap.DeepCopy()
-	leaving.SetFinalizers([]string{"example.com/hold"})
-	leaving.SetDeletionTimestamp(&metav1.Time{Time: time.Now()})
-	refused := interceptor.Funcs{Apply: func(context.Context, client.WithWatch, runtime.ApplyConfiguration, ...client.ApplyOption) error {
-		return apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "w", field.ErrorList{field.Forbidden(field.NewPath("data"), "no")})
-	}}
+	// widget is the resource in namespace ns; with inventory, as an
+	// earlier render left it: a ConfigMap and a Service, both named w.
+	// Its UID is in its objects' labels and ownerReferences; the Widget
+	// itself need not exist.
+	widget := func(ns, message string, inventory bool) *testv1alpha1.Widget {
+		w := &testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w", UID: "uid-w"}, Spec: testv1alpha1.WidgetSpec{Message: message}}
+		if inventory {
+			w.Status.Inventory = []v1alpha1.InventoryEntry{{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "w"}, {APIVersion: "v1", Kind: "Service", Namespace: ns, Name: "w"}}
+		}
+		return w
+	}
+	// objects are the live objects a case can start from, in namespace ns.
+	objects := func(t *testing.T, ns string) map[string]*unstructured.Unstructured {
+		t.Helper()
+		earlier := widget(ns, "m", true)
+		earlier.Spec.Service = true
+		objs, err := k.Render(earlier)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]*unstructured.Unstructured{}
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "ConfigMap":
+				out["ours"] = o
+			case "Service":
+				out["service"] = o
+			}
+		}
+		// Someone else's ConfigMap of the same name.
+		theirs := &unstructured.Unstructured{}
+		theirs.SetGroupVersionKind(out["ours"].GroupVersionKind())
+		theirs.SetNamespace(ns)
+		theirs.SetName("w")
+		out["theirs"] = theirs
+		// Ours, to be deleted while a finalizer holds it.
+		leaving := out["ours"].DeepCopy()
+		leaving.SetFinalizers([]string{"example.com/hold"})
+		out["leaving"] = leaving
+		// Ours, but immutable and with other data than the render's: the
+		// API server refuses the apply.
+		frozen := out["ours"].DeepCopy()
+		frozen.Object["immutable"] = true
+		frozen.Object["data"] = map[string]any{"message": "before"}
+		out["frozen"] = frozen
+		return out
+	}
+	// in names objects w of kinds in namespace ns, as the preview does.
+	in := func(ns string, kinds []string) []string {
+		var out []string
+		for _, kind := range kinds {
+			out = append(out, kind+" "+ns+"/w")
+		}
+		return out
+	}
 	tests := []struct {
 		name       string
-		cr         *testv1alpha1.Widget
-		live       []*unstructured.Unstructured
-		apply      *interceptor.Funcs
-		wantPruned []string
+		message    string // of the Widget now
+		inventory  bool
+		live       []string // keys of objects
+		wantPruned []string // kinds of the objects w in the case's namespace
 		wantKept   []string
-		wantErr    string
+		wantErr    string // NS stands for the case's namespace
 	}{
-		{"the Service is no longer rendered", widget("m", true), []*unstructured.Unstructured{configMap, service}, nil, []string{"Service a/w"}, nil, ""},
-		{"an empty render", widget("", true), []*unstructured.Unstructured{configMap, service}, nil, nil, nil, "renders no objects; stencil will not prune its 2 objects (reason EmptyRender)"},
-		{"an empty render and no inventory", widget("", false), []*unstructured.Unstructured{configMap, service}, nil, []string{"ConfigMap a/w", "Service a/w"}, nil, ""},
-		{"the ConfigMap is someone else's", widget("m", true), []*unstructured.Unstructured{theirs, service}, nil, nil, []string{"Service a/w"}, ""},
-		{"the ConfigMap is being deleted", widget("m", true), []*unstructured.Unstructured{leaving, service}, nil, nil, []string{"Service a/w"}, ""},
-		{"the ConfigMap's apply is refused", widget("m", true), []*unstructured.Unstructured{configMap, service}, &refused, nil, nil, "dry-run apply of ConfigMap/a/w"},
+		{"the Service is no longer rendered", "m", true, []string{"ours", "service"}, []string{"Service"}, nil, ""},
+		{"an empty render", "", true, []string{"ours", "service"}, nil, nil, "renders no objects; stencil will not prune its 2 objects (reason EmptyRender)"},
+		{"an empty render and no inventory", "", false, []string{"ours", "service"}, []string{"ConfigMap", "Service"}, nil, ""},
+		{"the ConfigMap is someone else's", "m", true, []string{"theirs", "service"}, nil, []string{"Service"}, ""},
+		{"the ConfigMap is being deleted", "m", true, []string{"leaving", "service"}, nil, []string{"Service"}, ""},
+		{"the ConfigMap's apply is refused", "m", true, []string{"frozen", "service"}, nil, nil,
+			`dry-run apply of ConfigMap/NS/w: ConfigMap "w" is invalid: data: Forbidden: field is immutable when ` + "`immutable`" + ` is set`},
 	}
-	for _, tt := range tests {
+	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := fake.NewClientBuilder().WithScheme(scheme)
-			for _, o := range tt.live {
-				b = b.WithObjects(o.DeepCopy())
+			ctx := t.Context()
+			ns := fmt.Sprintf("case-%d", i)
+			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				t.Fatal(err)
 			}
-			if tt.apply != nil {
-				b = b.WithInterceptorFuncs(*tt.apply)
+			objs := objects(t, ns)
+			for _, key := range tt.live {
+				o := objs[key].DeepCopy()
+				if err := c.Create(ctx, o); err != nil {
+					t.Fatalf("creating %s: %v", key, err)
+				}
+				// Every case's objects carry the same owner UID, and the
+				// preview looks for them in every namespace: the next case
+				// must not find these.
+				t.Cleanup(func() {
+					ctx := context.Background() // t.Context() is done by now
+					if len(o.GetFinalizers()) > 0 {
+						patch := client.MergeFrom(o.DeepCopy())
+						o.SetFinalizers(nil)
+						if err := c.Patch(ctx, o, patch); client.IgnoreNotFound(err) != nil {
+							t.Error(err)
+						}
+					}
+					if err := c.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+						t.Error(err)
+					}
+				})
+				if key == "leaving" {
+					if err := c.Delete(ctx, o); err != nil {
+						t.Fatal(err)
+					}
+					if err := c.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil || o.GetDeletionTimestamp() == nil {
+						t.Fatalf("the deleted ConfigMap: %v, deletionTimestamp %v; want it held by its finalizer", err, o.GetDeletionTimestamp())
+					}
+				}
 			}
-			c := b.Build()
+			cr := widget(ns, tt.message, tt.inventory)
 			live := &liveObjects{reader: c}
-			live.prefetch(t.Context(), c, k)
-			d := diffResource(t.Context(), c, live, k, tt.cr)
-			if (d.err == nil) != (tt.wantErr == "") || d.err != nil && !strings.Contains(d.err.Error(), tt.wantErr) {
-				t.Errorf("error %v, want %q", d.err, tt.wantErr)
+			live.prefetch(ctx, c, k)
+			d := diffResource(ctx, c, live, k, cr)
+			wantErr := strings.ReplaceAll(tt.wantErr, "NS", ns)
+			if (d.err == nil) != (wantErr == "") || d.err != nil && !strings.Contains(d.err.Error(), wantErr) {
+				t.Errorf("error %v, want %q", d.err, wantErr)
 			}
-			if !slices.Equal(d.pruned, tt.wantPruned) {
-				t.Errorf("pruned %q, want %q", d.pruned, tt.wantPruned)
+			wantPruned, wantKept := in(ns, tt.wantPruned), in(ns, tt.wantKept)
+			if !slices.Equal(d.pruned, wantPruned) {
+				t.Errorf("pruned %q, want %q", d.pruned, wantPruned)
 			}
 			var details, summary bytes.Buffer
 			if err := errors.Join(printDetails(&details, []*resourceDiff{d}), printSummary(&summary, []*render.Kind{k}, []*resourceDiff{d})); err != nil {
 				t.Fatal(err)
 			}
-			if kept := regexp.MustCompile(`(?m)^#   keep (.*): stencil prunes nothing while`).FindAllStringSubmatch(details.String(), -1); len(kept) != len(tt.wantKept) {
-				t.Errorf("details keep %q, want %q:\n%s", kept, tt.wantKept, details.String())
+			if kept := regexp.MustCompile(`(?m)^#   keep (.*): stencil prunes nothing while`).FindAllStringSubmatch(details.String(), -1); len(kept) != len(wantKept) {
+				t.Errorf("details keep %q, want %q:\n%s", kept, wantKept, details.String())
 			} else {
 				for i, m := range kept {
-					if m[1] != tt.wantKept[i] {
-						t.Errorf("details keep %q, want %q", m[1], tt.wantKept[i])
+					if m[1] != wantKept[i] {
+						t.Errorf("details keep %q, want %q", m[1], wantKept[i])
 					}
 				}
 			}
-			if !strings.HasSuffix(strings.TrimSpace(summary.String()), fmt.Sprintf(" %d", len(tt.wantPruned))) {
-				t.Errorf("summary counts other prunes than %d:\n%s", len(tt.wantPruned), summary.String())
+			if !strings.HasSuffix(strings.TrimSpace(summary.String()), fmt.Sprintf(" %d", len(wantPruned))) {
+				t.Errorf("summary counts other prunes than %d:\n%s", len(wantPruned), summary.String())
 			}
 		})
 	}
