@@ -163,9 +163,20 @@ func objectOfKind(t *testing.T, dir, kind string) *unstructured.Unstructured {
 // empty). The certificate is the operator's self-signed one.
 func scrape(t *testing.T, url, token string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	code, body, err := tryScrape(t, url, token)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return code, body
+}
+
+// tryScrape is scrape that returns an error (a process that is not
+// listening yet) for the caller to retry.
+func tryScrape(t *testing.T, url, token string) (int, string, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -173,12 +184,12 @@ func scrape(t *testing.T, url, token string) (int, string) {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a self-signed certificate on loopback
 	resp, err := client.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, "", err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		return 0, "", err
 	}
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, string(b), nil
 }

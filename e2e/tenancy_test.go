@@ -98,9 +98,10 @@ func TestTenantCannotSteerStencil(t *testing.T) {
 }
 
 // TestTenantServiceAccountBoundsWhatIsMade runs stencil with
-// --default-service-account=writer: it writes each resource's objects as
-// the ServiceAccount "writer" of the resource's namespace. In tenant-b,
-// writer may manage ConfigMaps and Deployments but not Services, and a
+// --default-service-account=stencil-writer (config/impersonation lets it
+// impersonate that name): it writes each resource's objects as the
+// ServiceAccount "stencil-writer" of the resource's namespace. In
+// tenant-b, it may manage ConfigMaps and Deployments but not Services, and a
 // MyWeb renders all three: the MyWeb is Stalled with reason Forbidden,
 // naming what writer may not do, and nothing is created. Once the
 // namespace's admin grants Services, the MyWeb becomes Ready, its objects
@@ -110,14 +111,17 @@ func TestTenantServiceAccountBoundsWhatIsMade(t *testing.T) {
 	const ns = "tenant-b"
 	mustKubectl(t, "create", "namespace", ns)
 	t.Cleanup(func() { _, _ = kubectl(t, "delete", "namespace", ns, "--wait=false") })
-	mustKubectl(t, "apply", "-k", "../config/policy")
-	t.Cleanup(func() { _, _ = kubectl(t, "delete", "-k", "../config/policy") })
-	mustKubectl(t, "-n", ns, "create", "serviceaccount", "writer")
+	for _, dir := range []string{"../config/policy", "../config/impersonation"} {
+		mustKubectl(t, "apply", "-k", dir)
+		t.Cleanup(func() { _, _ = kubectl(t, "delete", "-k", dir) })
+	}
+	const writer = "stencil-writer"
+	mustKubectl(t, "-n", ns, "create", "serviceaccount", writer)
 	mustKubectl(t, "-n", ns, "create", "role", "writer", "--verb=get,list,watch,create,update,patch,delete", "--resource=configmaps,deployments.apps")
-	mustKubectl(t, "-n", ns, "create", "rolebinding", "writer", "--role=writer", "--serviceaccount="+ns+":writer")
+	mustKubectl(t, "-n", ns, "create", "rolebinding", "writer", "--role=writer", "--serviceaccount="+ns+":"+writer)
 
 	current.stop()
-	op, err := startBinary("as-tenant", filepath.Join(binDir, "stencil"), "--default-service-account=writer")
+	op, err := startBinary("as-tenant", filepath.Join(binDir, "stencil"), "--default-service-account="+writer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +131,7 @@ func TestTenantServiceAccountBoundsWhatIsMade(t *testing.T) {
 	mustKubectl(t, "apply", "-f", writeFile(t, `{apiVersion: operator.k8s-summit.org/v1, kind: MyWeb, metadata: {name: web, namespace: `+ns+`}, spec: {image: nginx, nodePortNumber: 30320, pageContentHtml: hello}}`))
 	eventually(t, 60*time.Second, "Stalled, reason Forbidden", func() error {
 		stalled := mustKubectl(t, "-n", ns, "get", "myweb", "web", "-o", `jsonpath={.status.conditions[?(@.type=="Stalled")].reason} {.status.conditions[?(@.type=="Stalled")].message}`)
-		if !strings.HasPrefix(stalled, "Forbidden ") || !strings.Contains(stalled, "ServiceAccount "+ns+"/writer") || !strings.Contains(stalled, "create services in namespace "+ns) {
+		if !strings.HasPrefix(stalled, "Forbidden ") || !strings.Contains(stalled, "ServiceAccount "+ns+"/"+writer) || !strings.Contains(stalled, "create services in namespace "+ns) {
 			return fmt.Errorf("Stalled: %q", stalled)
 		}
 		return nil
@@ -137,7 +141,7 @@ func TestTenantServiceAccountBoundsWhatIsMade(t *testing.T) {
 	}
 
 	mustKubectl(t, "-n", ns, "create", "role", "writer-services", "--verb=get,list,watch,create,update,patch,delete", "--resource=services")
-	mustKubectl(t, "-n", ns, "create", "rolebinding", "writer-services", "--role=writer-services", "--serviceaccount="+ns+":writer")
+	mustKubectl(t, "-n", ns, "create", "rolebinding", "writer-services", "--role=writer-services", "--serviceaccount="+ns+":"+writer)
 	mustKubectl(t, "-n", ns, "wait", "myweb/web", "--for=condition=Ready", "--timeout=90s")
 	for _, obj := range []string{"configmap/web-html", "deployment/web", "service/web"} {
 		if uid := mustKubectl(t, "-n", ns, "get", obj, "-o", `jsonpath={.metadata.labels.stencil\.dev/owner-uid}`); uid == "" {
@@ -160,7 +164,15 @@ func TestNamespaceScopedInstall(t *testing.T) {
 	mustKubectl(t, "-n", "stencil-system", "create", "serviceaccount", sa)
 	mustKubectl(t, "-n", "stencil-system", "create", "rolebinding", sa, "--role=stencil-leader-election", "--serviceaccount=stencil-system:"+sa)
 	mustKubectl(t, "-n", mine, "create", "rolebinding", "stencil", "--clusterrole=stencil-manager", "--serviceaccount=stencil-system:"+sa)
-	t.Cleanup(func() { _, _ = kubectl(t, "-n", "stencil-system", "delete", "serviceaccount,rolebinding", sa) })
+	// Cluster-wide, as config/namespaced/control_keys.yaml: set on
+	// controlkeys.stencil.dev, which its admission policy asks of who
+	// writes stencil's objects.
+	mustKubectl(t, "apply", "-f", writeFile(t, `{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, metadata: {name: `+sa+`}, rules: [{apiGroups: [stencil.dev], resources: [controlkeys], verbs: [set]}]}`))
+	mustKubectl(t, "create", "clusterrolebinding", sa, "--clusterrole="+sa, "--serviceaccount=stencil-system:"+sa)
+	t.Cleanup(func() {
+		_, _ = kubectl(t, "-n", "stencil-system", "delete", "serviceaccount,rolebinding", sa)
+		_, _ = kubectl(t, "delete", "clusterrole,clusterrolebinding", sa)
+	})
 	token := strings.TrimSpace(mustKubectl(t, "-n", "stencil-system", "create", "token", sa, "--duration=1h"))
 	kubeconfig := filepath.Join(cluster.Dir, sa+".kubeconfig")
 	cfg := *cluster.Config
@@ -180,7 +192,9 @@ func TestNamespaceScopedInstall(t *testing.T) {
 	for i, ns := range []string{mine, other} {
 		mustKubectl(t, "apply", "-f", writeFile(t, fmt.Sprintf(`{apiVersion: operator.k8s-summit.org/v1, kind: MyWeb, metadata: {name: web, namespace: %s}, spec: {image: nginx, nodePortNumber: %d, pageContentHtml: hello}}`, ns, 30330+i)))
 	}
-	mustKubectl(t, "-n", mine, "wait", "myweb/web", "--for=condition=Ready", "--timeout=90s")
+	if _, err := kubectl(t, "-n", mine, "wait", "myweb/web", "--for=condition=Ready", "--timeout=90s"); err != nil {
+		t.Fatalf("%v\n--- the namespace-scoped stencil's log:\n%s", err, op.logTail())
+	}
 	time.Sleep(3 * time.Second)
 	if status := mustKubectl(t, "-n", other, "get", "myweb", "web", "-o", "jsonpath={.status}"); status != "" {
 		t.Errorf("the MyWeb outside the watched namespace has a status: %s", status)

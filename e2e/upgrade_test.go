@@ -227,7 +227,10 @@ func scrapeAsReader(t *testing.T) string {
 	token := strings.TrimSpace(mustKubectl(t, "-n", upgradeNamespace, "create", "token", "rollout-scraper"))
 	var body string
 	eventually(t, 30*time.Second, "metrics served", func() error {
-		code, b := scrape(t, current.metrics, token)
+		code, b, err := tryScrape(t, current.metrics, token)
+		if err != nil {
+			return err // a new process not listening yet
+		}
 		if code != 200 {
 			return fmt.Errorf("status %d", code)
 		}

@@ -194,6 +194,20 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		res.record(v1alpha1.ReasonEmptyRender, true, errEmptyRender)
 		return reconcile.Result{}, nil
 	}
+	// Every write of its objects from here on (hold's too) is the
+	// resource's ServiceAccount's, when one writes them.
+	ctx, mayAct, err := r.actAs(ctx, cr, res.desired, res)
+	if err != nil {
+		reason := v1alpha1.ReasonApplyFailed
+		if apierrors.IsForbidden(err) {
+			reason = v1alpha1.ReasonForbidden // stencil may not act as it
+		}
+		return reconcile.Result{}, res.fail(reason, false, fmt.Errorf("checking what the resource's ServiceAccount may do: %w", err))
+	}
+	if !mayAct {
+		// Nothing an event would tell of changes RBAC: look again.
+		return reconcile.Result{RequeueAfter: forbiddenRetry}, nil
+	}
 	digest := renderDigest(res.desired)
 	if waiting, err := r.awaitTurn(ctx, cr, res, digest); err != nil || waiting {
 		if err == nil {
@@ -211,14 +225,6 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	r.held.Delete(client.ObjectKeyFromObject(cr)) // its turn came, or never had to
 	if err := r.writable(); err != nil {
 		return reconcile.Result{}, err // finish: fenced, nothing said
-	}
-	ctx, mayAct, err := r.actAs(ctx, cr, res.desired, res)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	if !mayAct {
-		// Nothing an event would tell of changes RBAC: look again.
-		return reconcile.Result{RequeueAfter: forbiddenRetry}, nil
 	}
 	if err := r.ensureFinalizer(ctx, cr, res.desired); err != nil {
 		if apierrors.IsConflict(err) {

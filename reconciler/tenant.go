@@ -25,8 +25,8 @@ import (
 // the ServiceAccount for every write of the resource's objects (applies,
 // dry runs, recreates, prunes); its cache, its reads and the resource's own
 // status and finalizer stay stencil's. Before any write it asks the API
-// server, as the ServiceAccount, whether it may create and patch each type
-// the render holds in its namespace (a SelfSubjectAccessReview, answers
+// server, as the ServiceAccount, whether it may create, patch and delete
+// each type the render holds in its namespace (a SelfSubjectAccessReview, answers
 // yes kept a minute): one it may not, and nothing is applied or pruned;
 // the resource is Stalled, reason Forbidden, and looks again in 30 s.
 
@@ -116,7 +116,7 @@ func (t *tenants) denied(ctx context.Context, c client.Client, namespace, sa str
 		if err != nil {
 			return nil, fmt.Errorf("mapping %s: %w", d.GroupVersionKind(), err)
 		}
-		for _, verb := range []string{"create", "patch"} {
+		for _, verb := range []string{"create", "patch", "delete"} { // delete: prunes and recreates
 			k := accessKey{user: serviceAccountUser(namespace, sa), verb: verb, group: mapping.Resource.Group, resource: mapping.Resource.Resource, namespace: d.GetNamespace()}
 			if seen[k] {
 				continue

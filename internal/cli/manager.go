@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
@@ -131,12 +132,38 @@ func (f decoratorFlags) scopes() (map[string]reconciler.DecoratorScope, error) {
 	return scopes, nil
 }
 
+// checkIdentities refuses a --kind-service-account for a kind stencil does
+// not run (a typo would silently leave the kind to a wider identity) and
+// ServiceAccount names that are not names.
+func checkIdentities(ids reconciler.Identities, loaded []*render.Kind) error {
+	known := map[string]bool{}
+	for _, k := range loaded {
+		known[k.GroupVersionKind().Kind] = true
+	}
+	names := map[string]string{"--default-service-account": ids.Default}
+	for kind, sa := range ids.ByKind {
+		if !known[kind] {
+			return fmt.Errorf("--kind-service-account: no kind %q (kinds: %s)", kind, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
+		}
+		names["--kind-service-account "+kind] = sa
+	}
+	for flag, sa := range names {
+		if errs := validation.IsDNS1123Subdomain(sa); sa != "" && len(errs) > 0 {
+			return fmt.Errorf("%s: %q is not a ServiceAccount name: %s", flag, sa, strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
 // namespaceScoped restricts the cache to the namespaces of
 // --watch-namespaces (a namespace-scoped install), and refuses what needs
 // more: decorators, and kinds that own cluster-scoped types.
 func namespaceScoped(cacheOpts *cache.Options, o managerOptions, loaded []*render.Kind, scopes map[string]reconciler.DecoratorScope) error {
 	if len(scopes) > 0 || len(o.decorators.disabled) > 0 {
 		return errors.New("--watch-namespaces: decorators work across namespaces; run them in a cluster-wide stencil")
+	}
+	if len(o.shards.Known) > 0 {
+		return errors.New("--watch-namespaces: shards list resources across namespaces; run one namespace-scoped stencil per set of namespaces instead")
 	}
 	for _, k := range loaded {
 		for _, t := range k.Declaration().Owns {
@@ -251,6 +278,9 @@ func runManager(ctx context.Context, o managerOptions) error {
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), kinds.AddToScheme(scheme)); err != nil {
 		return fmt.Errorf("building scheme: %w", err)
+	}
+	if err := checkIdentities(o.identities, loaded); err != nil {
+		return err
 	}
 	cacheOpts := reconciler.ShardCacheOptions(loaded, shard)
 	if len(o.watchNamespaces) > 0 {

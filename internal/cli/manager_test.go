@@ -13,6 +13,7 @@ import (
 
 	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/testkind"
+	"github.com/stencil-operator/stencil/reconciler"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -186,5 +187,29 @@ func TestNamespaceScoped(t *testing.T) {
 				t.Errorf("cached namespaces %v, want [a b]", got)
 			}
 		})
+	}
+}
+
+// A --kind-service-account for a kind stencil does not run, or a name that
+// is no ServiceAccount name, is refused at start.
+func TestCheckIdentities(t *testing.T) {
+	seeds, err := kinds.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		ids     reconciler.Identities
+		wantErr string
+	}{
+		{"none", reconciler.Identities{}, ""},
+		{"a default and a kind", reconciler.Identities{Default: "stencil-writer", ByKind: map[string]string{"MyWeb": "web-writer", "Memcached": ""}}, ""},
+		{"a kind mistyped", reconciler.Identities{ByKind: map[string]string{"Myweb": "w"}}, `no kind "Myweb"`},
+		{"not a name", reconciler.Identities{Default: "Writer_1"}, "is not a ServiceAccount name"},
+	} {
+		err := checkIdentities(tt.ids, seeds)
+		if (err == nil) != (tt.wantErr == "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.wantErr)
+		}
 	}
 }

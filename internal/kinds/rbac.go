@@ -22,11 +22,6 @@ var (
 	parentVerbs = []string{"get", "list", "patch", "watch"}
 )
 
-// WriterExtra is the user extra stencil sets when it writes as a
-// ServiceAccount of a resource's namespace; its admission policy
-// (config/policy) lets such writes set stencil's control keys.
-const WriterExtra = "stencil-writer"
-
 // ClusterRole is the least RBAC the operator needs, derived from the kinds'
 // declarations: its custom resources (with status and finalizers), every
 // owned type, every observed type, every decorator's parent, owned and
@@ -77,14 +72,13 @@ func ClusterRole(kinds []*render.Kind, decorators []*render.Decorator) rbacv1.Cl
 	}
 	add("", "events", []string{"create", "patch"})
 	add("events.k8s.io", "events", []string{"create", "patch"})
-	// Writing a resource's objects as a ServiceAccount of its namespace
-	// (--default-service-account): stencil impersonates it, with the extra
-	// that tells stencil's admission policy the write is stencil's.
-	add("", "serviceaccounts", []string{"impersonate"})
+	// Writing as a ServiceAccount of a resource's namespace
+	// (--default-service-account) needs impersonation, which
+	// config/impersonation grants for the ServiceAccount names it lists:
+	// not here, where it would reach every ServiceAccount of the cluster.
 	// Setting stencil's control keys: its admission policy (config/policy)
 	// lets only who may "set" controlkeys.stencil.dev do it.
 	add("stencil.dev", "controlkeys", []string{"set"})
-	add("authentication.k8s.io", "userextras/"+WriterExtra, []string{"impersonate"})
 	return rbacv1.ClusterRole{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
 		ObjectMeta: metav1.ObjectMeta{Name: "stencil-manager", Labels: map[string]string{"app.kubernetes.io/name": "stencil"}},
