@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/stencil-operator/stencil/internal/localcluster"
 )
 
 // TestTenantCannotSteerStencil installs stencil's admission policy
@@ -173,13 +171,7 @@ func TestNamespaceScopedInstall(t *testing.T) {
 		_, _ = kubectl(t, "-n", "stencil-system", "delete", "serviceaccount,rolebinding", sa)
 		_, _ = kubectl(t, "delete", "clusterrole,clusterrolebinding", sa)
 	})
-	token := strings.TrimSpace(mustKubectl(t, "-n", "stencil-system", "create", "token", sa, "--duration=1h"))
-	kubeconfig := filepath.Join(cluster.Dir, sa+".kubeconfig")
-	cfg := *cluster.Config
-	cfg.BearerToken, cfg.CertData, cfg.KeyData, cfg.CertFile, cfg.KeyFile = token, nil, nil, "", ""
-	if err := localcluster.WriteKubeconfig(&cfg, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := tokenKubeconfig(t, sa)
 
 	current.stop()
 	op, err := launch("namespaced", filepath.Join(binDir, "stencil"), kubeconfig, "--watch-namespaces="+mine)

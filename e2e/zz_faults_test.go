@@ -619,6 +619,13 @@ func serviceAccountKubeconfig(t *testing.T, sa string) string {
 		_, _ = kubectl(t, "-n", "stencil-system", "delete", "serviceaccount,rolebinding", sa)
 		_, _ = kubectl(t, "delete", "clusterrolebinding", sa)
 	})
+	return tokenKubeconfig(t, sa)
+}
+
+// tokenKubeconfig is a kubeconfig with a token for the ServiceAccount
+// stencil-system/sa.
+func tokenKubeconfig(t *testing.T, sa string) string {
+	t.Helper()
 	token := strings.TrimSpace(mustKubectl(t, "-n", "stencil-system", "create", "token", sa, "--duration=1h"))
 	kubeconfig := filepath.Join(cluster.Dir, sa+".kubeconfig")
 	cfg := *cluster.Config
