@@ -363,7 +363,7 @@ func (op *operator) metricSum(ctx context.Context, m metric) (int, error) {
 	scanner := bufio.NewScanner(body)
 	for scanner.Scan() {
 		line := scanner.Text()
-		if !(strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ")) || !containsAll(line, labels) {
+		if (!strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ")) || !containsAll(line, labels) {
 			continue
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
