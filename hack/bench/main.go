@@ -52,7 +52,9 @@ type config struct {
 	stencilArgs       []string
 	keep              bool
 	peers             bool
-	helmOperator      string
+	// only: with peers, the contenders to run, by name (empty: all).
+	only         []string
+	helmOperator string
 }
 
 func main() {
@@ -68,11 +70,15 @@ func main() {
 	flag.IntVar(&cfg.cpuProfileSeconds, "cpu-profile-seconds", 10, "How long the CPU profiles of -cpu-profile-n run.")
 	flag.StringVar(&cfg.out, "out", "docs/benchmarks", "Folder for results.md, results.json, converge.svg and the heap profile.")
 	flag.BoolVar(&cfg.peers, "peers", false, "Run the peers instead: the raw + status floor, stencil, the hand-written MyWeb operator (both variants), kro (built by `PEERS=1 hack/tools/install.sh`) and the Helm operator (-helm-operator), one run each per N.")
+	only := flag.String("contenders", "", "With -peers: only these contenders (comma-separated names as the results print them, e.g. \"hand-written (get-update)\"); the raw + status floor always runs.")
 	flag.StringVar(&cfg.helmOperator, "helm-operator", os.Getenv("STENCIL_BENCH_HELM_OPERATOR"), "With -peers: the operator-sdk Helm operator's binary (default $STENCIL_BENCH_HELM_OPERATOR, else bin/helm-operator if `PEERS=1 hack/tools/install.sh` built it; docs/benchmarks.md says how to build it). Without it the Helm operator is not measured.")
 	flag.BoolVar(&cfg.keep, "keep", false, "Keep each run's folder (audit log, stencil's log) and print where it is.")
 	pin := flag.Bool("pin", false, "Run the bench and the control plane on CPU 0 and each contender on CPU 1 (needs taskset), as when an operator does not share CPUs with kube-apiserver.")
 	stencilArgs := flag.String("stencil-args", "", "Extra flags for stencil, space-separated (to try settings).")
 	flag.Parse()
+	if *only != "" {
+		cfg.only = strings.Split(*only, ",")
+	}
 	cfg.stencilArgs = strings.Fields(*stencilArgs)
 	var err error
 	if cfg.sizes, err = parseSizes(*sizes); err != nil {

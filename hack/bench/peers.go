@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,6 +68,12 @@ func runPeers(ctx context.Context, cfg config, bins programs) error {
 	contenders, err := peerContenders(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	if len(cfg.only) > 0 {
+		contenders = slices.DeleteFunc(contenders, func(c *contender) bool { return !slices.Contains(cfg.only, c.name) })
+		if len(contenders) == 0 {
+			return fmt.Errorf("-contenders %q names no contender", strings.Join(cfg.only, ","))
+		}
 	}
 	fmt.Printf("stencil bench, peers: N = %v MyWebs in %d namespaces; one run each, a fresh etcd + kube-apiserver for each run%s.\n\n", cfg.sizes, cfg.namespaces, pinNote())
 	var rows []peerRow

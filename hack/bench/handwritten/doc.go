@@ -23,8 +23,9 @@
 // write yet, so a MyWeb's status can be written twice with the same
 // content), reconcile a MyWeb again only when its generation changes or an
 // owned object changes (controller-runtime's GenerationChangedPredicate on
-// MyWeb, Owns on the rest), retry with backoff when the cache is behind
-// their own writes (AlreadyExists, Conflict), and take the same worker
+// MyWeb, Owns on the rest), look again a second later when the cache
+// is behind their own writes (AlreadyExists, Conflict; a create refused
+// for another reason whose object exists counts as AlreadyExists), and take the same worker
 // count and client limits as stencil (8 workers, 500 requests per second,
 // burst 1,000). Neither detects drift as stencil does: they correct it by
 // writing again on every event of an owned object, and their Drifted

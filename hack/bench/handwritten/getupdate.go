@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -58,7 +59,7 @@ func (r *reconciler) ensure(ctx context.Context, web *operatorv1.MyWeb, want, fo
 			return err
 		}
 		if err := r.client.Create(ctx, want, client.FieldOwner(r.fieldManager)); err != nil {
-			return fmt.Errorf("creating %T %s: %w", want, want.GetName(), err)
+			return r.createFailed(ctx, want, err)
 		}
 		return nil
 	case err != nil:
@@ -82,4 +83,20 @@ func (r *reconciler) ensure(ctx context.Context, web *operatorv1.MyWeb, want, fo
 // labelsDiffer: a label the operator sets is missing or has another value.
 func labelsDiffer(want, found client.Object) bool {
 	return !equality.Semantic.DeepDerivative(want.GetLabels(), found.GetLabels())
+}
+
+// createFailed is the error of a create of want that the API server
+// refused. When want exists (the cache is behind an earlier create of
+// ours), it is AlreadyExists, whatever the API server said: a Service
+// created again with its node port is refused "port already allocated"
+// (422) before the name is checked.
+func (r *reconciler) createFailed(ctx context.Context, want client.Object, err error) error {
+	if !apierrors.IsAlreadyExists(err) && r.reader != nil {
+		existing := want.DeepCopyObject().(client.Object)
+		if r.reader.Get(ctx, client.ObjectKeyFromObject(want), existing) == nil {
+			gvk := want.GetObjectKind().GroupVersionKind()
+			return apierrors.NewAlreadyExists(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, want.GetName())
+		}
+	}
+	return fmt.Errorf("creating %T %s: %w", want, want.GetName(), err)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -84,7 +85,7 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &reconciler{client: mgr.GetClient(), variant: opts.Variant, fieldManager: or(opts.FieldManager, "myweb-operator")}
+	r := &reconciler{client: mgr.GetClient(), reader: mgr.GetAPIReader(), variant: opts.Variant, fieldManager: or(opts.FieldManager, "myweb-operator")}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("myweb").
 		For(&operatorv1.MyWeb{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -107,6 +108,7 @@ func or[T comparable](v, def T) T {
 // reconciler reconciles one MyWeb: its objects, then its status.
 type reconciler struct {
 	client       client.Client
+	reader       client.Reader // uncached: does an object the cache lacks exist?
 	variant      Variant
 	fieldManager string
 }
@@ -126,9 +128,11 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		writeErr = r.getUpdateObjects(ctx, web)
 	}
 	if apierrors.IsAlreadyExists(writeErr) || apierrors.IsConflict(writeErr) {
-		// The cache is behind a write of ours: retry (with backoff) once it
-		// has caught up; not a failure to report.
-		return ctrl.Result{}, writeErr
+		// The cache is behind a write of ours: look again in a moment,
+		// once it has caught up; not a failure to report, nor one to back
+		// off from exponentially (at N = 5,000 the cache lags for minutes,
+		// and the backoff of an error return outgrew the run).
+		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	d := &appsv1.Deployment{}
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: web.Namespace, Name: web.Name}, d); apierrors.IsNotFound(err) {
