@@ -163,8 +163,6 @@ func template(o *unstructured.Unstructured, clusterNames map[string]bool) (strin
 	}
 	text := string(data)
 	text = strings.ReplaceAll(text, "namespace: "+configNamespace+"\n", "namespace: {{ .Release.Namespace }}\n")
-	// The admission policy names stencil's ServiceAccount by user name.
-	text = strings.ReplaceAll(text, "system:serviceaccount:"+configNamespace+":", "system:serviceaccount:{{ .Release.Namespace }}:")
 	for name := range clusterNames {
 		text = regexp.MustCompile(`(?m)^(\s*(?:name|policyName): )`+regexp.QuoteMeta(name)+`$`).ReplaceAllString(text, "${1}{{ .Release.Name }}-"+strings.TrimPrefix(name, "stencil-"))
 	}

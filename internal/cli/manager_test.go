@@ -36,12 +36,7 @@ func TestClientFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var o managerOptions
-			fs := pflag.NewFlagSet("stencil", pflag.ContinueOnError)
-			o.bindFlags(fs)
-			if err := fs.Parse(tt.args); err != nil {
-				t.Fatal(err)
-			}
+			o := parseFlags(t, tt.args)
 			cfg := &rest.Config{DisableCompression: tt.kubeconfigDisables}
 			tuneClient(cfg, o)
 			if cfg.QPS != tt.wantQPS || cfg.Burst != tt.wantBurst || cfg.DisableCompression != tt.wantNoCompression {
@@ -105,12 +100,7 @@ func TestDecoratorFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var o managerOptions
-			fs := pflag.NewFlagSet("stencil", pflag.ContinueOnError)
-			o.bindFlags(fs)
-			if err := fs.Parse(tt.args); err != nil {
-				t.Fatal(err)
-			}
+			o := parseFlags(t, tt.args)
 			scopes, err := o.decorators.scopes()
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -162,12 +152,7 @@ func TestNamespaceScoped(t *testing.T) {
 		{"a kind owning a cluster-scoped type", []string{"--watch-namespaces=a"}, []*render.Kind{widget}, "owns the cluster-scoped ClusterRole"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var o managerOptions
-			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-			o.bindFlags(fs)
-			if err := fs.Parse(tt.args); err != nil {
-				t.Fatal(err)
-			}
+			o := parseFlags(t, tt.args)
 			scopes, err := o.decorators.scopes()
 			if err != nil {
 				t.Fatal(err)
@@ -212,4 +197,16 @@ func TestCheckIdentities(t *testing.T) {
 			t.Errorf("%s: %v, want %q", tt.name, err, tt.wantErr)
 		}
 	}
+}
+
+// parseFlags is the operator's options after parsing args as its flags.
+func parseFlags(t *testing.T, args []string) managerOptions {
+	t.Helper()
+	var o managerOptions
+	fs := pflag.NewFlagSet("stencil", pflag.ContinueOnError)
+	o.bindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
