@@ -44,8 +44,9 @@ kind: tools ## Scaffold a kind: make kind GROUP=gadgets.example.com VERSION=v1al
 	go test ./render -run 'TestGolden/$(shell echo "$(KIND)" | tr A-Z a-z)/' -update
 
 .PHONY: generate
-generate: tools ## Generate DeepCopy methods for the API types.
+generate: tools ## Generate DeepCopy methods for the API types and render/schema's table of the built-in types' required fields.
 	$(CONTROLLER_GEN) object paths=./api/... paths=./internal/testkind/...
+	go generate ./render/schema
 
 .PHONY: fmt
 fmt: ## Format the Go code.

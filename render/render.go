@@ -24,10 +24,18 @@ import (
 type Error struct {
 	// File is the template (or "kustomize") that produced the failure.
 	File string
+	// Line, when known (not 0), is the line of File that wrote the field a
+	// Validator refused.
+	Line int
 	Err  error
 }
 
-func (e *Error) Error() string { return e.File + ": " + e.Err.Error() }
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Err)
+	}
+	return e.File + ": " + e.Err.Error()
+}
 func (e *Error) Unwrap() error { return e.Err }
 
 // Render returns the objects that obj's templates describe: executed with obj
@@ -35,6 +43,24 @@ func (e *Error) Unwrap() error { return e.Err }
 // checked against the kind's rules, stamped with stencil's labels, annotations
 // and ownerReference, and sorted. It is pure: same input, same output.
 func (k *Kind) Render(obj v1alpha1.Object) ([]*unstructured.Unstructured, error) {
+	return k.render(obj, nil)
+}
+
+// Validator checks a rendered object, for example against its type's schema
+// (package render/schema).
+type Validator interface {
+	Validate(*unstructured.Unstructured) error
+}
+
+// RenderValidated is Render, and then checks every object with v; an
+// object v refuses fails the render with an *Error naming its template.
+// The operator renders without it (the API server validates what it
+// applies); `stencil render`, `stencil lint` and the tests validate.
+func (k *Kind) RenderValidated(obj v1alpha1.Object, v Validator) ([]*unstructured.Unstructured, error) {
+	return k.render(obj, v)
+}
+
+func (k *Kind) render(obj v1alpha1.Object, v Validator) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
 	var err error
 	if k.kustomize {
@@ -48,16 +74,22 @@ func (k *Kind) Render(obj v1alpha1.Object) ([]*unstructured.Unstructured, error)
 	owner := newOwner(k.def.GroupVersionKind, obj)
 	seen := map[string]bool{}
 	for _, o := range objs {
+		file := o.GetAnnotations()[sourceAnnotation]
 		if err := k.check(o, owner); err != nil {
-			return nil, &Error{File: o.GetAnnotations()[sourceAnnotation], Err: err}
+			return nil, &Error{File: file, Err: err}
 		}
 		id := objectID(o)
 		if seen[id] {
-			return nil, &Error{File: o.GetAnnotations()[sourceAnnotation], Err: fmt.Errorf("%s is rendered twice", id)}
+			return nil, &Error{File: file, Err: fmt.Errorf("%s is rendered twice", id)}
 		}
 		seen[id] = true
 		if err := stamp(o, owner); err != nil {
 			return nil, err
+		}
+		if v != nil {
+			if err := v.Validate(o); err != nil {
+				return nil, &Error{File: file, Line: k.locate(file, err), Err: err}
+			}
 		}
 	}
 	slices.SortFunc(objs, func(a, b *unstructured.Unstructured) int { return strings.Compare(objectID(a), objectID(b)) })

@@ -1,0 +1,20 @@
+// Package schema checks rendered objects against the schemas of their types,
+// offline, as the API server would before storing them:
+//
+//   - built-in types against the schemas client-go ships (its
+//     applyconfigurations type converter, structured-merge-diff): unknown
+//     fields and wrong types;
+//   - built-in types' required fields, read from their Go types as
+//     Kubernetes' OpenAPI generator reads them (a field without omitempty or
+//     omitzero in its json tag is required);
+//   - every object's metadata with apimachinery's own validation: name,
+//     namespace, labels, annotations;
+//   - custom resource types against their CustomResourceDefinitions'
+//     structural schemas, with apiextensions-apiserver's validators: unknown
+//     fields, types, required fields, enums, patterns, bounds and CEL rules.
+//
+// It is pure: no client, no network. The API server stays the authority; this
+// package exists so that a template's typo fails in `stencil render`,
+// `stencil lint` and `make test`, naming the file and field, instead of as an
+// ApplyFailed status on every resource of a kind in production.
+package schema
