@@ -38,10 +38,10 @@ manifests: tools ## Generate the CRDs (config/crd/bases, and the test kind's), t
 	go run ./hack/chart -out dist/chart
 
 .PHONY: kind
-kind: tools ## Scaffold a kind: make kind GROUP=gadgets.example.com VERSION=v1alpha1 KIND=Gadget (API types, templates, samples, registration, golden test).
+kind: tools ## Scaffold a kind: make kind GROUP=gadgets.example.com VERSION=v1alpha1 KIND=Gadget (API types, templates, samples, registration, a first template test with its expected output).
 	go run ./hack/scaffold -group "$(GROUP)" -version "$(or $(VERSION),v1alpha1)" -kind "$(KIND)"
 	$(MAKE) generate manifests
-	go test ./render -run 'TestGolden/$(shell echo "$(KIND)" | tr A-Z a-z)/' -update
+	go run . test --templates templates --update $(shell echo "$(KIND)" | tr A-Z a-z)
 
 .PHONY: generate
 generate: tools ## Generate DeepCopy methods for the API types and render/schema's table of the built-in types' required fields.

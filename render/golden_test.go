@@ -1,55 +1,52 @@
 package render_test
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/stencil-operator/stencil/api/v1alpha1"
 	shipped "github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/testkind"
 	"github.com/stencil-operator/stencil/render"
+	"github.com/stencil-operator/stencil/render/kindtest"
+	"github.com/stencil-operator/stencil/render/schema"
+	"github.com/stencil-operator/stencil/templates"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files (expected.yaml, error.txt) from the current output")
 
-// TestGolden renders every testdata/<kind>/<case>/input.yaml and compares
-// the result with expected.yaml, or the error with error.txt.
+// TestGolden runs every kind's template tests (templates/<kind>/tests/, see
+// package kindtest), validating every object against its type's schema, as
+// `stencil test` does.
 func TestGolden(t *testing.T) {
-	for dirName, def := range goldenKinds() {
-		kind, err := render.Load(def)
+	v := validator(t)
+	kinds := goldenKinds()
+	for _, dirName := range slices.Sorted(maps.Keys(kinds)) {
+		kind, err := render.Load(kinds[dirName])
 		if err != nil {
 			t.Fatal(err)
 		}
-		cases, err := filepath.Glob(filepath.Join("testdata", dirName, "*"))
-		if err != nil || len(cases) == 0 {
-			t.Fatalf("no golden cases for %s: %v", dirName, err)
-		}
-		for _, dir := range cases {
-			t.Run(dirName+"/"+filepath.Base(dir), func(t *testing.T) {
-				cr := readCR(t, kind, filepath.Join(dir, "input.yaml"))
-				objs, err := kind.Render(cr)
-				if err != nil {
-					compareGolden(t, filepath.Join(dir, "error.txt"), []byte(err.Error()+"\n"))
-					return
-				}
-				compareGolden(t, filepath.Join(dir, "expected.yaml"), toYAMLStream(t, objs))
+		for _, c := range cases(t, dirName, kinds[dirName].Templates) {
+			t.Run(dirName+"/"+c.Name, func(t *testing.T) {
+				check(t, dirName, kindtest.RunKind(kind, c, v))
 			})
 		}
 	}
 }
 
 // goldenKinds are the kinds with golden cases, the shipped ones and the test
-// kind, by the name of their folder in testdata.
+// kind, by the name of their folder.
 func goldenKinds() map[string]render.Definition {
 	kinds := map[string]render.Definition{"widget": testkind.Widget()}
 	for _, def := range shipped.Definitions() {
@@ -58,50 +55,59 @@ func goldenKinds() map[string]render.Definition {
 	return kinds
 }
 
-func readCR(t *testing.T, kind *render.Kind, path string) v1alpha1.Object {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+// casesDir is the folder on disk of a kind's or decorator's cases.
+func casesDir(dirName string) string {
+	if dirName == "widget" {
+		return filepath.Join("..", "internal", "testkind", "templates", "widget", kindtest.Folder)
 	}
-	cr := kind.New()
-	if err := yaml.UnmarshalStrict(data, cr); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return cr
+	return filepath.Join("..", "templates", dirName, kindtest.Folder)
 }
 
-func toYAMLStream(t *testing.T, objs []*unstructured.Unstructured) []byte {
+func cases(t *testing.T, dirName string, folder fs.FS) []kindtest.Case {
 	t.Helper()
-	var buf bytes.Buffer
-	for i, o := range objs {
-		if i > 0 {
-			buf.WriteString("---\n")
-		}
-		out, err := yaml.Marshal(o.Object)
-		if err != nil {
-			t.Fatal(err)
-		}
-		buf.Write(out)
+	cs, err := kindtest.Cases(folder)
+	if err != nil || len(cs) == 0 {
+		t.Fatalf("no template tests for %s: %v", dirName, err)
 	}
-	return buf.Bytes()
+	return cs
 }
 
-func compareGolden(t *testing.T, path string, got []byte) {
+// check fails t with the outcome's error, or with -update writes its output
+// into the case's folder.
+func check(t *testing.T, dirName string, out kindtest.Outcome) {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
+	if *update && out.Golden != "" {
+		if err := os.WriteFile(filepath.Join(casesDir(dirName), out.Case, out.Golden), out.Got, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	want, err := os.ReadFile(path)
+	if out.Err != nil {
+		t.Errorf("%s/%s/%s: %v (run `go test ./render -update` to rewrite golden files)", casesDir(dirName), out.Case, out.Golden, out.Err)
+	}
+}
+
+// validator checks objects against the built-in schemas and every CRD in
+// the repository.
+func validator(t *testing.T) *schema.Validator {
+	t.Helper()
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, glob := range []string{"../config/crd/bases/*.yaml", "../internal/testkind/crd/*.yaml"} {
+		files, err := filepath.Glob(glob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			readYAML(t, f, crd)
+			crds = append(crds, crd)
+		}
+	}
+	v, err := schema.New(crds...)
 	if err != nil {
-		t.Fatalf("%v (run `go test ./render -update` to create it)", err)
+		t.Fatal(err)
 	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (run `go test ./render -update` and review the diff):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	return v
 }
 
 // engineGolden is a digest of the test kind's golden renders, recorded with
@@ -114,7 +120,7 @@ const engineGolden = "engine 1: sha256:4758a89ba310"
 // render.Engine did not: a new release would otherwise change every
 // resource's objects at once, with no paced rollout.
 func TestEngineVersion(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "widget", "*", "expected.yaml"))
+	files, err := filepath.Glob(filepath.Join(casesDir("widget"), "*", "expected.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no golden renders of the test kind: %v", err)
 	}
@@ -132,8 +138,8 @@ func TestEngineVersion(t *testing.T) {
 	}
 }
 
-// TestDecoratorGolden renders every shipped decorator's
-// testdata/<decorator>/<case>/: input.yaml is the parent as the cluster
+// TestDecoratorGolden runs every shipped decorator's template tests
+// (templates/<decorator>/tests/): input.yaml is the parent as the cluster
 // holds it, observed.yaml (optional) the observed objects by their name in
 // the templates; expected.yaml is what is set on the parent and then the
 // children.
@@ -142,34 +148,11 @@ func TestDecoratorGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	v := validator(t)
 	for _, d := range decorators {
-		cases, err := filepath.Glob(filepath.Join("testdata", d.Name(), "*"))
-		if err != nil || len(cases) == 0 {
-			t.Fatalf("no golden cases for %s: %v", d.Name(), err)
-		}
-		for _, dir := range cases {
-			t.Run(d.Name()+"/"+filepath.Base(dir), func(t *testing.T) {
-				parent := &unstructured.Unstructured{}
-				readYAML(t, filepath.Join(dir, "input.yaml"), &parent.Object)
-				observed := map[string][]*unstructured.Unstructured{}
-				if _, err := os.Stat(filepath.Join(dir, "observed.yaml")); err == nil {
-					var lists map[string][]map[string]any
-					readYAML(t, filepath.Join(dir, "observed.yaml"), &lists)
-					for as, list := range lists {
-						for _, o := range list {
-							observed[as] = append(observed[as], &unstructured.Unstructured{Object: o})
-						}
-					}
-				}
-				patch, children, err := d.Render(parent, observed)
-				if err != nil {
-					compareGolden(t, filepath.Join(dir, "error.txt"), []byte(err.Error()+"\n"))
-					return
-				}
-				if patch != nil {
-					children = append([]*unstructured.Unstructured{patch}, children...)
-				}
-				compareGolden(t, filepath.Join(dir, "expected.yaml"), toYAMLStream(t, children))
+		for _, c := range cases(t, d.Name(), templates.Kind(d.Name())) {
+			t.Run(d.Name()+"/"+c.Name, func(t *testing.T) {
+				check(t, d.Name(), kindtest.RunDecorator(d, c, v))
 			})
 		}
 	}

@@ -150,7 +150,7 @@ func checkLookalikes(t *testing.T, name string, renderWith func(s string) ([]*un
 // (not those that expect an error).
 func renderingCases(t *testing.T, dirName string) []string {
 	t.Helper()
-	cases, err := filepath.Glob(filepath.Join("testdata", dirName, "*", "expected.yaml"))
+	cases, err := filepath.Glob(filepath.Join(casesDir(dirName), "*", "expected.yaml"))
 	if err != nil || len(cases) == 0 {
 		t.Fatalf("no golden cases for %s: %v", dirName, err)
 	}

@@ -1,8 +1,8 @@
 // Command scaffold adds a kind to stencil: its API types, a folder of
-// templates, a sample and a full sample, a golden test case, and the lines
+// templates, a sample and a full sample, a first template test, and the lines
 // that register it (internal/kinds, templates/doc.go, config/crd). It is
 // what docs/add-kind.md describes, done for you; `make kind` runs it, then
-// `make generate manifests` and writes the golden file.
+// `make generate manifests` and writes the test's expected output.
 //
 // Usage: go run ./hack/scaffold -group gadgets.example.com -version v1alpha1 -kind Gadget
 package main
@@ -92,12 +92,12 @@ func scaffold(root string, k kind) error {
 		filepath.Join("templates", k.Lower, "configmap.yaml"):                configMapYAML,
 		filepath.Join("config", "samples", k.Lower+".yaml"):                  sampleYAML,
 		filepath.Join("config", "samples", "full", k.Lower+".yaml"):          fullSampleYAML,
-		filepath.Join("render", "testdata", k.Lower, "sample", "input.yaml"): goldenInputYAML,
+		filepath.Join("templates", k.Lower, "tests", "sample", "input.yaml"): goldenInputYAML,
 	}
 	if _, err := os.Stat(filepath.Join(root, "api", k.Package, k.Version)); err == nil {
 		return fmt.Errorf("api/%s/%s exists: add a kind to an existing API package by hand (docs/add-kind.md)", k.Package, k.Version)
 	}
-	for _, dir := range []string{filepath.Join("templates", k.Lower), filepath.Join("render", "testdata", k.Lower)} {
+	for _, dir := range []string{filepath.Join("templates", k.Lower), filepath.Join("internal", "testkind", "templates", k.Lower)} {
 		if _, err := os.Stat(filepath.Join(root, dir)); err == nil {
 			return fmt.Errorf("%s exists (another kind's, or the test kind's)", dir)
 		}

@@ -36,10 +36,10 @@ func TestScaffoldedKindBuildsAndRenders(t *testing.T) {
 	}
 	run(t, root, "make", "generate", "manifests")
 	run(t, root, "go", "vet", "./...")
-	run(t, root, "go", "test", "./render", "-run", "TestGolden/policy/", "-update")
+	run(t, root, "go", "run", ".", "test", "--templates", "templates", "--update", "policy")
 	out := run(t, root, "go", "test", "-count=1", "./render", "./hack/chart")
 	t.Logf("%s", out)
-	for _, path := range []string{"render/testdata/policy/sample/expected.yaml", "config/crd/bases/scaffoldtest.example.com_policies.yaml", "dist/chart/crds/policies.scaffoldtest.example.com.yaml"} {
+	for _, path := range []string{"templates/policy/tests/sample/expected.yaml", "config/crd/bases/scaffoldtest.example.com_policies.yaml", "dist/chart/crds/policies.scaffoldtest.example.com.yaml"} {
 		if _, err := os.Stat(filepath.Join(root, path)); err != nil {
 			t.Errorf("%s: %v", path, err)
 		}
@@ -87,12 +87,12 @@ func TestPluralIsControllerGens(t *testing.T) {
 
 func TestRefusesTheTestKindsFolders(t *testing.T) {
 	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "render", "testdata", "widget"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(root, "internal", "testkind", "templates", "widget"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	k, _ := newKind("widgets.example.com", "v1", "Widget")
-	if err := scaffold(root, k); err == nil || !strings.Contains(err.Error(), "render/testdata/widget exists") {
-		t.Errorf("scaffold of a Widget: %v, want a refusal (render/testdata/widget is the test kind's)", err)
+	if err := scaffold(root, k); err == nil || !strings.Contains(err.Error(), "internal/testkind/templates/widget exists") {
+		t.Errorf("scaffold of a Widget: %v, want a refusal (widget is the test kind's folder)", err)
 	}
 }
 

@@ -267,14 +267,14 @@ func runManager(ctx context.Context, o managerOptions) error {
 		cfg.Wrap(f.Wrap)
 		mayWrite = f.Open
 	}
-	loaded, err := kinds.Load()
+	folders, err := kinds.Folders("")
 	if err != nil {
 		return fmt.Errorf("loading templates: %w", err)
 	}
-	decorators, err := kinds.LoadDecorators()
-	if err != nil {
-		return fmt.Errorf("loading decorators: %w", err)
+	if err := kinds.CheckRenders(folders); err != nil {
+		return fmt.Errorf("refusing to run templates that fail their own test cases (stencil test names them): %w", err)
 	}
+	loaded, decorators := kinds.Split(folders)
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), kinds.AddToScheme(scheme)); err != nil {
 		return fmt.Errorf("building scheme: %w", err)

@@ -22,6 +22,8 @@ import (
 
 func newRenderCommand() *cobra.Command {
 	var file, namespace string
+	var src templateSource
+	validate := true
 	cmd := &cobra.Command{
 		Use:   "render -f FILE",
 		Short: "Print the objects the operator would apply for custom resources, offline",
@@ -29,19 +31,29 @@ func newRenderCommand() *cobra.Command {
 code, with no cluster and no network, and prints the objects the operator
 would apply, as a YAML stream (like helm template).
 
+Every object is checked against its type's schema first, as the API server
+would check it: the built-in types' schemas are built in, custom resource
+types' come from the CRDs given with --crds. An invalid object fails the
+command (exit code 2) with the template, the object and the field.
+--templates renders the kinds' folders on disk instead of the built-in ones.
+
 A resource without metadata.uid renders with an empty owner UID; give it
 the live resource (kubectl get <kind> <name> -o yaml) to see exactly what
 the operator applies.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			crs, err := readResources(file, cmd.InOrStdin(), namespace)
+			folders, v, err := src.load(validate)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			crs, err := readResourcesOf(file, cmd.InOrStdin(), namespace, kindsOf(folders))
 			if err != nil {
 				return err
 			}
 			for _, cr := range crs {
-				objs, err := cr.kind.Render(cr.obj)
+				objs, err := renderChecked(cr, v, cmd.ErrOrStderr())
 				if err != nil {
-					return fmt.Errorf("rendering %s %s: %w", cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), err)
+					return &exitError{code: 2, err: fmt.Errorf("rendering %s %s: %w", cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), placeError(err, folderOf(cr.kind)))}
 				}
 				if err := writeYAML(cmd.OutOrStdout(), objs); err != nil {
 					return err
@@ -51,6 +63,8 @@ the operator applies.`,
 		},
 	}
 	bindInputFlags(cmd, &file, &namespace)
+	src.bindFlags(cmd)
+	cmd.Flags().BoolVar(&validate, "validate", true, "Check every object against its type's schema.")
 	return cmd
 }
 
@@ -67,6 +81,12 @@ func readResources(file string, stdin io.Reader, namespace string) ([]resource, 
 	if err != nil {
 		return nil, err
 	}
+	return readResourcesOf(file, stdin, namespace, loaded)
+}
+
+// readResourcesOf reads a YAML stream of custom resources of the loaded
+// kinds.
+func readResourcesOf(file string, stdin io.Reader, namespace string, loaded []*render.Kind) ([]resource, error) {
 	byGVK := map[schema.GroupVersionKind]*render.Kind{}
 	var known []string
 	for _, k := range loaded {

@@ -1,0 +1,313 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/render"
+	"github.com/stencil-operator/stencil/render/kindtest"
+	renderschema "github.com/stencil-operator/stencil/render/schema"
+)
+
+// templateSource is where the offline commands read the kinds' templates
+// from, and the CRDs their objects are validated with.
+type templateSource struct {
+	templates string
+	crds      []string
+}
+
+func (s *templateSource) bindFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&s.templates, "templates", "", "Read the kinds' folders from this folder (laid out as templates/) instead of the built-in ones: edited templates, without rebuilding.")
+	cmd.Flags().StringSliceVar(&s.crds, "crds", nil, "Files or folders of CustomResourceDefinitions that validate objects of custom resource types (e.g. config/crd/bases).")
+}
+
+// load parses the folders and, when validate, builds the validator.
+func (s *templateSource) load(validate bool) ([]kinds.Folder, *renderschema.Validator, error) {
+	folders, err := kinds.Folders(s.templates)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !validate {
+		return folders, nil, nil
+	}
+	crds, err := readCRDs(s.crds)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := renderschema.New(crds...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return folders, v, nil
+}
+
+// readCRDs reads every CustomResourceDefinition in the files, and in the
+// *.yaml files of the folders, given.
+func readCRDs(paths []string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, p := range paths {
+		files := []string{p}
+		if info, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("--crds: %w", err)
+		} else if info.IsDir() {
+			if files, err = filepath.Glob(filepath.Join(p, "*.yaml")); err != nil {
+				return nil, err
+			}
+		}
+		for _, f := range files {
+			found, err := crdsIn(f)
+			if err != nil {
+				return nil, err
+			}
+			crds = append(crds, found...)
+		}
+	}
+	return crds, nil
+}
+
+func crdsIn(file string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return crds, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(doc, crd); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if crd.Kind == "CustomResourceDefinition" {
+			crds = append(crds, crd)
+		}
+	}
+}
+
+func kindsOf(folders []kinds.Folder) []*render.Kind {
+	ks, _ := kinds.Split(folders)
+	return ks
+}
+
+// folderOf is a kind's folder name under templates/.
+func folderOf(k *render.Kind) string { return strings.ToLower(k.GroupVersionKind().Kind) }
+
+// placeError names a render error's template by its path in the repository,
+// templates/<kind>/<file>.
+func placeError(err error, folder string) error {
+	var re *render.Error
+	if !errors.As(err, &re) || re.File == "" {
+		return err
+	}
+	placed := *re
+	placed.File = path.Join("templates", folder, re.File)
+	return &placed
+}
+
+// renderChecked renders cr, validating every object with v when v is set.
+// A type v has no schema for is reported on warn once and not checked.
+func renderChecked(cr resource, v *renderschema.Validator, warn io.Writer) ([]*unstructured.Unstructured, error) {
+	if v == nil {
+		return cr.kind.Render(cr.obj)
+	}
+	return cr.kind.RenderValidated(cr.obj, &lenient{v: v, warn: warn, warned: map[schema.GroupVersionKind]bool{}})
+}
+
+// lenient validates what it has a schema for and warns about the rest.
+type lenient struct {
+	v      *renderschema.Validator
+	warn   io.Writer
+	warned map[schema.GroupVersionKind]bool
+}
+
+func (l *lenient) Validate(o *unstructured.Unstructured) error {
+	err := l.v.Validate(o)
+	if errors.Is(err, renderschema.ErrNoSchema) {
+		if gvk := o.GroupVersionKind(); !l.warned[gvk] {
+			l.warned[gvk] = true
+			_, _ = fmt.Fprintf(l.warn, "Warning: %s is not checked: no schema for %s (give its CRD with --crds)\n", o.GetKind(), gvk)
+		}
+		return nil
+	}
+	return err
+}
+
+func newLintCommand() *cobra.Command {
+	var src templateSource
+	var samples []string
+	cmd := &cobra.Command{
+		Use:   "lint",
+		Short: "Check every kind's templates, offline: each test case and sample renders, and every object is valid",
+		Long: `lint renders the input of every template test (templates/<kind>/tests/*/input.yaml)
+and every custom resource in the files given with -f, and checks every object
+against its type's schema: unknown fields, wrong types, missing required
+fields, invalid names and labels. Each problem is printed as
+templates/<kind>/<file>[:line]: <object>: <field>: <problem>, and the
+command exits 2 when there is one. A type with no schema (a custom resource
+type whose CRD --crds does not give) is a problem too.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			folders, v, err := src.load(true)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			problems, checked, err := lint(cmd.InOrStdin(), folders, v, samples)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			for _, p := range problems {
+				_, _ = fmt.Fprintln(cmd.OutOrStdout(), p)
+			}
+			if len(problems) > 0 {
+				return &exitError{code: 2, err: fmt.Errorf("%d of %d renders have problems", len(problems), checked)}
+			}
+			_, _ = fmt.Fprintf(cmd.OutOrStdout(), "%d renders of %d kinds and decorators: every object valid\n", checked, len(folders))
+			return nil
+		},
+	}
+	src.bindFlags(cmd)
+	cmd.Flags().StringSliceVarP(&samples, "filename", "f", nil, "Files of custom resources to render too (e.g. config/samples/myweb.yaml).")
+	return cmd
+}
+
+// lint renders every case's input and every sample with v, and returns one
+// line per failed render and how many renders it checked.
+func lint(stdin io.Reader, folders []kinds.Folder, v *renderschema.Validator, samples []string) ([]string, int, error) {
+	var problems []string
+	checked := 0
+	for _, f := range folders {
+		cases, err := kindtest.Cases(f.FS)
+		if err != nil {
+			return nil, 0, fmt.Errorf("templates/%s: %w", f.Name, err)
+		}
+		for _, c := range cases {
+			if c.Files[kindtest.ErrorFile] != nil {
+				continue // a case that must fail, checked by stencil test
+			}
+			delete(c.Files, kindtest.ExpectedFile)
+			delete(c.Files, kindtest.FragmentsFile)
+			checked++
+			if out := runCase(f, c, v); out.Err != nil {
+				problems = append(problems, fmt.Sprintf("templates/%s/tests/%s: %v", f.Name, c.Name, placeError(out.Err, f.Name)))
+			}
+		}
+	}
+	byKind := kindsOf(folders)
+	for _, file := range samples {
+		crs, err := readResourcesOf(file, stdin, "default", byKind)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, cr := range crs {
+			checked++
+			if _, err := cr.kind.RenderValidated(cr.obj, v); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %s %s: %v", file, cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), placeError(err, folderOf(cr.kind))))
+			}
+		}
+	}
+	return problems, checked, nil
+}
+
+func runCase(f kinds.Folder, c kindtest.Case, v render.Validator) kindtest.Outcome {
+	if f.Kind != nil {
+		return kindtest.RunKind(f.Kind, c, v)
+	}
+	return kindtest.RunDecorator(f.Decorator, c, v)
+}
+
+func newTestCommand() *cobra.Command {
+	var src templateSource
+	var update bool
+	cmd := &cobra.Command{
+		Use:   "test [FOLDER...]",
+		Short: "Run the kinds' template tests, offline",
+		Long: `test runs the template tests each kind's folder carries
+(templates/<kind>/tests/<case>/): it renders input.yaml, checks every object
+against its type's schema, and compares the output with expected.yaml (in
+full), fragments.yaml (the fields given) or error.txt (a render that must
+fail). Give folder names (myweb, namespace-defaults) to run only theirs.
+
+--update rewrites expected.yaml (or error.txt) from the output; it needs
+--templates, the folder to write into.`,
+		RunE: func(cmd *cobra.Command, only []string) error {
+			if update && src.templates == "" {
+				return &exitError{code: 2, err: errors.New("--update writes into the folder --templates names: give it (e.g. --templates templates)")}
+			}
+			folders, v, err := src.load(true)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			failed, ran, err := runTests(cmd.OutOrStdout(), folders, v, only, update, src.templates)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			if failed > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("%d of %d template tests failed", failed, ran)}
+			}
+			_, _ = fmt.Fprintf(cmd.OutOrStdout(), "ok: %d template tests\n", ran)
+			return nil
+		},
+	}
+	src.bindFlags(cmd)
+	cmd.Flags().BoolVar(&update, "update", false, "Rewrite expected.yaml (or error.txt) from the output.")
+	return cmd
+}
+
+// runTests runs every case of the folders named in only (all when empty),
+// printing one line each, and returns how many failed and ran.
+func runTests(w io.Writer, folders []kinds.Folder, v render.Validator, only []string, update bool, dir string) (failed, ran int, err error) {
+	for _, name := range only {
+		if !slices.ContainsFunc(folders, func(f kinds.Folder) bool { return f.Name == name }) {
+			return 0, 0, fmt.Errorf("no kind or decorator folder %q", name)
+		}
+	}
+	for _, f := range folders {
+		if len(only) > 0 && !slices.Contains(only, f.Name) {
+			continue
+		}
+		cases, err := kindtest.Cases(f.FS)
+		if err != nil {
+			return 0, 0, fmt.Errorf("templates/%s: %w", f.Name, err)
+		}
+		for _, c := range cases {
+			ran++
+			out := runCase(f, c, v)
+			if update && out.Golden != "" && !bytes.Equal(out.Got, c.Files[out.Golden]) {
+				if err := os.WriteFile(filepath.Join(dir, f.Name, kindtest.Folder, c.Name, out.Golden), out.Got, 0o644); err != nil {
+					return 0, 0, err
+				}
+				_, _ = fmt.Fprintf(w, "updated %s/%s/%s\n", f.Name, c.Name, out.Golden)
+				continue
+			}
+			if out.Err != nil {
+				failed++
+				_, _ = fmt.Fprintf(w, "FAIL %s/%s: %v\n", f.Name, c.Name, placeError(out.Err, f.Name))
+				continue
+			}
+			_, _ = fmt.Fprintf(w, "ok   %s/%s\n", f.Name, c.Name)
+		}
+	}
+	return failed, ran, nil
+}

@@ -1,0 +1,117 @@
+package kinds
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/stencil-operator/stencil/render"
+	"github.com/stencil-operator/stencil/render/kindtest"
+	"github.com/stencil-operator/stencil/templates"
+)
+
+// Folder is one shipped kind's or decorator's folder of templates, parsed:
+// exactly one of Kind and Decorator is set.
+type Folder struct {
+	// Name is the folder's name under templates/.
+	Name      string
+	FS        fs.FS
+	Kind      *render.Kind
+	Decorator *render.Decorator
+}
+
+// Folders parses every registered kind's and decorator's folder: the
+// built-in ones when dir is "", else those under dir (laid out as
+// templates/), so that a kind author can lint and test edited templates
+// without rebuilding.
+func Folders(dir string) ([]Folder, error) {
+	var out []Folder
+	for _, def := range registry {
+		name := strings.ToLower(def.GroupVersionKind.Kind)
+		if dir != "" {
+			fsys, err := folderOnDisk(dir, name)
+			if err != nil {
+				return nil, err
+			}
+			def.Templates = fsys
+		}
+		k, err := render.Load(def)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Folder{Name: name, FS: def.Templates, Kind: k})
+	}
+	for _, name := range decorators {
+		fsys := templates.Kind(name)
+		if dir != "" {
+			var err error
+			if fsys, err = folderOnDisk(dir, name); err != nil {
+				return nil, err
+			}
+		}
+		d, err := render.LoadDecorator(name, fsys)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Folder{Name: name, FS: fsys, Decorator: d})
+	}
+	return out, nil
+}
+
+func folderOnDisk(dir, name string) (fs.FS, error) {
+	path := filepath.Join(dir, name)
+	if info, err := os.Stat(path); err != nil || !info.IsDir() {
+		return nil, fmt.Errorf("templates folder %s: no folder %s (the folders of every registered kind are needed)", dir, name)
+	}
+	return os.DirFS(path), nil
+}
+
+// CheckRenders renders the input of every test case of every folder that
+// expects a render (not an error.txt), without schema validation (the API
+// server validates what is applied; `stencil lint` and `make test` validate
+// offline). The operator runs it at start-up and refuses to run kinds whose
+// templates cannot render their own cases.
+func CheckRenders(folders []Folder) error {
+	var errs []error
+	for _, f := range folders {
+		cases, err := kindtest.Cases(f.FS)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("templates/%s: %w", f.Name, err))
+			continue
+		}
+		for _, c := range cases {
+			if c.Files[kindtest.ErrorFile] != nil {
+				continue
+			}
+			delete(c.Files, kindtest.ExpectedFile)
+			delete(c.Files, kindtest.FragmentsFile)
+			var out kindtest.Outcome
+			if f.Kind != nil {
+				out = kindtest.RunKind(f.Kind, c, nil)
+			} else {
+				out = kindtest.RunDecorator(f.Decorator, c, nil)
+			}
+			if out.Err != nil {
+				errs = append(errs, fmt.Errorf("templates/%s cannot render its test case %s: %w", f.Name, c.Name, out.Err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Split returns the folders' kinds and decorators.
+func Split(folders []Folder) ([]*render.Kind, []*render.Decorator) {
+	var ks []*render.Kind
+	var ds []*render.Decorator
+	for _, f := range folders {
+		if f.Kind != nil {
+			ks = append(ks, f.Kind)
+		} else {
+			ds = append(ds, f.Decorator)
+		}
+	}
+	return ks, ds
+}

@@ -1,0 +1,262 @@
+// Package kindtest runs the template tests a kind's folder carries, in
+// templates/<kind>/tests/<case>/:
+//
+//   - input.yaml: the custom resource (for a decorator, its parent as the
+//     cluster holds it);
+//   - observed.yaml (decorators only, optional): the observed objects, by
+//     the name the templates read them as;
+//   - expected.yaml (optional): every object the render must produce, in
+//     full, as `stencil test -update` writes it;
+//   - fragments.yaml (optional): objects the render must produce, each given
+//     by apiVersion, kind and name and only the fields that matter;
+//   - error.txt (optional): the render must fail with this message.
+//
+// A case with none of the last three passes when the render succeeds and
+// every object is valid. It is pure: cases are read from an fs.FS, and the
+// outcome carries the output for the caller to write back with -update.
+package kindtest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"path"
+	"reflect"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stencil-operator/stencil/render"
+)
+
+// Folder is where a kind's folder keeps its cases.
+const Folder = "tests"
+
+// Files of a case.
+const (
+	InputFile     = "input.yaml"
+	ObservedFile  = "observed.yaml"
+	ExpectedFile  = "expected.yaml"
+	FragmentsFile = "fragments.yaml"
+	ErrorFile     = "error.txt"
+)
+
+// Case is one test case of a kind.
+type Case struct {
+	// Name is the case's folder name.
+	Name string
+	// Files are the case's files by name (only those present).
+	Files map[string][]byte
+}
+
+// Cases reads every case under tests/ of a kind's folder, in name order; a
+// folder without tests/ has none.
+func Cases(kindFolder fs.FS) ([]Case, error) {
+	entries, err := fs.ReadDir(kindFolder, Folder)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", Folder, err)
+	}
+	var cases []Case
+	for _, e := range entries {
+		if !e.IsDir() {
+			return nil, fmt.Errorf("%s/%s: a case is a folder", Folder, e.Name())
+		}
+		c := Case{Name: e.Name(), Files: map[string][]byte{}}
+		for _, f := range []string{InputFile, ObservedFile, ExpectedFile, FragmentsFile, ErrorFile} {
+			data, err := fs.ReadFile(kindFolder, path.Join(Folder, e.Name(), f))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("reading %s: %w", path.Join(Folder, e.Name(), f), err)
+			}
+			c.Files[f] = data
+		}
+		if c.Files[InputFile] == nil {
+			return nil, fmt.Errorf("%s/%s: no %s", Folder, e.Name(), InputFile)
+		}
+		cases = append(cases, c)
+	}
+	return cases, nil
+}
+
+// Outcome is the result of one case.
+type Outcome struct {
+	Case string
+	// Err is why the case failed, nil when it passed.
+	Err error
+	// Golden is the file -update writes (expected.yaml, or error.txt when
+	// the render failed), and Got its content.
+	Golden string
+	Got    []byte
+}
+
+// RunKind runs c against k, checking every object with v (when not nil).
+func RunKind(k *render.Kind, c Case, v render.Validator) Outcome {
+	cr := k.New()
+	if err := yaml.UnmarshalStrict(c.Files[InputFile], cr); err != nil {
+		return Outcome{Case: c.Name, Err: fmt.Errorf("%s: %w", InputFile, err)}
+	}
+	objs, err := k.RenderValidated(cr, v)
+	return judge(c, objs, err)
+}
+
+// RunDecorator runs c against d: the parent's patch, then its children,
+// each child checked with v (when not nil).
+func RunDecorator(d *render.Decorator, c Case, v render.Validator) Outcome {
+	parent := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(c.Files[InputFile], &parent.Object); err != nil {
+		return Outcome{Case: c.Name, Err: fmt.Errorf("%s: %w", InputFile, err)}
+	}
+	observed := map[string][]*unstructured.Unstructured{}
+	if data := c.Files[ObservedFile]; data != nil {
+		var lists map[string][]map[string]any
+		if err := yaml.Unmarshal(data, &lists); err != nil {
+			return Outcome{Case: c.Name, Err: fmt.Errorf("%s: %w", ObservedFile, err)}
+		}
+		for as, list := range lists {
+			for _, o := range list {
+				observed[as] = append(observed[as], &unstructured.Unstructured{Object: o})
+			}
+		}
+	}
+	patch, children, err := d.Render(parent, observed)
+	if err == nil && v != nil {
+		for _, child := range children {
+			if err = v.Validate(child); err != nil {
+				break
+			}
+		}
+	}
+	if patch != nil {
+		children = append([]*unstructured.Unstructured{patch}, children...)
+	}
+	return judge(c, children, err)
+}
+
+// judge compares a render's result with what the case expects.
+func judge(c Case, objs []*unstructured.Unstructured, renderErr error) Outcome {
+	if renderErr != nil {
+		got := []byte(renderErr.Error() + "\n")
+		out := Outcome{Case: c.Name, Golden: ErrorFile, Got: got}
+		switch want, ok := c.Files[ErrorFile]; {
+		case !ok:
+			out.Err = fmt.Errorf("render failed: %w", renderErr)
+		case !bytes.Equal(got, want):
+			out.Err = fmt.Errorf("render failed otherwise than %s says:\n--- got\n%s--- want\n%s", ErrorFile, got, want)
+		}
+		return out
+	}
+	got, err := Stream(objs)
+	out := Outcome{Case: c.Name, Golden: ExpectedFile, Got: got, Err: err}
+	if err != nil {
+		return out
+	}
+	if want, ok := c.Files[ErrorFile]; ok {
+		out.Err = fmt.Errorf("render succeeded; %s wants it to fail with %s", ErrorFile, strings.TrimSpace(string(want)))
+		return out
+	}
+	if want, ok := c.Files[ExpectedFile]; ok && !bytes.Equal(got, want) {
+		out.Err = fmt.Errorf("%s differs (run with -update and review the diff):\n--- got\n%s--- want\n%s", ExpectedFile, got, want)
+		return out
+	}
+	if data, ok := c.Files[FragmentsFile]; ok {
+		out.Err = matchFragments(data, objs)
+	}
+	return out
+}
+
+// Stream writes objects as a YAML stream, the format of expected.yaml.
+func Stream(objs []*unstructured.Unstructured) ([]byte, error) {
+	var buf bytes.Buffer
+	for i, o := range objs {
+		if i > 0 {
+			buf.WriteString("---\n")
+		}
+		out, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return nil, fmt.Errorf("writing %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+		buf.Write(out)
+	}
+	return buf.Bytes(), nil
+}
+
+// matchFragments checks that every fragment is contained in the rendered
+// object of the same apiVersion, kind and name.
+func matchFragments(data []byte, objs []*unstructured.Unstructured) error {
+	var errs []error
+	for i, doc := range bytes.Split(data, []byte("\n---\n")) {
+		fragment := map[string]any{}
+		if err := yaml.Unmarshal(doc, &fragment); err != nil {
+			return fmt.Errorf("%s document %d: %w", FragmentsFile, i+1, err)
+		}
+		if len(fragment) == 0 {
+			continue
+		}
+		f := &unstructured.Unstructured{Object: fragment}
+		idx := slices.IndexFunc(objs, func(o *unstructured.Unstructured) bool {
+			return o.GetAPIVersion() == f.GetAPIVersion() && o.GetKind() == f.GetKind() && o.GetName() == f.GetName()
+		})
+		if idx < 0 {
+			errs = append(errs, fmt.Errorf("%s: %s %s (%s) is not rendered", FragmentsFile, f.GetKind(), f.GetName(), f.GetAPIVersion()))
+			continue
+		}
+		if path, ok := contains(objs[idx].Object, fragment, ""); !ok {
+			errs = append(errs, fmt.Errorf("%s: %s %s: %s differs from the fragment", FragmentsFile, f.GetKind(), f.GetName(), path))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// contains reports whether want is a part of got: maps by key, lists item by
+// item and of the same length, values equal. path names the first place it
+// is not.
+func contains(got, want any, path string) (string, bool) {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return path, false
+		}
+		for _, k := range slices.Sorted(maps.Keys(w)) {
+			if p, ok := contains(g[k], w[k], path+"."+k); !ok {
+				return p, false
+			}
+		}
+		return "", true
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return path, false
+		}
+		for i := range w {
+			if p, ok := contains(g[i], w[i], fmt.Sprintf("%s[%d]", path, i)); !ok {
+				return p, false
+			}
+		}
+		return "", true
+	}
+	return path, reflect.DeepEqual(normalise(got), normalise(want))
+}
+
+// normalise makes numbers comparable: JSON decoding gives int64 and float64
+// where YAML gives int.
+func normalise(v any) any {
+	switch n := v.(type) {
+	case int:
+		return float64(n)
+	case int64:
+		return float64(n)
+	case float64:
+		return n
+	}
+	return v
+}

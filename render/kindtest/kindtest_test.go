@@ -1,0 +1,80 @@
+package kindtest_test
+
+import (
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/stencil-operator/stencil/internal/testkind"
+	"github.com/stencil-operator/stencil/render"
+	"github.com/stencil-operator/stencil/render/kindtest"
+)
+
+const input = `apiVersion: test.stencil.dev/v1alpha1
+kind: Widget
+metadata: {name: w, namespace: default, uid: 00000000-0000-4000-8000-000000000001}
+spec: {replicas: 1}
+`
+
+// TestJudge covers each way a case states what it expects.
+func TestJudge(t *testing.T) {
+	tests := []struct {
+		name    string
+		files   map[string]string
+		wantErr string // "" when the case must pass
+		golden  string
+	}{
+		{"render only", nil, "", kindtest.ExpectedFile},
+		{"a fragment that matches", map[string]string{kindtest.FragmentsFile: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-config}\n"}, "", kindtest.ExpectedFile},
+		{"a fragment with another value", map[string]string{kindtest.FragmentsFile: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-config, namespace: elsewhere}\n"}, "ConfigMap w-config: .metadata.namespace differs", kindtest.ExpectedFile},
+		{"a fragment of an object not rendered", map[string]string{kindtest.FragmentsFile: "apiVersion: v1\nkind: Secret\nmetadata: {name: w}\n"}, "Secret w (v1) is not rendered", kindtest.ExpectedFile},
+		{"a stale expected.yaml", map[string]string{kindtest.ExpectedFile: "stale: true\n"}, "expected.yaml differs", kindtest.ExpectedFile},
+		{"an error.txt for a render that succeeds", map[string]string{kindtest.ErrorFile: "boom\n"}, "wants it to fail", kindtest.ExpectedFile},
+	}
+	k := widget(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := kindtest.Case{Name: "c", Files: map[string][]byte{kindtest.InputFile: []byte(input)}}
+			for f, data := range tt.files {
+				c.Files[f] = []byte(data)
+			}
+			out := kindtest.RunKind(k, c, nil)
+			switch {
+			case tt.wantErr == "" && out.Err != nil:
+				t.Fatalf("failed: %v", out.Err)
+			case tt.wantErr != "" && (out.Err == nil || !strings.Contains(out.Err.Error(), tt.wantErr)):
+				t.Fatalf("error %v, want one saying %q", out.Err, tt.wantErr)
+			case out.Golden != tt.golden:
+				t.Errorf("golden file %q, want %q", out.Golden, tt.golden)
+			}
+		})
+	}
+}
+
+// TestCases reads a folder's cases and refuses a case without input.
+func TestCases(t *testing.T) {
+	folder := fstest.MapFS{
+		"tests/b/input.yaml":    {Data: []byte(input)},
+		"tests/b/expected.yaml": {Data: []byte("x")},
+		"tests/a/input.yaml":    {Data: []byte(input)},
+	}
+	cases, err := kindtest.Cases(folder)
+	if err != nil || len(cases) != 2 || cases[0].Name != "a" || cases[1].Files[kindtest.ExpectedFile] == nil {
+		t.Fatalf("cases %+v, %v", cases, err)
+	}
+	if cases, err := kindtest.Cases(fstest.MapFS{"x.yaml": {}}); err != nil || len(cases) != 0 {
+		t.Errorf("a folder without tests/: %v, %v", cases, err)
+	}
+	if _, err := kindtest.Cases(fstest.MapFS{"tests/a/expected.yaml": {}}); err == nil || !strings.Contains(err.Error(), "no input.yaml") {
+		t.Errorf("a case without input: %v", err)
+	}
+}
+
+func widget(t *testing.T) *render.Kind {
+	t.Helper()
+	k, err := render.Load(testkind.Widget())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
