@@ -188,7 +188,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	if res.desired, err = r.kind.Render(cr); err != nil {
 		log.Info("Render failed", "error", err.Error())
 		// A retry cannot fix a template error; a spec change triggers a new reconcile.
-		return reconcile.Result{}, reconcile.TerminalError(res.fail(v1alpha1.ReasonRenderFailed, true, err))
+		return reconcile.Result{}, reconcile.TerminalError(res.fail(renderFailure(err), true, err))
 	}
 	if EmptyRender(cr, res.desired) {
 		res.record(v1alpha1.ReasonEmptyRender, true, errEmptyRender)
@@ -266,6 +266,9 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		return reconcile.Result{}, res.fail(v1alpha1.ReasonPruneFailed, false, err)
 	}
 	if res.kindStatus, err = r.kindStatus(ctx, cr, res); err != nil {
+		if reason := renderFailure(err); reason == v1alpha1.ReasonLimitExceeded {
+			return reconcile.Result{}, reconcile.TerminalError(res.fail(reason, true, err))
+		}
 		return reconcile.Result{}, res.fail(v1alpha1.ReasonStatusFailed, false, err)
 	}
 	if res.unhealthy, err = r.health(ctx, res); err != nil {
@@ -737,4 +740,13 @@ func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) ([]v1alph
 		return pruned, fmt.Errorf("removing finalizer: %w", err)
 	}
 	return pruned, nil
+}
+
+// renderFailure is the reason of a failed render: LimitExceeded when one of
+// the render limits stopped it, else RenderFailed.
+func renderFailure(err error) string {
+	if _, ok := errors.AsType[*render.LimitError](err); ok {
+		return v1alpha1.ReasonLimitExceeded
+	}
+	return v1alpha1.ReasonRenderFailed
 }

@@ -331,6 +331,8 @@ func failureMessage(s *v1alpha1.Status, f *failure) string {
 	switch f.reason {
 	case v1alpha1.ReasonRenderFailed:
 		return "Render failed: " + f.err.Error() + ". Nothing was applied or pruned; fix the spec or the template."
+	case v1alpha1.ReasonLimitExceeded:
+		return "Render stopped: " + f.err.Error() + ". Nothing was applied or pruned; ask less of the templates in the spec, or raise the operator's limit (--render-timeout, --render-max-bytes, --render-max-objects, --status-max-bytes)."
 	case v1alpha1.ReasonEmptyRender:
 		return "The templates rendered no objects, but " + strconv.Itoa(len(s.Inventory)) + " were applied before; stencil did not prune them. Check the spec, or delete the resource to remove them."
 	case v1alpha1.ReasonOwnershipConflict, v1alpha1.ReasonImmutableField:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"strconv"
 	"strings"
 	"text/template"
 
@@ -77,6 +78,15 @@ type Decorator struct {
 	owns        map[string]TypeRef // by "apiVersion/kind"
 	tmpl        *template.Template
 	manifests   []string
+	limits      Limits
+}
+
+// WithLimits returns a copy of d that renders within l (the parent, and
+// what a decorator observes, are inputs its templates do not control).
+func (d *Decorator) WithLimits(l Limits) *Decorator {
+	c := *d
+	c.limits = l
+	return &c
 }
 
 // LoadDecorator parses a decorator's folder, named name: *.yaml templates,
@@ -89,7 +99,7 @@ func LoadDecorator(name string, fsys fs.FS) (*Decorator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decorator %s: reading %s: %w", name, decoratorFile, err)
 	}
-	d := &Decorator{name: name, owns: map[string]TypeRef{}}
+	d := &Decorator{name: name, owns: map[string]TypeRef{}, limits: DefaultLimits}
 	if err := yaml.UnmarshalStrict(raw, &d.declaration); err != nil {
 		return nil, fmt.Errorf("decorator %s: parsing %s: %w", name, decoratorFile, err)
 	}
@@ -180,12 +190,16 @@ func (d *Decorator) Render(parent *unstructured.Unstructured, observed map[strin
 	var patch *unstructured.Unstructured
 	var children []*unstructured.Unstructured
 	own := owner{gvk: parent.GroupVersionKind(), namespace: parent.GetNamespace(), name: parent.GetName(), uid: parent.GetUID()}
+	run, err := newExecution(d.tmpl, d.limits, d.limits.Bytes, "rendered bytes")
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, file := range d.manifests {
-		var buf strings.Builder
-		if err := d.tmpl.ExecuteTemplate(&buf, file, data); err != nil {
+		out, err := run.execute(file, data)
+		if err != nil {
 			return nil, nil, &Error{File: file, Err: err}
 		}
-		docs, err := decode([]byte(buf.String()))
+		docs, err := decode(out)
 		if err != nil {
 			return nil, nil, &Error{File: file, Err: err}
 		}
@@ -206,6 +220,9 @@ func (d *Decorator) Render(parent *unstructured.Unstructured, observed map[strin
 			setSource(o, file)
 			children = append(children, o)
 		}
+	}
+	if len(children) > d.limits.Objects {
+		return nil, nil, &Error{File: "(all templates)", Err: &LimitError{Limit: "rendered objects", Max: strconv.Itoa(d.limits.Objects)}}
 	}
 	seen := map[string]bool{}
 	for _, c := range children {

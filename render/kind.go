@@ -1,7 +1,6 @@
 package render
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -125,6 +124,7 @@ type Kind struct {
 	kustomize   bool
 	status      bool // has a status template
 	digest      string
+	limits      Limits
 }
 
 // Load parses a kind's folder once: every template with missingkey=error and
@@ -132,7 +132,7 @@ type Kind struct {
 // start-up, never at reconcile time.
 func Load(def Definition) (*Kind, error) {
 	name := def.GroupVersionKind.Kind
-	k := &Kind{def: def, owns: map[schema.GroupVersionKind]TypeRef{}}
+	k := &Kind{def: def, owns: map[schema.GroupVersionKind]TypeRef{}, limits: DefaultLimits}
 	raw, err := fs.ReadFile(def.Templates, declarationFile)
 	if err != nil {
 		return nil, fmt.Errorf("kind %s: reading %s: %w", name, declarationFile, err)
@@ -220,6 +220,9 @@ func parseFolder(name string, fsys fs.FS, declaration string) (tmpl *template.Te
 		}
 	}
 	slices.Sort(manifests)
+	if err := addTicks(tmpl); err != nil {
+		return nil, nil, nil, err
+	}
 	return tmpl, manifests, entries, nil
 }
 
@@ -244,11 +247,34 @@ func (k *Kind) Templates() string { return k.digest }
 func (k *Kind) Declaration() Declaration { return k.declaration }
 
 // execute runs one template against data.
-func (k *Kind) execute(name string, data any) ([]byte, error) {
-	var buf bytes.Buffer
-	// Errors read "template: <file>:<line>:<col>: executing ...".
-	if err := k.tmpl.ExecuteTemplate(&buf, name, data); err != nil {
+// WithLimits returns a copy of k that renders within l.
+func (k *Kind) WithLimits(l Limits) *Kind {
+	c := *k
+	c.limits = l
+	return &c
+}
+
+// execution is one render's run of a kind's templates: a copy of them whose
+// writes and count-driven functions are charged to a budget.
+type execution struct {
+	tmpl *template.Template
+	b    *budget
+}
+
+func newExecution(t *template.Template, l Limits, bytes int, name string) (*execution, error) {
+	b := l.budget(bytes, name)
+	c, err := metered(t, b)
+	if err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	return &execution{tmpl: c, b: b}, nil
+}
+
+func (e *execution) execute(name string, data any) ([]byte, error) {
+	w := &meteredWriter{b: e.b}
+	// Errors read "template: <file>:<line>:<col>: executing ...".
+	if err := e.tmpl.ExecuteTemplate(w, name, data); err != nil {
+		return nil, err
+	}
+	return w.Bytes(), nil
 }

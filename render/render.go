@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -61,15 +62,21 @@ func (k *Kind) RenderValidated(obj v1alpha1.Object, v Validator) ([]*unstructure
 }
 
 func (k *Kind) render(obj v1alpha1.Object, v Validator) ([]*unstructured.Unstructured, error) {
+	run, err := newExecution(k.tmpl, k.limits, k.limits.Bytes, "rendered bytes")
+	if err != nil {
+		return nil, err
+	}
 	var objs []*unstructured.Unstructured
-	var err error
 	if k.kustomize {
-		objs, err = k.renderKustomized(obj)
+		objs, err = k.renderKustomized(run, obj)
 	} else {
-		objs, err = k.renderPlain(obj)
+		objs, err = k.renderPlain(run, obj)
 	}
 	if err != nil {
 		return nil, err
+	}
+	if len(objs) > k.limits.Objects {
+		return nil, &Error{File: "(all templates)", Err: &LimitError{Limit: "rendered objects", Max: strconv.Itoa(k.limits.Objects)}}
 	}
 	owner := newOwner(k.def.GroupVersionKind, obj)
 	seen := map[string]bool{}
@@ -100,10 +107,10 @@ func (k *Kind) render(obj v1alpha1.Object, v Validator) ([]*unstructured.Unstruc
 // object, so that errors can name it. stamp removes it.
 const sourceAnnotation = "render.stencil.dev/source"
 
-func (k *Kind) renderPlain(obj v1alpha1.Object) ([]*unstructured.Unstructured, error) {
+func (k *Kind) renderPlain(run *execution, obj v1alpha1.Object) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
 	for _, file := range k.manifests {
-		out, err := k.execute(file, obj)
+		out, err := run.execute(file, obj)
 		if err != nil {
 			return nil, &Error{File: file, Err: err}
 		}
@@ -121,10 +128,10 @@ func (k *Kind) renderPlain(obj v1alpha1.Object) ([]*unstructured.Unstructured, e
 
 // renderKustomized writes every template's output and the rendered
 // kustomization.yaml into an in-memory folder and runs kustomize on it.
-func (k *Kind) renderKustomized(obj v1alpha1.Object) ([]*unstructured.Unstructured, error) {
+func (k *Kind) renderKustomized(run *execution, obj v1alpha1.Object) ([]*unstructured.Unstructured, error) {
 	mem := filesys.MakeFsInMemory()
 	for _, file := range append(slices.Clone(k.manifests), kustomizationFile) {
-		out, err := k.execute(file, obj)
+		out, err := run.execute(file, obj)
 		if err != nil {
 			return nil, &Error{File: file, Err: err}
 		}

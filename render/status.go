@@ -48,7 +48,11 @@ func (k *Kind) RenderStatus(cr v1alpha1.Object, live LiveState) (map[string]any,
 			data.Observed[t.Kind] = []map[string]any{}
 		}
 	}
-	out, err := k.execute(statusFile, data)
+	run, err := newExecution(k.tmpl, k.limits, k.limits.StatusBytes, "status bytes")
+	if err != nil {
+		return nil, &Error{File: statusFile, Err: err}
+	}
+	out, err := run.execute(statusFile, data)
 	if err != nil {
 		return nil, &Error{File: statusFile, Err: err}
 	}

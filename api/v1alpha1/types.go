@@ -222,6 +222,11 @@ const (
 	// objects (see --default-service-account) may not create or patch one
 	// of the types the render holds; nothing was applied or pruned.
 	ReasonForbidden = "Forbidden"
+	// ReasonLimitExceeded: the render (or the status template) went over one
+	// of the operator's render limits (--render-timeout, --render-max-bytes,
+	// --render-max-objects, --status-max-bytes); nothing was applied or
+	// pruned. A spec that asks too much, or a limit set too low.
+	ReasonLimitExceeded = "LimitExceeded"
 	// ReasonStatusFailed: the kind's status template failed.
 	ReasonStatusFailed = "StatusTemplateFailed"
 	// ReasonPanicked: the reconcile panicked (a bug in stencil).

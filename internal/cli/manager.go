@@ -31,6 +31,7 @@ import (
 
 // managerOptions are the operator's flags.
 type managerOptions struct {
+	limits           render.Limits
 	metricsAddr      string
 	metricsSecure    bool
 	metricsCertDir   string
@@ -67,6 +68,11 @@ func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader through a Lease so that only one replica reconciles at a time.")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	fs.IntVar(&o.concurrency, "concurrency", 8, "Custom resources reconciled at once, per kind.")
+	o.limits = render.DefaultLimits
+	fs.DurationVar(&o.limits.Time, "render-timeout", render.DefaultLimits.Time, "How long one resource's templates may execute; a render over it fails (Stalled, LimitExceeded) and nothing is applied or pruned.")
+	fs.IntVar(&o.limits.Bytes, "render-max-bytes", render.DefaultLimits.Bytes, "How many bytes one resource's templates may write (and allocate by a count: until, repeat, indent).")
+	fs.IntVar(&o.limits.Objects, "render-max-objects", render.DefaultLimits.Objects, "How many objects one resource may render.")
+	fs.IntVar(&o.limits.StatusBytes, "status-max-bytes", render.DefaultLimits.StatusBytes, "How many bytes a kind's status template may write for one resource.")
 	fs.DurationVar(&o.reconcileTimeout, "reconcile-timeout", reconciler.DefaultReconcileTimeout, "Deadline of one reconcile; its status write has a deadline of its own.")
 	// API Priority and Fairness protects the API server; a low client-side
 	// limit would only slow convergence.
@@ -275,6 +281,12 @@ func runManager(ctx context.Context, o managerOptions) error {
 		return fmt.Errorf("refusing to run templates that fail their own test cases (stencil test names them): %w", err)
 	}
 	loaded, decorators := kinds.Split(folders)
+	for i := range loaded {
+		loaded[i] = loaded[i].WithLimits(o.limits)
+	}
+	for i := range decorators {
+		decorators[i] = decorators[i].WithLimits(o.limits)
+	}
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), kinds.AddToScheme(scheme)); err != nil {
 		return fmt.Errorf("building scheme: %w", err)

@@ -1,0 +1,280 @@
+package render
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"text/template"
+	"text/template/parse"
+	"time"
+
+	"github.com/Masterminds/sprig/v3"
+)
+
+// Limits bound what one custom resource can make a render cost. A spec is
+// an untrusted input to the templates: a huge count fed to a range, to
+// until or to repeat must not stall the operator's other resources. A
+// render over a limit fails with a *LimitError, and nothing is applied or
+// pruned.
+type Limits struct {
+	// Time is how long the templates of one render may execute.
+	Time time.Duration
+	// Bytes is how much the templates of one render may write, together.
+	// Functions that allocate by a count (until, untilStep, seq, repeat,
+	// indent, nindent) are charged what they would allocate, before they do.
+	Bytes int
+	// Objects is how many objects one render may produce.
+	Objects int
+	// StatusBytes is how much the status template may write.
+	StatusBytes int
+}
+
+// DefaultLimits are generous for any kind we know of (a seed kind's render
+// writes about 2 KiB, in well under a millisecond) and small enough that a
+// hostile spec costs the operator a second of one worker at most.
+var DefaultLimits = Limits{Time: time.Second, Bytes: 4 << 20, Objects: 1000, StatusBytes: 64 << 10}
+
+// LimitError is a render stopped by one of its Limits.
+type LimitError struct {
+	// Limit names the limit: "render time", "rendered bytes", "rendered
+	// objects" or "status bytes".
+	Limit string
+	// Max is the limit's value, as its flag takes it.
+	Max string
+}
+
+func (e *LimitError) Error() string {
+	return "the render exceeded its limit on " + e.Limit + " (" + e.Max + ")"
+}
+
+// budget is what is left of one execution's limits.
+type budget struct {
+	deadline time.Time
+	left     int
+	limit    *LimitError // the error for running out of bytes
+	timeout  *LimitError
+}
+
+func (l Limits) budget(bytes int, name string) *budget {
+	return &budget{
+		deadline: time.Now().Add(l.Time),
+		left:     bytes,
+		limit:    &LimitError{Limit: name, Max: strconv.Itoa(bytes)},
+		timeout:  &LimitError{Limit: "render time", Max: l.Time.String()},
+	}
+}
+
+// spend charges n bytes, and fails when the budget or the time is spent.
+func (b *budget) spend(n int) error {
+	if n < 0 || n > b.left {
+		b.left = -1
+		return b.limit
+	}
+	b.left -= n
+	return b.check()
+}
+
+// spendCount charges count items of each bytes, checking before it
+// multiplies (a hostile count must not overflow into a small charge).
+func (b *budget) spendCount(count float64, each int) error {
+	count = math.Abs(count)
+	if count*float64(each) > float64(b.left) {
+		b.left = -1
+		return b.limit
+	}
+	return b.spend(int(count) * each)
+}
+
+// check fails when the time is spent.
+func (b *budget) check() error {
+	if time.Now().After(b.deadline) {
+		return b.timeout
+	}
+	return nil
+}
+
+// meteredWriter is a buffer that charges every write to a budget.
+type meteredWriter struct {
+	bytes.Buffer
+	b *budget
+}
+
+func (w *meteredWriter) Write(p []byte) (int, error) {
+	if err := w.b.spend(len(p)); err != nil {
+		return 0, err
+	}
+	return w.Buffer.Write(p)
+}
+
+// peekWriter is include's buffer: its output is charged when the caller
+// writes it, so here it only may not outgrow what is left, nor the time.
+type peekWriter struct {
+	bytes.Buffer
+	b *budget
+}
+
+func (w *peekWriter) Write(p []byte) (int, error) {
+	if w.Len()+len(p) > w.b.left {
+		return 0, w.b.limit
+	}
+	if err := w.b.check(); err != nil {
+		return 0, err
+	}
+	return w.Buffer.Write(p)
+}
+
+// metered returns a copy of t whose include and count-driven functions
+// charge b, for one execution.
+func metered(t *template.Template, b *budget) (*template.Template, error) {
+	c, err := t.Clone()
+	if err != nil {
+		return nil, fmt.Errorf("preparing the templates: %w", err)
+	}
+	const intBytes = 8
+	c.Funcs(template.FuncMap{
+		tick: func() (string, error) { return "", b.check() },
+		"include": func(name string, data any) (string, error) {
+			w := &peekWriter{b: b}
+			err := c.ExecuteTemplate(w, name, data)
+			return w.String(), err
+		},
+		"until": func(n int) ([]int, error) {
+			if err := b.spendCount(float64(n), intBytes); err != nil {
+				return nil, err
+			}
+			return sprigCounted().until(n), nil
+		},
+		"untilStep": func(start, stop, step int) ([]int, error) {
+			if step != 0 {
+				if err := b.spendCount((float64(stop)-float64(start))/float64(step), intBytes); err != nil {
+					return nil, err
+				}
+			}
+			return sprigCounted().untilStep(start, stop, step), nil
+		},
+		"seq": func(params ...int) (string, error) {
+			if err := b.spendCount(seqLen(params), intBytes); err != nil {
+				return "", err
+			}
+			return sprigCounted().seq(params...), nil
+		},
+		"repeat": func(count int, s string) (string, error) {
+			if count > 0 {
+				if err := b.spendCount(float64(count), len(s)); err != nil {
+					return "", err
+				}
+			}
+			return sprigCounted().repeat(count, s), nil
+		},
+		"indent": func(spaces int, s string) (string, error) {
+			if err := b.spendCount(float64(spaces), 1+strings.Count(s, "\n")); err != nil {
+				return "", err
+			}
+			return sprigCounted().indent(spaces, s), nil
+		},
+		"nindent": func(spaces int, s string) (string, error) {
+			if err := b.spendCount(float64(spaces), 1+strings.Count(s, "\n")); err != nil {
+				return "", err
+			}
+			return sprigCounted().nindent(spaces, s), nil
+		},
+	})
+	return c, nil
+}
+
+// seqLen is about how many numbers sprig's seq(params...) would print.
+func seqLen(params []int) float64 {
+	start, stop, step := 1.0, 0.0, 1.0
+	switch len(params) {
+	case 1:
+		stop = float64(params[0])
+	case 2:
+		start, stop = float64(params[0]), float64(params[1])
+	case 3:
+		start, step, stop = float64(params[0]), float64(params[1]), float64(params[2])
+	default:
+		return 0
+	}
+	if step == 0 {
+		return 0
+	}
+	return (stop-start)/step + 1
+}
+
+// counted are sprig's functions that allocate by a count, which metered
+// wraps.
+type counted struct {
+	until     func(int) []int
+	untilStep func(int, int, int) []int
+	seq       func(...int) string
+	repeat    func(int, string) string
+	indent    func(int, string) string
+	nindent   func(int, string) string
+}
+
+var sprigCounted = sync.OnceValue(func() counted {
+	fm := sprig.TxtFuncMap()
+	return counted{
+		until:     fm["until"].(func(int) []int),
+		untilStep: fm["untilStep"].(func(int, int, int) []int),
+		seq:       fm["seq"].(func(...int) string),
+		repeat:    fm["repeat"].(func(int, string) string),
+		indent:    fm["indent"].(func(int, string) string),
+		nindent:   fm["nindent"].(func(int, string) string),
+	}
+})
+
+// tick is the function addTicks calls at the start of every template and of
+// every range iteration, so that the render time is checked even in a loop
+// that writes nothing and calls nothing (a range over a huge integer).
+const tick = "stencilTick"
+
+// addTicks puts a call of tick first in every template of t and in the body
+// of every range, at load time.
+func addTicks(t *template.Template) error {
+	probe, err := template.New("tick").Funcs(template.FuncMap{tick: func() string { return "" }}).Parse("{{" + tick + "}}")
+	if err != nil {
+		return fmt.Errorf("preparing the render time check: %w", err)
+	}
+	call := probe.Tree.Root.Nodes[0]
+	for _, tmpl := range t.Templates() {
+		if tmpl.Tree == nil || tmpl.Tree.Root == nil {
+			continue
+		}
+		prepend(tmpl.Tree.Root, call)
+		walkRanges(tmpl.Tree.Root, func(r *parse.RangeNode) { prepend(r.List, call) })
+	}
+	return nil
+}
+
+func prepend(list *parse.ListNode, n parse.Node) {
+	if list != nil {
+		list.Nodes = append([]parse.Node{n.Copy()}, list.Nodes...)
+	}
+}
+
+// walkRanges calls f on every range node under n.
+func walkRanges(n parse.Node, f func(*parse.RangeNode)) {
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return
+		}
+		for _, c := range n.Nodes {
+			walkRanges(c, f)
+		}
+	case *parse.RangeNode:
+		walkRanges(n.List, f)
+		walkRanges(n.ElseList, f)
+		f(n)
+	case *parse.IfNode:
+		walkRanges(n.List, f)
+		walkRanges(n.ElseList, f)
+	case *parse.WithNode:
+		walkRanges(n.List, f)
+		walkRanges(n.ElseList, f)
+	}
+}

@@ -1,0 +1,85 @@
+package render_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/render"
+)
+
+// TestLimits: for each limit, a hostile spec (a huge count in
+// spec.pageContentHtml, which these templates feed to a loop or a count
+// function) fails the render with a *LimitError naming that limit, quickly;
+// the same templates render an ordinary spec.
+func TestLimits(t *testing.T) {
+	const head = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: {{ .Name | quote }}}\n"
+	tests := []struct {
+		name, template, limit string
+		status                bool
+		hostile               string // the count; default 10^12
+	}{
+		{"a range over until", head + "data:\n{{- range $i := until (atoi .Spec.PageContentHtml) }}\n  k{{ $i }}: v{{ end }}\n", "rendered bytes", false, ""},
+		{"until itself", head + "{{- $x := until (atoi .Spec.PageContentHtml) }}\n", "rendered bytes", false, ""},
+		{"repeat", head + "data: {k: {{ repeat (atoi .Spec.PageContentHtml) \"xxxxxxxx\" | quote }}}\n", "rendered bytes", false, ""},
+		{"indent", head + "data: {k: {{ indent (atoi .Spec.PageContentHtml) \"x\" | quote }}}\n", "rendered bytes", false, ""},
+		{"include in a loop", "{{ define \"big\" }}{{ repeat 1000 \"x\" }}{{ end }}" + head + "data:\n{{- range $i := until (atoi .Spec.PageContentHtml) }}\n  k{{ $i }}: {{ include \"big\" . | quote }}{{ end }}\n", "rendered bytes", false, ""},
+		{"objects", "{{- range $i := until (atoi .Spec.PageContentHtml) }}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: \"c{{ $i }}\"}\n{{- end }}\n", "rendered objects", false, "51"},
+		{"a loop over an integer", head + "{{- range $i := atoi .Spec.PageContentHtml }}{{ end }}\n", "render time", false, ""},
+		{"status", head, "status bytes", true, ""},
+	}
+	limits := render.Limits{Time: 200 * time.Millisecond, Bytes: 1 << 20, Objects: 50, StatusBytes: 4 << 10}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files := fstest.MapFS{
+				"_kind.yaml":     {Data: []byte("owns: [{apiVersion: v1, kind: ConfigMap}]")},
+				"configmap.yaml": {Data: []byte(tt.template)},
+			}
+			if tt.status {
+				files["_status.yaml"] = &fstest.MapFile{Data: []byte("page: {{ repeat (atoi .Object.Spec.PageContentHtml) \"x\" | quote }}\n")}
+			}
+			k, err := render.Load(render.Definition{
+				GroupVersionKind: operatorv1.GroupVersion.WithKind("MyWeb"),
+				New:              func() v1alpha1.Object { return &operatorv1.MyWeb{} },
+				Templates:        files,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			k = k.WithLimits(limits)
+			run := func(count string) error {
+				web := &operatorv1.MyWeb{}
+				web.Name, web.Namespace, web.Spec.PageContentHtml = "web", "default", count
+				if tt.status {
+					_, err := k.RenderStatus(web, render.LiveState{})
+					return err
+				}
+				_, err := k.Render(web)
+				return err
+			}
+			if err := run("3"); err != nil {
+				t.Fatalf("an ordinary spec: %v", err)
+			}
+			start := time.Now()
+			hostile := tt.hostile
+			if hostile == "" {
+				hostile = "1000000000000"
+			}
+			err = run(hostile)
+			var limit *render.LimitError
+			if !errors.As(err, &limit) || limit.Limit != tt.limit {
+				t.Fatalf("error %v, want a LimitError on %s", err, tt.limit)
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("the hostile render took %s", took)
+			}
+			if !strings.Contains(err.Error(), "exceeded its limit on "+tt.limit) {
+				t.Errorf("message %q does not name the limit", err)
+			}
+		})
+	}
+}
