@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -26,6 +27,8 @@ import (
 	"github.com/stencil-operator/stencil/internal/localcluster"
 	"github.com/stencil-operator/stencil/internal/testutil"
 	"github.com/stencil-operator/stencil/render"
+	"github.com/stencil-operator/stencil/render/kindtest"
+	"github.com/stencil-operator/stencil/render/schema"
 	"github.com/stencil-operator/stencil/templates"
 )
 
@@ -46,6 +49,9 @@ func withFiles(t *testing.T, base fs.FS, dir string) fs.FS {
 			t.Fatal(err)
 		}
 		for _, f := range files {
+			if f.IsDir() {
+				continue // tests/: the template tests, not templates
+			}
 			data, err := fs.ReadFile(from, f.Name())
 			if err != nil {
 				t.Fatal(err)
@@ -148,5 +154,54 @@ func kubectl(t *testing.T, args ...string) {
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+	}
+}
+
+// TestEditLintTest follows docs/add-kind.md's "Edit, lint, test": the
+// owned-resource guide's PodDisruptionBudget passes the schema check on
+// MyWeb's template tests, and the same template with the typo fails with the
+// exact line the guide prints.
+func TestEditLintTest(t *testing.T) {
+	v, err := schema.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, err := kindtest.Cases(templates.Kind("myweb"))
+	if err != nil || len(seed) == 0 {
+		t.Fatalf("MyWeb's template tests: %v", err)
+	}
+	withPDB := withFiles(t, templates.Kind("myweb"), "examples/myweb-pdb")
+	for _, c := range seed {
+		delete(c.Files, kindtest.ExpectedFile) // it now holds a PodDisruptionBudget too
+		if out := kindtest.RunKind(myWeb(t, withPDB), c, v); out.Err != nil {
+			t.Errorf("the guide's template, case %s: %v", c.Name, out.Err)
+		}
+	}
+	pdb, err := fs.ReadFile(withPDB, "pdb.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	typo := withPDB.(fstest.MapFS)
+	typo["pdb.yaml"] = &fstest.MapFile{Data: []byte(strings.Replace(string(pdb), "maxUnavailable:", "maxUnavailabel:", 1))}
+	guide, err := os.ReadFile("add-kind.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want string
+	for line := range strings.SplitSeq(string(guide), "\n") {
+		if strings.HasPrefix(line, "templates/myweb/pdb.yaml:") {
+			want = strings.TrimPrefix(line, "templates/myweb/")
+		}
+	}
+	if want == "" {
+		t.Fatal("docs/add-kind.md shows no error line")
+	}
+	c := seed[len(seed)-1]
+	if c.Name != "seed" {
+		t.Fatalf("the last case is %s, want seed (the MyWeb named myweb)", c.Name)
+	}
+	out := kindtest.RunKind(myWeb(t, typo), c, v)
+	if out.Err == nil || !strings.HasSuffix(out.Err.Error(), want) {
+		t.Errorf("the typo fails with\n  %v\nthe guide shows\n  %s", out.Err, want)
 	}
 }
