@@ -1,4 +1,4 @@
 {{- define "guestbook.selector" -}}
 app.kubernetes.io/name: guestbook
-app.kubernetes.io/instance: {{ .Name | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/instance: {{ .Name | trunc 63 | trimAll "-." | quote }}
 {{- end -}}

@@ -47,6 +47,10 @@ type MyWebStatus struct {
 // +kubebuilder:printcolumn:name="Drifted",type=string,JSONPath=`.status.conditions[?(@.type=="Drifted")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Shard",type=string,priority=1,JSONPath=`.metadata.labels.stencil\.dev/claimed-by`,description="The shard that reconciles it (stencil --shard), when sharded"
+// A MyWeb's name is its Service's, which must be a DNS-1035 label (found by
+// the kinds' property test: a MyWeb named "123" or "a.b" rendered a Service
+// the API server refuses).
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 63",message="metadata.name must be a DNS-1035 label, as it names the MyWeb's Service: lower-case letters, digits and '-', starting with a letter, at most 63 characters"
 type MyWeb struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
