@@ -79,6 +79,7 @@ type Decorator struct {
 	tmpl        *template.Template
 	manifests   []string
 	limits      Limits
+	runs        *executions // shared by the copies WithLimits makes
 }
 
 // WithLimits returns a copy of d that renders within l (the parent, and
@@ -112,6 +113,7 @@ func LoadDecorator(name string, fsys fs.FS) (*Decorator, error) {
 	if len(d.manifests) == 0 {
 		return nil, fmt.Errorf("decorator %s: no *.yaml templates", name)
 	}
+	d.runs = newExecutions(d.tmpl)
 	return d, nil
 }
 
@@ -190,10 +192,11 @@ func (d *Decorator) Render(parent *unstructured.Unstructured, observed map[strin
 	var patch *unstructured.Unstructured
 	var children []*unstructured.Unstructured
 	own := owner{gvk: parent.GroupVersionKind(), namespace: parent.GetNamespace(), name: parent.GetName(), uid: parent.GetUID()}
-	run, err := newExecution(d.tmpl, d.limits, d.limits.Bytes, "rendered bytes")
+	run, err := d.runs.get(d.limits, d.limits.Bytes, "rendered bytes")
 	if err != nil {
 		return nil, nil, err
 	}
+	defer d.runs.put(run)
 	for _, file := range d.manifests {
 		out, err := run.execute(file, data)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"text/template"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -125,6 +126,7 @@ type Kind struct {
 	status      bool // has a status template
 	digest      string
 	limits      Limits
+	runs        *executions // shared by the copies WithLimits makes
 }
 
 // Load parses a kind's folder once: every template with missingkey=error and
@@ -151,6 +153,7 @@ func Load(def Definition) (*Kind, error) {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
 	k.tmpl = tmpl
+	k.runs = newExecutions(tmpl)
 	k.status = tmpl.Lookup(statusFile) != nil
 	k.kustomize = slices.Contains(manifests, kustomizationFile)
 	k.manifests = slices.DeleteFunc(manifests, func(f string) bool { return f == kustomizationFile })
@@ -246,7 +249,6 @@ func (k *Kind) Templates() string { return k.digest }
 // Declaration returns the kind's declared types.
 func (k *Kind) Declaration() Declaration { return k.declaration }
 
-// execute runs one template against data.
 // WithLimits returns a copy of k that renders within l.
 func (k *Kind) WithLimits(l Limits) *Kind {
 	c := *k
@@ -254,21 +256,39 @@ func (k *Kind) WithLimits(l Limits) *Kind {
 	return &c
 }
 
-// execution is one render's run of a kind's templates: a copy of them whose
-// writes and count-driven functions are charged to a budget.
+// execution is one render's run of a template set: a copy of the templates
+// whose writes and count-driven functions are charged to a budget.
 type execution struct {
 	tmpl *template.Template
 	b    *budget
 }
 
-func newExecution(t *template.Template, l Limits, bytes int, name string) (*execution, error) {
-	b := l.budget(bytes, name)
-	c, err := metered(t, b)
-	if err != nil {
-		return nil, err
-	}
-	return &execution{tmpl: c, b: b}, nil
+// executions is a pool of one template set's executions. Copies are reused:
+// copying the templates' function maps on every render cost a sixth of the
+// operator's allocations.
+type executions struct {
+	tmpl *template.Template
+	pool sync.Pool
 }
+
+func newExecutions(t *template.Template) *executions { return &executions{tmpl: t} }
+
+// get returns an execution of at most bytes (the limit named name) within
+// l; put it back when done.
+func (x *executions) get(l Limits, bytes int, name string) (*execution, error) {
+	e, _ := x.pool.Get().(*execution)
+	if e == nil {
+		e = &execution{b: &budget{}}
+		var err error
+		if e.tmpl, err = metered(x.tmpl, e.b); err != nil {
+			return nil, err
+		}
+	}
+	e.b.reset(l, bytes, name)
+	return e, nil
+}
+
+func (x *executions) put(e *execution) { x.pool.Put(e) }
 
 func (e *execution) execute(name string, data any) ([]byte, error) {
 	w := &meteredWriter{b: e.b}

@@ -52,26 +52,28 @@ func (e *LimitError) Error() string {
 
 // budget is what is left of one execution's limits.
 type budget struct {
-	deadline time.Time
-	left     int
-	limit    *LimitError // the error for running out of bytes
-	timeout  *LimitError
+	deadline  time.Time
+	left      int
+	bytesName string // the limit on bytes this execution runs under
+	bytesMax  int
+	timeMax   time.Duration
 }
 
-func (l Limits) budget(bytes int, name string) *budget {
-	return &budget{
-		deadline: time.Now().Add(l.Time),
-		left:     bytes,
-		limit:    &LimitError{Limit: name, Max: strconv.Itoa(bytes)},
-		timeout:  &LimitError{Limit: "render time", Max: l.Time.String()},
-	}
+// reset starts an execution of at most bytes (the limit named name) within
+// l.Time from now.
+func (b *budget) reset(l Limits, bytes int, name string) {
+	*b = budget{deadline: time.Now().Add(l.Time), left: bytes, bytesName: name, bytesMax: bytes, timeMax: l.Time}
+}
+
+func (b *budget) overBytes() error {
+	b.left = -1
+	return &LimitError{Limit: b.bytesName, Max: strconv.Itoa(b.bytesMax)}
 }
 
 // spend charges n bytes, and fails when the budget or the time is spent.
 func (b *budget) spend(n int) error {
 	if n < 0 || n > b.left {
-		b.left = -1
-		return b.limit
+		return b.overBytes()
 	}
 	b.left -= n
 	return b.check()
@@ -82,8 +84,7 @@ func (b *budget) spend(n int) error {
 func (b *budget) spendCount(count float64, each int) error {
 	count = math.Abs(count)
 	if count*float64(each) > float64(b.left) {
-		b.left = -1
-		return b.limit
+		return b.overBytes()
 	}
 	return b.spend(int(count) * each)
 }
@@ -91,7 +92,7 @@ func (b *budget) spendCount(count float64, each int) error {
 // check fails when the time is spent.
 func (b *budget) check() error {
 	if time.Now().After(b.deadline) {
-		return b.timeout
+		return &LimitError{Limit: "render time", Max: b.timeMax.String()}
 	}
 	return nil
 }
@@ -118,7 +119,7 @@ type peekWriter struct {
 
 func (w *peekWriter) Write(p []byte) (int, error) {
 	if w.Len()+len(p) > w.b.left {
-		return 0, w.b.limit
+		return 0, &LimitError{Limit: w.b.bytesName, Max: strconv.Itoa(w.b.bytesMax)}
 	}
 	if err := w.b.check(); err != nil {
 		return 0, err

@@ -62,10 +62,11 @@ func (k *Kind) RenderValidated(obj v1alpha1.Object, v Validator) ([]*unstructure
 }
 
 func (k *Kind) render(obj v1alpha1.Object, v Validator) ([]*unstructured.Unstructured, error) {
-	run, err := newExecution(k.tmpl, k.limits, k.limits.Bytes, "rendered bytes")
+	run, err := k.runs.get(k.limits, k.limits.Bytes, "rendered bytes")
 	if err != nil {
 		return nil, err
 	}
+	defer k.runs.put(run)
 	var objs []*unstructured.Unstructured
 	if k.kustomize {
 		objs, err = k.renderKustomized(run, obj)

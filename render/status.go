@@ -48,10 +48,11 @@ func (k *Kind) RenderStatus(cr v1alpha1.Object, live LiveState) (map[string]any,
 			data.Observed[t.Kind] = []map[string]any{}
 		}
 	}
-	run, err := newExecution(k.tmpl, k.limits, k.limits.StatusBytes, "status bytes")
+	run, err := k.runs.get(k.limits, k.limits.StatusBytes, "status bytes")
 	if err != nil {
 		return nil, &Error{File: statusFile, Err: err}
 	}
+	defer k.runs.put(run)
 	out, err := run.execute(statusFile, data)
 	if err != nil {
 		return nil, &Error{File: statusFile, Err: err}
