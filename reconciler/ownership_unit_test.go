@@ -3,6 +3,7 @@ package reconciler
 import (
 	"errors"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -130,5 +131,28 @@ func TestPreviewRules(t *testing.T) {
 		if got := Prunable(kind, cr, name); got != want {
 			t.Errorf("Prunable(%v) = %v, want %v", name.Object["metadata"], got, want)
 		}
+	}
+}
+
+// TestDropStatusFields: the cache keeps an owned object's managedFields but
+// those of status writes; a scale subresource's entry (an autoscaler's
+// replicas) stays.
+func TestDropStatusFields(t *testing.T) {
+	o := &unstructured.Unstructured{}
+	o.SetManagedFields([]metav1.ManagedFieldsEntry{
+		{Manager: "stencil", Operation: metav1.ManagedFieldsOperationApply},
+		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status"},
+		{Manager: "hpa", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "scale"},
+	})
+	out, err := dropStatusFields(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range out.(*unstructured.Unstructured).GetManagedFields() {
+		got = append(got, e.Manager)
+	}
+	if !slices.Equal(got, []string{"stencil", "hpa"}) {
+		t.Errorf("managers kept %v, want [stencil hpa]", got)
 	}
 }

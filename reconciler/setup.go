@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -123,8 +124,29 @@ func ShardCacheOptions(kinds []*render.Kind, shard labels.Selector) cache.Option
 	}
 	return cache.Options{
 		DefaultLabelSelector: owned,
+		DefaultTransform:     dropStatusFields,
 		ByObject:             byObject,
 	}
+}
+
+// dropStatusFields drops, from an owned object held in the cache, the
+// managedFields entries of writes to its status subresource (a
+// Deployment's, by kube-controller-manager): they record only status
+// fields, which no template sets. Entries of the scale subresource stay: an
+// autoscaler's write of spec.replicas through it is what hand-over and the
+// drift check must see. On a cluster with controllers this is about a
+// kilobyte per Deployment.
+func dropStatusFields(obj any) (any, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return obj, nil // a tombstone: nothing to trim
+	}
+	entries := m.GetManagedFields()
+	kept := slices.DeleteFunc(slices.Clone(entries), func(e metav1.ManagedFieldsEntry) bool { return e.Subresource == "status" })
+	if len(kept) < len(entries) {
+		m.SetManagedFields(kept)
+	}
+	return obj, nil
 }
 
 // ClientOptions makes the manager's client read unstructured objects (the
