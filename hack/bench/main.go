@@ -75,7 +75,14 @@ func main() {
 	flag.BoolVar(&cfg.keep, "keep", false, "Keep each run's folder (audit log, stencil's log) and print where it is.")
 	pin := flag.Bool("pin", false, "Run the bench and the control plane on CPU 0 and each contender on CPU 1 (needs taskset), as when an operator does not share CPUs with kube-apiserver.")
 	stencilArgs := flag.String("stencil-args", "", "Extra flags for stencil, space-separated (to try settings).")
+	plotFrom := flag.String("plot-from", "", "Measure nothing: draw -out/converge.svg from these peer runs' folders (comma-separated, a run then its reruns; a rerun fills in the contenders and N the run lacks or failed).")
 	flag.Parse()
+	if *plotFrom != "" {
+		if err := replot(cfg.out, strings.Split(*plotFrom, ",")); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *only != "" {
 		cfg.only = strings.Split(*only, ",")
 	}

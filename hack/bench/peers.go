@@ -390,3 +390,42 @@ func writePeers(dir string, rows []peerRow, table string) error {
 	}
 	return writeFiles(dir, map[string][]byte{"results.json": append(js, '\n'), "results.md": md.Bytes(), "converge.svg": svg})
 }
+
+// replot draws converge.svg into out from the results.json of several peer
+// runs (a run, then reruns of some contenders): for each N and contender,
+// the first result that did not fail, so a rerun fills in what the run
+// lacks and its floor does not replace the run's.
+func replot(out string, dirs []string) error {
+	var rows []peerRow
+	for _, dir := range dirs {
+		data, err := os.ReadFile(filepath.Join(dir, "results.json"))
+		if err != nil {
+			return err
+		}
+		var runRows []peerRow
+		if err := json.Unmarshal(data, &runRows); err != nil {
+			return fmt.Errorf("%s/results.json: %w", dir, err)
+		}
+		for _, rr := range runRows {
+			i := slices.IndexFunc(rows, func(r peerRow) bool { return r.N == rr.N })
+			if i < 0 {
+				rows = append(rows, peerRow{N: rr.N})
+				i = len(rows) - 1
+			}
+			for _, res := range rr.Results {
+				if res.Error != "" {
+					continue
+				}
+				if !slices.ContainsFunc(rows[i].Results, func(r *result) bool { return r.Contender == res.Contender }) {
+					rows[i].Results = append(rows[i].Results, res)
+				}
+			}
+		}
+	}
+	slices.SortFunc(rows, func(a, b peerRow) int { return a.N - b.N })
+	svg, err := plotPeers(rows)
+	if err != nil {
+		return err
+	}
+	return writeFiles(out, map[string][]byte{"converge.svg": svg})
+}
