@@ -174,3 +174,15 @@ func TestParseSteal(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderCost measures the schema check's cost on a few MyWebs, offline.
+func TestRenderCost(t *testing.T) {
+	note, err := renderCost(20, 10, 0.1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(note, "Render cost, N = 20 MyWebs") || !strings.Contains(note, "schema check") {
+		t.Errorf("note: %s", note)
+	}
+	t.Log(note)
+}

@@ -166,7 +166,18 @@ func run(ctx context.Context, cfg config) error {
 		results = append(results, r)
 	}
 	fmt.Print(summary(results))
-	return writeResults(cfg.out, results)
+	var notes string
+	for _, r := range results {
+		if r.N == 1000 || len(results) == 1 {
+			note, err := renderCost(r.N, cfg.namespaces, r.Stencil.ConvergeCPUSeconds)
+			if err != nil {
+				return fmt.Errorf("render cost: %w", err)
+			}
+			fmt.Print("\n" + note)
+			notes += "\n" + note
+		}
+	}
+	return writeResults(cfg.out, results, notes)
 }
 
 // measure runs the three contenders cfg.runs times, in turn, each on a

@@ -209,7 +209,7 @@ func summary(results []row) string {
 
 // writeResults writes results.json, results.md (the summary and each run's
 // requests) and converge.svg into dir.
-func writeResults(dir string, results []row) error {
+func writeResults(dir string, results []row, notes string) error {
 	js, err := json.MarshalIndent(results, "", "  ")
 	if err != nil {
 		return err
@@ -217,6 +217,7 @@ func writeResults(dir string, results []row) error {
 	var md bytes.Buffer
 	fmt.Fprintf(&md, "Measured %s with Go %s on %d CPUs (`make bench`)%s.\n\n", time.Now().UTC().Format("2006-01-02"), runtime.Version(), runtime.NumCPU(), pinNote())
 	md.WriteString(summary(results))
+	md.WriteString(notes)
 	fmt.Fprintln(&md, "\nRequests while converging, by verb and resource (from the API server's audit log):")
 	fmt.Fprintln(&md)
 	for _, row := range results {
