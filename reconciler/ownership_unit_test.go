@@ -135,13 +135,15 @@ func TestPreviewRules(t *testing.T) {
 }
 
 // TestDropStatusFields: the cache keeps an owned object's managedFields but
-// those of status writes; a scale subresource's entry (an autoscaler's
-// replicas) stays.
+// those of status writes of status fields only; a status write that also
+// set metadata, and a scale subresource's entry (an autoscaler's replicas),
+// stay.
 func TestDropStatusFields(t *testing.T) {
 	o := &unstructured.Unstructured{}
 	o.SetManagedFields([]metav1.ManagedFieldsEntry{
 		{Manager: "stencil", Operation: metav1.ManagedFieldsOperationApply},
-		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status"},
+		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:replicas":{}}}`)}},
+		{Manager: "annotator", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:x":{}}},"f:status":{}}`)}},
 		{Manager: "hpa", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "scale"},
 	})
 	out, err := dropStatusFields(o)
@@ -152,7 +154,7 @@ func TestDropStatusFields(t *testing.T) {
 	for _, e := range out.(*unstructured.Unstructured).GetManagedFields() {
 		got = append(got, e.Manager)
 	}
-	if !slices.Equal(got, []string{"stencil", "hpa"}) {
-		t.Errorf("managers kept %v, want [stencil hpa]", got)
+	if !slices.Equal(got, []string{"stencil", "annotator", "hpa"}) {
+		t.Errorf("managers kept %v, want [stencil annotator hpa]", got)
 	}
 }

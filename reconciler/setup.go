@@ -3,6 +3,7 @@ package reconciler
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -131,22 +132,41 @@ func ShardCacheOptions(kinds []*render.Kind, shard labels.Selector) cache.Option
 
 // dropStatusFields drops, from an owned object held in the cache, the
 // managedFields entries of writes to its status subresource (a
-// Deployment's, by kube-controller-manager): they record only status
-// fields, which no template sets. Entries of the scale subresource stay: an
-// autoscaler's write of spec.replicas through it is what hand-over and the
-// drift check must see. On a cluster with controllers this is about a
-// kilobyte per Deployment.
+// Deployment's, by kube-controller-manager) that record status fields only:
+// no template sets them. An entry of a status write that also holds
+// metadata (an annotation set through /status) stays, so that drift and
+// fight messages can still name its manager, and so do entries of the
+// scale subresource: an autoscaler's write of spec.replicas through it is
+// what hand-over and the drift check must see. On a cluster with
+// controllers this is about a kilobyte per Deployment.
 func dropStatusFields(obj any) (any, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return obj, nil // a tombstone: nothing to trim
 	}
 	entries := m.GetManagedFields()
-	kept := slices.DeleteFunc(slices.Clone(entries), func(e metav1.ManagedFieldsEntry) bool { return e.Subresource == "status" })
+	kept := slices.DeleteFunc(slices.Clone(entries), statusOnly)
 	if len(kept) < len(entries) {
 		m.SetManagedFields(kept)
 	}
 	return obj, nil
+}
+
+// statusOnly: e is a status write whose fields are all under status.
+func statusOnly(e metav1.ManagedFieldsEntry) bool {
+	if e.Subresource != "status" || e.FieldsV1 == nil {
+		return false
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(e.FieldsV1.Raw, &top); err != nil {
+		return false
+	}
+	for k := range top {
+		if k != "f:status" && k != "." {
+			return false
+		}
+	}
+	return true
 }
 
 // ClientOptions makes the manager's client read unstructured objects (the

@@ -78,6 +78,9 @@ func main() {
 	plotFrom := flag.String("plot-from", "", "Measure nothing: draw -out/converge.svg from these peer runs' folders (comma-separated, a run then its reruns; a rerun fills in the contenders and N the run lacks or failed).")
 	flag.Parse()
 	if *plotFrom != "" {
+		if !flagGiven("out") {
+			fail(errors.New("-plot-from needs -out, the folder whose converge.svg it draws (e.g. docs/benchmarks/peers)"))
+		}
 		if err := replot(cfg.out, strings.Split(*plotFrom, ",")); err != nil {
 			fail(err)
 		}
@@ -222,3 +225,10 @@ func goBuild(ctx context.Context, out, pkg string) error {
 
 // elapsed is a duration printed in seconds with two decimals.
 func elapsed(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + " s" }
+
+// flagGiven reports whether the command line set the flag name.
+func flagGiven(name string) bool {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}

@@ -70,10 +70,16 @@ func runPeers(ctx context.Context, cfg config, bins programs) error {
 		return err
 	}
 	if len(cfg.only) > 0 {
-		contenders = slices.DeleteFunc(contenders, func(c *contender) bool { return !slices.Contains(cfg.only, c.name) })
-		if len(contenders) == 0 {
-			return fmt.Errorf("-contenders %q names no contender", strings.Join(cfg.only, ","))
+		for _, name := range cfg.only {
+			if !slices.ContainsFunc(contenders, func(c *contender) bool { return c.name == name }) {
+				var names []string
+				for _, c := range contenders {
+					names = append(names, c.name)
+				}
+				return fmt.Errorf("-contenders: no contender %q (they are: %s)", name, strings.Join(names, ", "))
+			}
 		}
+		contenders = slices.DeleteFunc(contenders, func(c *contender) bool { return !slices.Contains(cfg.only, c.name) })
 	}
 	fmt.Printf("stencil bench, peers: N = %v MyWebs in %d namespaces; one run each, a fresh etcd + kube-apiserver for each run%s.\n\n", cfg.sizes, cfg.namespaces, pinNote())
 	var rows []peerRow
