@@ -273,7 +273,7 @@ func countRendered(ctx context.Context, c client.Client, n int) error {
 // variant's (get, then create or update).
 func peersTable(rows []peerRow) string {
 	var b strings.Builder
-	b.WriteString("| N | contender | converge | × hand-written: typed / get-update | requests (per resource) | at rest | CPU while converging | × hand-written | API server + etcd CPU | peak RSS (whole run) | × hand-written |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| N | contender | converge | × hand-written: typed / get-update | requests (per resource) | at rest | CPU while converging | × hand-written | API server + etcd CPU | peak RSS (to the restart) | × hand-written |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, row := range rows {
 		typed, tutorial := row.handwritten()
 		for _, r := range row.Results {
@@ -381,7 +381,7 @@ func writePeers(dir string, rows []peerRow, table string) error {
 		return err
 	}
 	var md bytes.Buffer
-	fmt.Fprintf(&md, "Measured %s with Go %s on %d CPUs (`make bench-peers`)%s, one run each.\n\n", time.Now().UTC().Format("2006-01-02"), runtime.Version(), runtime.NumCPU(), pinNote())
+	fmt.Fprintf(&md, "Measured %s with Go %s on %d CPUs (`make bench-peers`)%s, one run each, at %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04"), runtime.Version(), runtime.NumCPU(), pinNote(), revision())
 	md.WriteString(table)
 	fmt.Fprintln(&md, "\nRequests while converging, by verb and resource (from the API server's audit log):")
 	fmt.Fprintln(&md)
@@ -434,4 +434,18 @@ func replot(out string, dirs []string) error {
 		return err
 	}
 	return writeFiles(out, map[string][]byte{"converge.svg": svg})
+}
+
+// revision names the code measured: the commit, and "with local changes"
+// when the work tree differs from it.
+func revision() string {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "an unknown commit"
+	}
+	rev := "commit " + strings.TrimSpace(string(out))
+	if status, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(status)) > 0 {
+		rev += " with local changes"
+	}
+	return rev
 }

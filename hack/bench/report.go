@@ -215,7 +215,7 @@ func writeResults(dir string, results []row, notes string) error {
 		return err
 	}
 	var md bytes.Buffer
-	fmt.Fprintf(&md, "Measured %s with Go %s on %d CPUs (`make bench`)%s.\n\n", time.Now().UTC().Format("2006-01-02"), runtime.Version(), runtime.NumCPU(), pinNote())
+	fmt.Fprintf(&md, "Measured %s with Go %s on %d CPUs (`make bench`)%s, at %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04"), runtime.Version(), runtime.NumCPU(), pinNote(), revision())
 	md.WriteString(summary(results))
 	md.WriteString(notes)
 	fmt.Fprintln(&md, "\nRequests while converging, by verb and resource (from the API server's audit log):")
