@@ -23,8 +23,10 @@ func TestCacheStripsManagedFieldsOfCustomResourcesOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := CacheOptions([]*render.Kind{kind})
-	if opts.DefaultTransform != nil {
-		t.Error("owned objects are transformed; the drift check needs their managedFields")
+	owned := &unstructured.Unstructured{}
+	owned.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply}, {Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate}})
+	if out, err := opts.DefaultTransform(owned.DeepCopy()); err != nil || len(out.(*unstructured.Unstructured).GetManagedFields()) != 2 {
+		t.Errorf("owned objects lose managedFields entries other than status writes (%v); the drift check needs them", err)
 	}
 	if len(opts.ByObject) != 1 {
 		t.Fatalf("%d types configured, want the one kind", len(opts.ByObject))

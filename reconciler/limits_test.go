@@ -98,6 +98,11 @@ func TestHostileSpecsDoNotStallOthers(t *testing.T) {
 	for mode := range hostile {
 		create(t, c, ns, "hostile-"+mode, mode+":"+counts[mode])
 	}
+	// As many more over the time limit as the operator has workers (4 in
+	// tests): without the limit, they would hold every worker for ever.
+	for i := range 4 {
+		create(t, c, ns, fmt.Sprintf("hostile-time-%d", i), "time:"+counts["time"])
+	}
 	for i := range 3 {
 		create(t, c, ns, fmt.Sprintf("ordinary-%d", i), "ok:3")
 	}
@@ -109,12 +114,17 @@ func TestHostileSpecsDoNotStallOthers(t *testing.T) {
 	}
 	t.Logf("the ordinary MyWebs were Ready %s after the hostile ones were created", time.Since(start).Round(time.Millisecond))
 	for mode, limit := range hostile {
+		if mode == "status" {
+			// The status template runs after the apply: the objects are
+			// applied, Ready says the status is over its limit.
+			eventually(t, 30*time.Second, "MyWeb hostile-status's status over its limit", func() error {
+				return mywebConditionStatus(t, c, ns, "hostile-status", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonStatusFailed, "exceeded its limit on "+limit)
+			})
+			continue
+		}
 		eventually(t, 30*time.Second, "MyWeb hostile-"+mode+" Stalled", func() error {
 			return mywebCondition(t, c, ns, "hostile-"+mode, v1alpha1.ConditionStalled, v1alpha1.ReasonLimitExceeded, "exceeded its limit on "+limit)
 		})
-		if mode == "status" {
-			continue // the status template runs after the apply
-		}
 		err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "hostile-" + mode}, &corev1.ConfigMap{})
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("hostile-%s: its ConfigMap was applied (%v): nothing may be applied after a render over a limit", mode, err)
@@ -134,12 +144,17 @@ func create(t *testing.T, c client.Client, ns, name, page string) {
 // mywebCondition is nil when the MyWeb's condition of type is True with
 // reason, and its message holds message.
 func mywebCondition(t *testing.T, c client.Client, ns, name, typ, reason, message string) error {
+	return mywebConditionStatus(t, c, ns, name, typ, metav1.ConditionTrue, reason, message)
+}
+
+// mywebConditionStatus is mywebCondition for a condition of status.
+func mywebConditionStatus(t *testing.T, c client.Client, ns, name, typ string, status metav1.ConditionStatus, reason, message string) error {
 	web := &operatorv1.MyWeb{}
 	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, web); err != nil {
 		return err
 	}
 	cond := meta.FindStatusCondition(web.Status.Conditions, typ)
-	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != reason || !strings.Contains(cond.Message, message) {
+	if cond == nil || cond.Status != status || cond.Reason != reason || !strings.Contains(cond.Message, message) {
 		return fmt.Errorf("%s: %s is %+v", name, typ, cond)
 	}
 	return nil

@@ -187,6 +187,11 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	r.rollout.leave(client.ObjectKeyFromObject(cr)) // the gate adds it again if it still waits
 	if res.desired, err = r.kind.Render(cr); err != nil {
 		log.Info("Render failed", "error", err.Error())
+		if overTime(err) {
+			// The clock, not the spec, may be to blame (a loaded node):
+			// retried with backoff.
+			return reconcile.Result{}, res.fail(v1alpha1.ReasonLimitExceeded, true, err)
+		}
 		// A retry cannot fix a template error; a spec change triggers a new reconcile.
 		return reconcile.Result{}, reconcile.TerminalError(res.fail(renderFailure(err), true, err))
 	}
@@ -266,9 +271,8 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		return reconcile.Result{}, res.fail(v1alpha1.ReasonPruneFailed, false, err)
 	}
 	if res.kindStatus, err = r.kindStatus(ctx, cr, res); err != nil {
-		if reason := renderFailure(err); reason == v1alpha1.ReasonLimitExceeded {
-			return reconcile.Result{}, reconcile.TerminalError(res.fail(reason, true, err))
-		}
+		// The objects are applied; what the status template reads changes
+		// with them, so this is retried like any status failure.
 		return reconcile.Result{}, res.fail(v1alpha1.ReasonStatusFailed, false, err)
 	}
 	if res.unhealthy, err = r.health(ctx, res); err != nil {
@@ -740,6 +744,12 @@ func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) ([]v1alph
 		return pruned, fmt.Errorf("removing finalizer: %w", err)
 	}
 	return pruned, nil
+}
+
+// overTime: a render stopped by its time limit.
+func overTime(err error) bool {
+	limit, ok := errors.AsType[*render.LimitError](err)
+	return ok && limit.Limit == "render time"
 }
 
 // renderFailure is the reason of a failed render: LimitExceeded when one of

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"errors"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/render"
 )
 
 // writeStatus computes the status from what this reconcile saw, keeps the
@@ -332,7 +334,7 @@ func failureMessage(s *v1alpha1.Status, f *failure) string {
 	case v1alpha1.ReasonRenderFailed:
 		return "Render failed: " + f.err.Error() + ". Nothing was applied or pruned; fix the spec or the template."
 	case v1alpha1.ReasonLimitExceeded:
-		return "Render stopped: " + f.err.Error() + ". Nothing was applied or pruned; ask less of the templates in the spec, or raise the operator's limit (--render-timeout, --render-max-bytes, --render-max-objects, --status-max-bytes)."
+		return "Render stopped: " + f.err.Error() + ". Nothing was applied or pruned; ask less of the templates in the spec, or raise the operator's limit (--render-timeout, --render-max-bytes, --render-max-objects)."
 	case v1alpha1.ReasonEmptyRender:
 		return "The templates rendered no objects, but " + strconv.Itoa(len(s.Inventory)) + " were applied before; stencil did not prune them. Check the spec, or delete the resource to remove them."
 	case v1alpha1.ReasonOwnershipConflict, v1alpha1.ReasonImmutableField:
@@ -356,6 +358,9 @@ func failureMessage(s *v1alpha1.Status, f *failure) string {
 	case v1alpha1.ReasonProgressing, v1alpha1.ReasonHealthCheckFailed:
 		return f.err.Error()
 	case v1alpha1.ReasonStatusFailed:
+		if _, ok := errors.AsType[*render.LimitError](f.err); ok {
+			return "Status failed: " + f.err.Error() + ". The objects are applied and pruned; the status template's fields are not updated. Raise --status-max-bytes, or make the template write less."
+		}
 		return "Status failed: " + f.err.Error() + ". The objects are applied; fix the status template."
 	}
 	return f.err.Error() + ". This is a bug in stencil; it retries with backoff. Please report it with the operator's log."

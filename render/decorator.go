@@ -202,7 +202,7 @@ func (d *Decorator) Render(parent *unstructured.Unstructured, observed map[strin
 		if err != nil {
 			return nil, nil, &Error{File: file, Err: err}
 		}
-		docs, err := decode(out)
+		docs, err := decode(out, run.within(d.limits, len(children)))
 		if err != nil {
 			return nil, nil, &Error{File: file, Err: err}
 		}

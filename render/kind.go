@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/template"
@@ -289,6 +290,17 @@ func (x *executions) get(l Limits, bytes int, name string) (*execution, error) {
 }
 
 func (x *executions) put(e *execution) { x.pool.Put(e) }
+
+// within is decode's check for one template's output, after earlier ones
+// made before objects: the objects limit, and the time.
+func (e *execution) within(l Limits, before int) func(int) error {
+	return func(decoded int) error {
+		if before+decoded >= l.Objects+1 {
+			return &LimitError{Limit: "rendered objects", Max: strconv.Itoa(l.Objects)}
+		}
+		return e.b.check()
+	}
+}
 
 func (e *execution) execute(name string, data any) ([]byte, error) {
 	w := &meteredWriter{b: e.b}

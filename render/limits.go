@@ -2,8 +2,11 @@ package render
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
+	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +40,14 @@ type Limits struct {
 // hostile spec costs the operator a second of one worker at most.
 var DefaultLimits = Limits{Time: time.Second, Bytes: 4 << 20, Objects: 1000, StatusBytes: 64 << 10}
 
+// Check refuses limits that would stop every render: each must be positive.
+func (l Limits) Check() error {
+	if l.Time <= 0 || l.Bytes <= 0 || l.Objects <= 0 || l.StatusBytes <= 0 {
+		return fmt.Errorf("render limits must be positive: --render-timeout=%s --render-max-bytes=%d --render-max-objects=%d --status-max-bytes=%d", l.Time, l.Bytes, l.Objects, l.StatusBytes)
+	}
+	return nil
+}
+
 // LimitError is a render stopped by one of its Limits.
 type LimitError struct {
 	// Limit names the limit: "render time", "rendered bytes", "rendered
@@ -52,6 +63,7 @@ func (e *LimitError) Error() string {
 
 // budget is what is left of one execution's limits.
 type budget struct {
+	depth     int // of include
 	deadline  time.Time
 	left      int
 	bytesName string // the limit on bytes this execution runs under
@@ -138,9 +150,57 @@ func metered(t *template.Template, b *budget) (*template.Template, error) {
 	c.Funcs(template.FuncMap{
 		tick: func() (string, error) { return "", b.check() },
 		"include": func(name string, data any) (string, error) {
+			if b.depth >= maxIncludeDepth {
+				return "", &LimitError{Limit: "include depth", Max: strconv.Itoa(maxIncludeDepth)}
+			}
+			b.depth++
+			defer func() { b.depth-- }()
 			w := &peekWriter{b: b}
-			err := c.ExecuteTemplate(w, name, data)
-			return w.String(), err
+			if err := c.ExecuteTemplate(w, name, data); err != nil {
+				if limit, ok := errors.AsType[*LimitError](err); ok {
+					return "", limit // not wrapped again at every level
+				}
+				return "", err
+			}
+			return w.String(), b.spend(w.Len())
+		},
+		"replace": func(old, repl, src string) (string, error) {
+			n := strings.Count(src, old)
+			if err := b.spendCount(float64(n), max(len(repl)-len(old), 0)); err != nil {
+				return "", err
+			}
+			return strings.ReplaceAll(src, old, repl), nil
+		},
+		"regexReplaceAll": func(regex, src, repl string) (string, error) {
+			return b.regexReplace(regex, src, repl, false)
+		},
+		"regexReplaceAllLiteral": func(regex, src, repl string) (string, error) {
+			return b.regexReplace(regex, src, repl, true)
+		},
+		"join": func(sep string, v any) (string, error) {
+			if err := b.spendCount(float64(listLen(v)), len(sep)); err != nil {
+				return "", err
+			}
+			return sprigCounted().join(sep, v), nil
+		},
+		"wrapWith": func(l int, sep, str string) (string, error) {
+			if l > 0 {
+				if err := b.spendCount(float64(len(str)/l+1), len(sep)); err != nil {
+					return "", err
+				}
+			}
+			return sprigCounted().wrapWith(l, sep, str), nil
+		},
+		"printf": func(format string, args ...any) (string, error) {
+			if strings.Contains(format, "*") { // a width or precision from an argument
+				for _, a := range args {
+					if n, ok := a.(int); ok && n > b.left {
+						return "", b.overBytes()
+					}
+				}
+			}
+			out := fmt.Sprintf(format, args...)
+			return out, b.spend(len(out))
 		},
 		"until": func(n int) ([]int, error) {
 			if err := b.spendCount(float64(n), intBytes); err != nil {
@@ -149,8 +209,8 @@ func metered(t *template.Template, b *budget) (*template.Template, error) {
 			return sprigCounted().until(n), nil
 		},
 		"untilStep": func(start, stop, step int) ([]int, error) {
-			if step != 0 {
-				if err := b.spendCount((float64(stop)-float64(start))/float64(step), intBytes); err != nil {
+			if n := (float64(stop) - float64(start)) / float64(step); step != 0 && n > 0 { // else the list is empty
+				if err := b.spendCount(n, intBytes); err != nil {
 					return nil, err
 				}
 			}
@@ -183,7 +243,100 @@ func metered(t *template.Template, b *budget) (*template.Template, error) {
 			return sprigCounted().nindent(spaces, s), nil
 		},
 	})
+	c.Funcs(chargedAfter(b, "print", "println", "cat", "quote", "squote", "toYaml", "toJson", "toPrettyJson", "toRawJson", "b64enc", "b32enc", "wrap", "nospace", "upper", "lower", "title", "trim"))
 	return c, nil
+}
+
+// maxIncludeDepth bounds include's recursion (each include is a new
+// execution, so text/template's own depth limit does not apply). Helm's is
+// 1000; a helper that recurses further is driven by its input.
+const maxIncludeDepth = 100
+
+// regexReplace is sprig's regexReplaceAll (or its Literal form), checked
+// before it allocates: the result is at most the input, plus the
+// replacement per match, plus (when $ expands groups) the input per $ per
+// match.
+func (b *budget) regexReplace(regex, src, repl string, literal bool) (string, error) {
+	r, err := regexp.Compile(regex)
+	if err != nil {
+		return "", err
+	}
+	matches := float64(len(r.FindAllStringIndex(src, -1)))
+	estimate := matches * float64(len(repl))
+	if !literal {
+		estimate += matches * float64(strings.Count(repl, "$")) * float64(len(src))
+	}
+	if estimate > float64(b.left) {
+		return "", b.overBytes()
+	}
+	var out string
+	if literal {
+		out = r.ReplaceAllLiteralString(src, repl)
+	} else {
+		out = r.ReplaceAllString(src, repl)
+	}
+	return out, b.spend(len(out))
+}
+
+// listLen is the length of a list join would join, 0 for anything else.
+func listLen(v any) int {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array {
+		return rv.Len()
+	}
+	return 0
+}
+
+// chargedAfter wraps the named functions of sprig's library (and
+// text/template's print and println) so that the strings they return are
+// charged to b: their output grows with their input, so a loop that feeds
+// one's output back in (doubling a string) runs out of budget instead of
+// memory.
+func chargedAfter(b *budget, names ...string) template.FuncMap {
+	lib := sprigCounted().all
+	fm := template.FuncMap{}
+	errType := reflect.TypeFor[error]()
+	for _, name := range names {
+		var fn reflect.Value
+		switch name {
+		case "print":
+			fn = reflect.ValueOf(fmt.Sprint)
+		case "println":
+			fn = reflect.ValueOf(fmt.Sprintln)
+		default:
+			if lib[name] == nil {
+				continue
+			}
+			fn = reflect.ValueOf(lib[name])
+		}
+		t := fn.Type()
+		ins := make([]reflect.Type, t.NumIn())
+		for i := range ins {
+			ins[i] = t.In(i)
+		}
+		wrapped := reflect.FuncOf(ins, []reflect.Type{t.Out(0), errType}, t.IsVariadic())
+		fm[name] = reflect.MakeFunc(wrapped, func(args []reflect.Value) []reflect.Value {
+			var out []reflect.Value
+			if t.IsVariadic() {
+				out = fn.CallSlice(args)
+			} else {
+				out = fn.Call(args)
+			}
+			var err error
+			if len(out) > 1 && !out[1].IsNil() {
+				err = out[1].Interface().(error)
+			}
+			if s, ok := out[0].Interface().(string); ok && err == nil {
+				err = b.spend(len(s))
+			}
+			errValue := reflect.Zero(errType)
+			if err != nil {
+				errValue = reflect.ValueOf(&err).Elem()
+			}
+			return []reflect.Value{out[0], errValue}
+		}).Interface()
+	}
+	return fm
 }
 
 // seqLen is about how many numbers sprig's seq(params...) would print.
@@ -214,6 +367,9 @@ type counted struct {
 	repeat    func(int, string) string
 	indent    func(int, string) string
 	nindent   func(int, string) string
+	join      func(string, any) string
+	wrapWith  func(int, string, string) string
+	all       template.FuncMap // the library, for chargedAfter
 }
 
 var sprigCounted = sync.OnceValue(func() counted {
@@ -225,6 +381,9 @@ var sprigCounted = sync.OnceValue(func() counted {
 		repeat:    fm["repeat"].(func(int, string) string),
 		indent:    fm["indent"].(func(int, string) string),
 		nindent:   fm["nindent"].(func(int, string) string),
+		join:      fm["join"].(func(string, any) string),
+		wrapWith:  fm["wrapWith"].(func(int, string, string) string),
+		all:       template.FuncMap(funcs(template.New(""))),
 	}
 })
 

@@ -31,6 +31,13 @@ func TestLimits(t *testing.T) {
 		{"objects", "{{- range $i := until (atoi .Spec.PageContentHtml) }}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: \"c{{ $i }}\"}\n{{- end }}\n", "rendered objects", false, "51"},
 		{"a loop over an integer", head + "{{- range $i := atoi .Spec.PageContentHtml }}{{ end }}\n", "render time", false, ""},
 		{"status", head, "status bytes", true, ""},
+		{"recursive include", "{{ define \"down\" }}{{ if gt . 0 }}-{{ include \"down\" (sub . 1) }}{{ end }}{{ end }}" + head + "data: {k: {{ include \"down\" (atoi .Spec.PageContentHtml) | quote }}}\n", "include depth", false, ""},
+		{"replace that grows", head + "data: {k: {{ replace \"x\" (repeat 200 \"y\") (repeat (atoi .Spec.PageContentHtml) \"x\") | quote }}}\n", "rendered bytes", false, "100000"},
+		{"print doubling", head + "{{- $s := \"xxxxxxxxxxxxxxxx\" }}{{ range $i := atoi .Spec.PageContentHtml }}{{ $s = print $s $s }}{{ end }}\n", "rendered bytes", false, "40"},
+		{"quote doubling", head + "{{- $s := \"xxxxxxxxxxxxxxxx\" }}{{ range $i := atoi .Spec.PageContentHtml }}{{ $s = quote $s $s }}{{ end }}\n", "rendered bytes", false, "40"},
+		{"printf width", head + "data: {k: {{ printf \"%*d\" (atoi .Spec.PageContentHtml) 1 | quote }}}\n", "rendered bytes", false, ""},
+		{"regexReplaceAll that grows", head + "data: {k: {{ regexReplaceAll \"x\" (repeat (atoi .Spec.PageContentHtml) \"x\") \"$0$0$0$0$0$0$0$0\" | quote }}}\n", "rendered bytes", false, "200000"},
+		{"many tiny objects", "{{- range $i := atoi .Spec.PageContentHtml }}\n---\n{apiVersion: v1, kind: ConfigMap, metadata: {name: \"c{{ $i }}\"}}\n{{- end }}\n", "rendered objects", false, "1000"},
 	}
 	limits := render.Limits{Time: 200 * time.Millisecond, Bytes: 1 << 20, Objects: 50, StatusBytes: 4 << 10}
 	for _, tt := range tests {

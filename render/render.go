@@ -115,7 +115,7 @@ func (k *Kind) renderPlain(run *execution, obj v1alpha1.Object) ([]*unstructured
 		if err != nil {
 			return nil, &Error{File: file, Err: err}
 		}
-		docs, err := decode(out)
+		docs, err := decode(out, run.within(k.limits, len(objs)))
 		if err != nil {
 			return nil, &Error{File: file, Err: err}
 		}
@@ -148,7 +148,7 @@ func (k *Kind) renderKustomized(run *execution, obj v1alpha1.Object) ([]*unstruc
 	if err != nil {
 		return nil, &Error{File: kustomizationFile, Err: err}
 	}
-	objs, err := decode(out)
+	objs, err := decode(out, run.within(k.limits, 0))
 	if err != nil {
 		return nil, &Error{File: kustomizationFile, Err: err}
 	}
@@ -160,10 +160,16 @@ func (k *Kind) renderKustomized(run *execution, obj v1alpha1.Object) ([]*unstruc
 
 // decode parses a stream of YAML documents into objects, skipping empty ones
 // (a template turned off by the spec renders nothing).
-func decode(out []byte) ([]*unstructured.Unstructured, error) {
+//
+// more is called before each document with the number of objects decoded
+// so far; an error from it stops the decoding (the render's limits).
+func decode(out []byte, more func(decoded int) error) ([]*unstructured.Unstructured, error) {
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
 	var objs []*unstructured.Unstructured
 	for n := 1; ; n++ {
+		if err := more(len(objs)); err != nil {
+			return nil, err
+		}
 		doc, err := reader.Read()
 		if errors.Is(err, io.EOF) {
 			return objs, nil

@@ -277,16 +277,16 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("loading templates: %w", err)
 	}
+	if err := o.limits.Check(); err != nil {
+		return err
+	}
+	for i := range folders {
+		folders[i] = folders[i].WithLimits(o.limits)
+	}
 	if err := kinds.CheckRenders(folders); err != nil {
 		return fmt.Errorf("refusing to run templates that fail their own test cases (stencil test names them): %w", err)
 	}
 	loaded, decorators := kinds.Split(folders)
-	for i := range loaded {
-		loaded[i] = loaded[i].WithLimits(o.limits)
-	}
-	for i := range decorators {
-		decorators[i] = decorators[i].WithLimits(o.limits)
-	}
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), kinds.AddToScheme(scheme)); err != nil {
 		return fmt.Errorf("building scheme: %w", err)

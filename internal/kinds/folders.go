@@ -115,3 +115,14 @@ func Split(folders []Folder) ([]*render.Kind, []*render.Decorator) {
 	}
 	return ks, ds
 }
+
+// WithLimits is f with its kind or decorator rendering within l.
+func (f Folder) WithLimits(l render.Limits) Folder {
+	if f.Kind != nil {
+		f.Kind = f.Kind.WithLimits(l)
+	}
+	if f.Decorator != nil {
+		f.Decorator = f.Decorator.WithLimits(l)
+	}
+	return f
+}
