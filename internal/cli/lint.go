@@ -249,8 +249,10 @@ against its type's schema, and compares the output with expected.yaml (in
 full), fragments.yaml (the fields given) or error.txt (a render that must
 fail). Give folder names (myweb, namespace-defaults) to run only theirs.
 
---update rewrites expected.yaml (or error.txt) from the output; it needs
---templates, the folder to write into.`,
+--update rewrites a case's expected.yaml (or its error.txt) from the output,
+and writes expected.yaml for a case that has none yet; it needs --templates,
+the folder to write into. A render that fails where the case expects
+objects (or succeeds where it expects an error) is reported, never recorded.`,
 		RunE: func(cmd *cobra.Command, only []string) error {
 			if update && src.templates == "" {
 				return &exitError{code: 2, err: errors.New("--update writes into the folder --templates names: give it (e.g. --templates templates)")}
@@ -294,7 +296,7 @@ func runTests(w io.Writer, folders []kinds.Folder, v render.Validator, only []st
 		for _, c := range cases {
 			ran++
 			out := runCase(f, c, v)
-			if update && out.Golden != "" && !bytes.Equal(out.Got, c.Files[out.Golden]) {
+			if update && out.Updatable(c) && !bytes.Equal(out.Got, c.Files[out.Golden]) {
 				if err := os.WriteFile(filepath.Join(dir, f.Name, kindtest.Folder, c.Name, out.Golden), out.Got, 0o644); err != nil {
 					return 0, 0, err
 				}

@@ -130,6 +130,14 @@ func TestTestUpdate(t *testing.T) {
 	if out, err, _ := execute(t, "test", "--templates", dir, "foo"); err != nil {
 		t.Fatalf("after --update: %v\n%s", err, out)
 	}
+	// A broken template is not recorded by --update: the typo still fails.
+	typo := withTypo(t)
+	if out, _, code := execute(t, "test", "--templates", typo, "--update", "myweb"); code != 1 || strings.Contains(out, "updated") {
+		t.Fatalf("--update over a broken template: exit %d, want 1 and nothing written:\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(typo, "myweb", "tests", "seed", "error.txt")); err == nil {
+		t.Error("--update recorded the broken render as error.txt")
+	}
 	if _, err, code := execute(t, "test", "nosuchkind"); code != 2 || !strings.Contains(errString(err), "nosuchkind") {
 		t.Errorf("an unknown folder: exit %d (%v), want 2", code, err)
 	}

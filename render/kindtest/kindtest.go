@@ -82,6 +82,9 @@ func Cases(kindFolder fs.FS) ([]Case, error) {
 		if c.Files[InputFile] == nil {
 			return nil, fmt.Errorf("%s/%s: no %s", Folder, e.Name(), InputFile)
 		}
+		if c.Files[ErrorFile] != nil && (c.Files[ExpectedFile] != nil || c.Files[FragmentsFile] != nil) {
+			return nil, fmt.Errorf("%s/%s: %s with %s or %s: a case expects a failure or objects, not both", Folder, e.Name(), ErrorFile, ExpectedFile, FragmentsFile)
+		}
 		cases = append(cases, c)
 	}
 	return cases, nil
@@ -92,10 +95,28 @@ type Outcome struct {
 	Case string
 	// Err is why the case failed, nil when it passed.
 	Err error
-	// Golden is the file -update writes (expected.yaml, or error.txt when
-	// the render failed), and Got its content.
+	// Golden is the file -update may rewrite, and Got its new content;
+	// empty when there is none to rewrite (see [Outcome.Updatable]).
 	Golden string
 	Got    []byte
+}
+
+// Updatable reports whether -update may write o's golden file for c: a
+// golden file the case has (expected.yaml or error.txt, the render failing
+// or not as before), or expected.yaml for a case that states no
+// expectation yet and renders. A render that newly fails, or that newly
+// succeeds, is never recorded as expected: it stays a failure to look at.
+func (o Outcome) Updatable(c Case) bool {
+	switch o.Golden {
+	case ErrorFile:
+		return c.Files[ErrorFile] != nil
+	case ExpectedFile:
+		if c.Files[ErrorFile] != nil || c.Files[FragmentsFile] != nil && c.Files[ExpectedFile] == nil {
+			return false
+		}
+		return true
+	}
+	return false
 }
 
 // RunKind runs c against k, checking every object with v (when not nil).

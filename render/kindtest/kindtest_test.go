@@ -78,3 +78,39 @@ func widget(t *testing.T) *render.Kind {
 	}
 	return k
 }
+
+// TestUpdatable: -update rewrites only the golden file a case has (or
+// writes expected.yaml for a case with no expectation yet); a render that
+// fails where objects are expected, or succeeds where an error is, is never
+// recorded.
+func TestUpdatable(t *testing.T) {
+	has := func(files ...string) kindtest.Case {
+		c := kindtest.Case{Files: map[string][]byte{kindtest.InputFile: {}}}
+		for _, f := range files {
+			c.Files[f] = []byte("x")
+		}
+		return c
+	}
+	tests := []struct {
+		name   string
+		c      kindtest.Case
+		golden string
+		want   bool
+	}{
+		{"a new case that renders", has(), kindtest.ExpectedFile, true},
+		{"a stale expected.yaml", has(kindtest.ExpectedFile), kindtest.ExpectedFile, true},
+		{"a new failure of a case that expects objects", has(kindtest.ExpectedFile), kindtest.ErrorFile, false},
+		{"a new failure of a new case", has(), kindtest.ErrorFile, false},
+		{"a changed error", has(kindtest.ErrorFile), kindtest.ErrorFile, true},
+		{"a case that expects an error and renders", has(kindtest.ErrorFile), kindtest.ExpectedFile, false},
+		{"a fragments-only case", has(kindtest.FragmentsFile), kindtest.ExpectedFile, false},
+	}
+	for _, tt := range tests {
+		if got := (kindtest.Outcome{Golden: tt.golden}).Updatable(tt.c); got != tt.want {
+			t.Errorf("%s: Updatable = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if _, err := kindtest.Cases(fstest.MapFS{"tests/a/input.yaml": {Data: []byte("x")}, "tests/a/error.txt": {Data: []byte("x")}, "tests/a/expected.yaml": {Data: []byte("x")}}); err == nil || !strings.Contains(err.Error(), "not both") {
+		t.Error("a case with both error.txt and expected.yaml was accepted")
+	}
+}
