@@ -96,7 +96,7 @@ func (k *Kind) render(obj v1alpha1.Object, v Validator) ([]*unstructured.Unstruc
 		}
 		if v != nil {
 			if err := v.Validate(o); err != nil {
-				return nil, &Error{File: file, Line: k.locate(file, err), Err: err}
+				return nil, &Error{File: file, Line: k.locate(file, o.GetKind(), err), Err: err}
 			}
 		}
 	}

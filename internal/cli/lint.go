@@ -118,7 +118,7 @@ func folderOf(k *render.Kind) string { return strings.ToLower(k.GroupVersionKind
 // templates/<kind>/<file>.
 func placeError(err error, folder string) error {
 	var re *render.Error
-	if !errors.As(err, &re) || re.File == "" {
+	if !errors.As(err, &re) || re.File == "" || strings.HasPrefix(re.File, "(") { // "(all templates)"
 		return err
 	}
 	placed := *re

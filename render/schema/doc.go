@@ -10,8 +10,11 @@
 //   - every object's metadata with apimachinery's own validation: name,
 //     namespace, labels, annotations;
 //   - custom resource types against their CustomResourceDefinitions'
-//     structural schemas, with apiextensions-apiserver's validators: unknown
-//     fields, types, required fields, enums, patterns, bounds and CEL rules.
+//     structural schemas, defaults applied first: unknown fields
+//     (apiextensions-apiserver's pruning), types, required fields, enums,
+//     patterns and bounds (kube-openapi's validator). CEL rules
+//     (x-kubernetes-validations) are left to the API server, to keep a CEL
+//     runtime out of the operator's binary.
 //
 // It is pure: no client, no network. The API server stays the authority; this
 // package exists so that a template's typo fails in `stencil render`,

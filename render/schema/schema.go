@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	runtimeschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -163,10 +164,12 @@ func smdProblems(err error) []Problem {
 func (s *crdSchema) validate(o *unstructured.Unstructured) []Problem {
 	opts := structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}
 	var problems []Problem
-	for _, p := range pruning.PruneWithOptions(o.DeepCopy().Object, s.structural, true, opts) {
+	content := o.DeepCopy().Object
+	for _, p := range pruning.PruneWithOptions(content, s.structural, true, opts) {
 		problems = append(problems, Problem{Path: "." + p, Message: "field not declared in schema"})
 	}
-	for _, err := range s.openAPI.Validate(o.Object).Errors {
+	applyDefaults(content, s.structural) // as the API server does before it validates
+	for _, err := range s.openAPI.Validate(content).Errors {
 		problems = append(problems, openAPIProblem(err))
 	}
 	return problems
@@ -216,12 +219,47 @@ func nameRule(gvk runtimeschema.GroupVersionKind) metavalidation.ValidateNameFun
 	return metavalidation.NameIsDNSSubdomain
 }
 
-// FieldPaths lists the fields e refuses, for render to find the template
-// line that wrote the first.
+// FieldPaths lists the fields e refuses that the object has, for render to
+// find the template line that wrote the first (a missing field was written
+// nowhere).
 func (e *Error) FieldPaths() []string {
 	paths := make([]string, 0, len(e.Problems))
 	for _, p := range e.Problems {
-		paths = append(paths, p.Path)
+		if p.Message != "Required value" {
+			paths = append(paths, p.Path)
+		}
 	}
 	return paths
+}
+
+// applyDefaults sets the schema's defaults of the fields x lacks, in place,
+// as the API server does before validating (a field both required and
+// defaulted is valid when absent). apiextensions-apiserver's defaulting
+// package does this too, but it links the CEL runtime into the operator.
+func applyDefaults(x any, s *structuralschema.Structural) {
+	if s == nil {
+		return
+	}
+	switch v := x.(type) {
+	case map[string]any:
+		for name, prop := range s.Properties {
+			if _, ok := v[name]; !ok && prop.Default.Object != nil {
+				v[name] = runtime.DeepCopyJSONValue(prop.Default.Object)
+			}
+			if child, ok := v[name]; ok {
+				applyDefaults(child, &prop)
+			}
+		}
+		if s.AdditionalProperties != nil && s.AdditionalProperties.Structural != nil {
+			for name, child := range v {
+				if _, declared := s.Properties[name]; !declared {
+					applyDefaults(child, s.AdditionalProperties.Structural)
+				}
+			}
+		}
+	case []any:
+		for _, item := range v {
+			applyDefaults(item, s.Items)
+		}
+	}
 }

@@ -127,3 +127,40 @@ func object(t *testing.T, src string) *unstructured.Unstructured {
 	}
 	return o
 }
+
+// TestValidateAppliesDefaults: a field both required and defaulted (what
+// kubebuilder writes for a field without omitempty that has a default) may
+// be absent, as the API server defaults it before validating.
+func TestValidateAppliesDefaults(t *testing.T) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal([]byte(`
+spec:
+  group: example.com
+  names: {kind: Thing}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [replicas]
+            properties:
+              replicas: {type: integer, default: 1, minimum: 1}
+`), crd); err != nil {
+		t.Fatal(err)
+	}
+	v, err := schema.New(crd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Validate(object(t, "apiVersion: example.com/v1\nkind: Thing\nmetadata: {name: x, namespace: d}\nspec: {}\n")); err != nil {
+		t.Errorf("a defaulted required field, absent: %v", err)
+	}
+	if err := v.Validate(object(t, "apiVersion: example.com/v1\nkind: Thing\nmetadata: {name: x, namespace: d}\nspec: {replicas: 0}\n")); err == nil {
+		t.Error("replicas 0 under a minimum of 1 was accepted")
+	}
+}
