@@ -198,20 +198,13 @@ func lint(stdin io.Reader, folders []kinds.Folder, v *renderschema.Validator, sa
 	var problems []string
 	checked := 0
 	for _, f := range folders {
-		cases, err := kindtest.Cases(f.FS)
+		failed, rendered, err := f.RenderCases(v)
 		if err != nil {
 			return nil, 0, fmt.Errorf("templates/%s: %w", f.Name, err)
 		}
-		for _, c := range cases {
-			if c.Files[kindtest.ErrorFile] != nil {
-				continue // a case that must fail, checked by stencil test
-			}
-			delete(c.Files, kindtest.ExpectedFile)
-			delete(c.Files, kindtest.FragmentsFile)
-			checked++
-			if out := runCase(f, c, v); out.Err != nil {
-				problems = append(problems, fmt.Sprintf("templates/%s/tests/%s: %v", f.Name, c.Name, placeError(out.Err, f.Name)))
-			}
+		checked += rendered
+		for _, out := range failed {
+			problems = append(problems, fmt.Sprintf("templates/%s/tests/%s: %v", f.Name, out.Case, placeError(out.Err, f.Name)))
 		}
 	}
 	byKind := kindsOf(folders)
@@ -228,13 +221,6 @@ func lint(stdin io.Reader, folders []kinds.Folder, v *renderschema.Validator, sa
 		}
 	}
 	return problems, checked, nil
-}
-
-func runCase(f kinds.Folder, c kindtest.Case, v render.Validator) kindtest.Outcome {
-	if f.Kind != nil {
-		return kindtest.RunKind(f.Kind, c, v)
-	}
-	return kindtest.RunDecorator(f.Decorator, c, v)
 }
 
 func newTestCommand() *cobra.Command {
@@ -295,7 +281,7 @@ func runTests(w io.Writer, folders []kinds.Folder, v render.Validator, only []st
 		}
 		for _, c := range cases {
 			ran++
-			out := runCase(f, c, v)
+			out := f.Run(c, v)
 			if update && out.Updatable(c) && !bytes.Equal(out.Got, c.Files[out.Golden]) {
 				if err := os.WriteFile(filepath.Join(dir, f.Name, kindtest.Folder, c.Name, out.Golden), out.Got, 0o644); err != nil {
 					return 0, 0, err
