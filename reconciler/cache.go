@@ -29,7 +29,8 @@ func cachedTypesOf(kinds []*render.Kind, scheme *runtime.Scheme) cachedTypes {
 	t := cachedTypes{whole: map[schema.GroupVersionKind]bool{}, scheme: scheme}
 	for _, k := range kinds {
 		for _, ref := range k.Declaration().Owns {
-			t.whole[ref.GroupVersionKind()] = t.whole[ref.GroupVersionKind()] || ref.Status || ref.JudgesHealth()
+			// A graph kind's templates read its objects whole.
+			t.whole[ref.GroupVersionKind()] = t.whole[ref.GroupVersionKind()] || ref.Status || ref.JudgesHealth() || k.HasGraph()
 		}
 		for _, ref := range k.Declaration().Observes {
 			t.whole[ref.GroupVersionKind()] = true

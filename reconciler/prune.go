@@ -28,12 +28,13 @@ import (
 // lists from the API server rather than the cache, so an object applied just
 // before the resource was deleted is not missed.
 func (r *Reconciler) prune(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured, fresh bool) ([]v1alpha1.InventoryEntry, error) {
-	return r.pruneFrom(ctx, cr, desired, fresh, fresh)
+	return r.pruneFrom(ctx, cr, desired, nil, fresh, fresh)
 }
 
 // pruneFrom is prune, listing from the API server with fresh and only
-// cluster-scoped types with clusterOnly.
-func (r *Reconciler) pruneFrom(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured, fresh, clusterOnly bool) ([]v1alpha1.InventoryEntry, error) {
+// cluster-scoped types with clusterOnly. The objects of the graph's nodes
+// that wait (by their node annotation) are kept as they are.
+func (r *Reconciler) pruneFrom(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured, waiting map[string]bool, fresh, clusterOnly bool) ([]v1alpha1.InventoryEntry, error) {
 	keep := map[string]bool{}
 	for _, d := range desired {
 		keep[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())] = true
@@ -45,7 +46,7 @@ func (r *Reconciler) pruneFrom(ctx context.Context, cr v1alpha1.Object, desired 
 			return pruned, fmt.Errorf("listing %s to prune: %w", gvk.Kind, err)
 		}
 		for _, item := range items {
-			if keep[idOf(gvk, item.GetNamespace(), item.GetName())] {
+			if keep[idOf(gvk, item.GetNamespace(), item.GetName())] || waiting[item.GetAnnotations()[v1alpha1.AnnotationGraphNode]] {
 				continue
 			}
 			if item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled {

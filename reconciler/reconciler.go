@@ -39,7 +39,8 @@ const (
 )
 
 // finalizer is set on custom resources whose render holds cluster-scoped
-// objects, which no ownerReference can clean up.
+// objects, which no ownerReference can clean up, and on those of graph
+// kinds, whose objects are deleted in the graph's reverse order.
 const finalizer = "stencil.dev/cleanup"
 
 // Reconciler reconciles the custom resources of one kind. One generic type
@@ -89,6 +90,8 @@ type Reconciler struct {
 	// recheck wakes the resources whose applies the watch has not shown
 	// (see recheckUnseen).
 	recheck chan event.GenericEvent
+	// inputs are the inputs each resource of a graph kind read last.
+	inputs inputReads
 }
 
 // Timings of the reconcile.
@@ -162,6 +165,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 		if errors.Is(err, fence.ErrFenced) {
 			return fenced(ctx, err)
 		}
+		if errors.Is(err, errStagesLeft) {
+			// The deletions' events bring it back; this is the backstop.
+			return reconcile.Result{RequeueAfter: recreateBackstop}, nil
+		}
 		return reconcile.Result{}, err
 	}
 	current, err := r.currentStatus(cr)
@@ -185,8 +192,15 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	log := ctrl.LoggerFrom(ctx)
 	var err error
 	r.rollout.leave(client.ObjectKeyFromObject(cr)) // the gate adds it again if it still waits
-	if res.desired, err = r.kind.Render(cr); err != nil {
+	plan, err := r.renderPlan(ctx, cr)
+	if err != nil {
 		log.Info("Render failed", "error", err.Error())
+		if apierrors.IsForbidden(err) {
+			// An input stencil (or the resource's ServiceAccount) may not
+			// read: no event tells of a new RoleBinding.
+			res.record(v1alpha1.ReasonForbidden, true, err)
+			return reconcile.Result{RequeueAfter: forbiddenRetry}, nil
+		}
 		if overTime(err) {
 			// The clock, not the spec, may be to blame (a loaded node):
 			// retried with backoff.
@@ -195,7 +209,8 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		// A retry cannot fix a template error; a spec change triggers a new reconcile.
 		return reconcile.Result{}, reconcile.TerminalError(res.fail(renderFailure(err), true, err))
 	}
-	if EmptyRender(cr, res.desired) {
+	res.desired, res.graphWaiting = plan.Objects, plan.Waiting
+	if len(res.graphWaiting) == 0 && EmptyRender(cr, res.desired) {
 		res.record(v1alpha1.ReasonEmptyRender, true, errEmptyRender)
 		return reconcile.Result{}, nil
 	}
@@ -267,7 +282,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	}
 	res.templates, res.renderDigest = r.kind.Templates(), digest
 	res.ownedFields = r.applier.ownedDigest(res.desired)
-	if res.pruned, err = r.pruneAfterClaim(ctx, cr, res.desired); err != nil {
+	if res.pruned, err = r.pruneAfterClaim(ctx, cr, res.desired, waitingNodes(res)); err != nil {
 		return reconcile.Result{}, res.fail(v1alpha1.ReasonPruneFailed, false, err)
 	}
 	if res.kindStatus, err = r.kindStatus(ctx, cr, res); err != nil {
@@ -536,6 +551,7 @@ func (r *Reconciler) forget(nn types.NamespacedName) {
 	r.conflicts.Delete(nn)
 	r.rollout.forget(nn)
 	r.held.Delete(nn)
+	r.inputs.forget(nn)
 	r.owners.Range(func(uid, owner any) bool {
 		if owner == nn {
 			r.owners.Delete(uid)
@@ -590,6 +606,9 @@ type result struct {
 	// waiting: the change the new templates bring waits for its turn; the
 	// reconcile applied nothing.
 	waiting *pending
+	// graphWaiting are the nodes of a graph kind that this render did not
+	// render: their turn has not come.
+	graphWaiting []render.Waiting
 }
 
 // pending is why a resource waits for a paced rollout.
@@ -612,8 +631,14 @@ type failure struct {
 // kstatus expects them to get there, HealthCheckFailed (Stalled) when it
 // says one failed.
 func (res *result) healthFailure() *failure {
-	if res.failure != nil || len(res.unhealthy) == 0 {
+	if res.failure != nil {
 		return res.failure
+	}
+	if len(res.graphWaiting) > 0 {
+		return &failure{reason: v1alpha1.ReasonWaiting, err: errors.New(waitMessage(len(res.desired), res.graphWaiting))}
+	}
+	if len(res.unhealthy) == 0 {
+		return nil
 	}
 	f := &failure{reason: v1alpha1.ReasonProgressing, err: errors.New(healthMessage(len(res.desired), res.unhealthy))}
 	if res.unhealthy[0].failed {
@@ -669,7 +694,7 @@ var errEmptyRender = errors.New("the templates rendered no objects")
 // ensureFinalizer adds the cleanup finalizer before any cluster-scoped object
 // is applied.
 func (r *Reconciler) ensureFinalizer(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) error {
-	if controllerutil.ContainsFinalizer(cr, finalizer) || !anyClusterScoped(desired) {
+	if controllerutil.ContainsFinalizer(cr, finalizer) || !anyClusterScoped(desired) && !r.kind.HasGraph() {
 		return nil
 	}
 	patch := finalizersPatch(cr)
@@ -709,6 +734,8 @@ func (r *Reconciler) finalizeAndReport(ctx context.Context, cr v1alpha1.Object) 
 	}
 	res := &result{generation: cr.GetGeneration(), pruned: pruned}
 	switch ready := meta.FindStatusCondition(cr.StencilStatus().Conditions, v1alpha1.ConditionReady); {
+	case errors.Is(err, errStagesLeft):
+		res.record(v1alpha1.ReasonDeleting, false, fmt.Errorf("stencil deletes its objects in the reverse order of the graph, one stage after the other (%d deleted in this turn)", len(pruned)))
 	case err != nil:
 		res.record(v1alpha1.ReasonCleanupFailed, false, err)
 	case ready != nil && ready.Reason == v1alpha1.ReasonCleanupFailed:
@@ -725,6 +752,10 @@ func (r *Reconciler) finalizeAndReport(ctx context.Context, cr v1alpha1.Object) 
 	return errors.Join(err, serr)
 }
 
+// errStagesLeft: a graph kind's resource still has objects to delete, in a
+// later turn (their deletion events bring it back).
+var errStagesLeft = errors.New("deleting the graph's objects stage by stage")
+
 var errCleanedUp = errors.New("stencil deleted the resource's cluster-scoped objects and removed its finalizer")
 
 // finalize deletes the cluster-scoped objects of a custom resource being
@@ -734,7 +765,17 @@ func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) ([]v1alph
 	if !controllerutil.ContainsFinalizer(cr, finalizer) {
 		return nil, nil
 	}
-	pruned, err := r.prune(ctx, cr, nil, true)
+	var pruned []v1alpha1.InventoryEntry
+	var err error
+	if r.kind.HasGraph() {
+		var done bool
+		pruned, done, err = r.deleteInOrder(ctx, cr)
+		if err == nil && !done {
+			return pruned, errStagesLeft
+		}
+	} else {
+		pruned, err = r.prune(ctx, cr, nil, true)
+	}
 	if err != nil {
 		return pruned, fmt.Errorf("cleaning up before deletion: %w", err)
 	}

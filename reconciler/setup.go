@@ -190,6 +190,10 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 	if err := indexOwnerUID(mgr, types); err != nil {
 		return err
 	}
+	inputs, err := inputCache(mgr, kinds)
+	if err != nil {
+		return err
+	}
 	for _, k := range kinds {
 		gvk := k.GroupVersionKind()
 		unhealthy.track(gvk.Kind)
@@ -230,6 +234,10 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 		for _, t := range k.Declaration().Observes {
 			b = b.Watches(types.newObject(t.GroupVersionKind()), handler.EnqueueRequestsFromMapFunc(r.ownerByUID))
 		}
+		for _, gvk := range inputTypes(k) {
+			b = b.WatchesRawSource(source.Kind[client.Object](inputs, metadataOf(gvk), handler.EnqueueRequestsFromMapFunc(
+				func(_ context.Context, obj client.Object) []reconcile.Request { return r.inputs.readers(gvk, obj) })))
+		}
 		if err := b.Complete(r); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", gvk.Kind, err)
 		}
@@ -243,6 +251,42 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 		}
 	}
 	return nil
+}
+
+// inputCache is the cache of the graph kinds' inputs, metadata only and
+// not limited to stencil's labels (an input is someone else's object):
+// its events tell which resources to render again, whose renders then read
+// the inputs from the API server. nil when no kind has inputs.
+func inputCache(mgr ctrl.Manager, kinds []*render.Kind) (cache.Cache, error) {
+	if !slices.ContainsFunc(kinds, func(k *render.Kind) bool { return len(inputTypes(k)) > 0 }) {
+		return nil, nil
+	}
+	c, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields()})
+	if err != nil {
+		return nil, fmt.Errorf("making the cache of the kinds' inputs: %w", err)
+	}
+	if err := mgr.Add(c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// inputTypes are the types of a kind's inputs.
+func inputTypes(k *render.Kind) []schema.GroupVersionKind {
+	var out []schema.GroupVersionKind
+	for _, in := range k.Inputs() {
+		if !slices.Contains(out, in.GroupVersionKind()) {
+			out = append(out, in.GroupVersionKind())
+		}
+	}
+	slices.SortFunc(out, func(a, b schema.GroupVersionKind) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	return m
 }
 
 // listOf reads the custom resources of a kind from the cache.

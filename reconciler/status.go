@@ -168,7 +168,13 @@ func (r *Reconciler) healthPace(key client.ObjectKey, before, after *v1alpha1.St
 // healthReason: Ready says the objects are applied and not all healthy.
 func healthReason(s *v1alpha1.Status) bool {
 	c := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionReady)
-	return c != nil && (c.Reason == v1alpha1.ReasonProgressing || c.Reason == v1alpha1.ReasonHealthCheckFailed)
+	return c != nil && (progressingReason(c.Reason) || c.Reason == v1alpha1.ReasonHealthCheckFailed)
+}
+
+// progressingReason: the objects are on their way, as far as stencil can
+// tell (not healthy yet, or a graph's nodes wait for them).
+func progressingReason(reason string) bool {
+	return reason == v1alpha1.ReasonProgressing || reason == v1alpha1.ReasonWaiting
 }
 
 // withoutProgress is s without the conditions that tell of health.
@@ -236,8 +242,8 @@ func (r *Reconciler) recordTransitions(cr v1alpha1.Object, before, after []metav
 		if old == nil && healthy(c) && c.Reason != v1alpha1.ReasonDriftFixed {
 			continue
 		}
-		progressing := c.Reason == v1alpha1.ReasonProgressing
-		if progressing && (old == nil || old.Status == metav1.ConditionTrue) || old != nil && old.Reason == v1alpha1.ReasonProgressing && healthy(c) {
+		progressing := progressingReason(c.Reason)
+		if progressing && (old == nil || old.Status == metav1.ConditionTrue || progressingReason(old.Reason)) || old != nil && progressingReason(old.Reason) && healthy(c) {
 			continue // objects on their way to healthy, or there: the normal course, not news
 		}
 		eventType := corev1.EventTypeNormal
@@ -283,6 +289,10 @@ func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPo
 	if res.ok() {
 		after.ObservedGeneration = res.generation
 		after.Inventory = inventory(res.desired)
+		if len(res.graphWaiting) > 0 {
+			// The waiting nodes' objects were kept: what prune left stays.
+			after.Inventory = mergeInventory(before.Inventory, res.desired, res.pruned)
+		}
 		after.OwnedFields = res.ownedFields
 		setDriftedCondition(after, res, policy)
 	} else {
@@ -355,7 +365,7 @@ func failureMessage(s *v1alpha1.Status, f *failure) string {
 		return "The resource is being deleted, and deleting its cluster-scoped objects failed: " + f.err.Error() + ". Its finalizer stays until they are gone; stencil retries with backoff."
 	case v1alpha1.ReasonDeleting:
 		return "The resource is being deleted: " + f.err.Error() + ". It may still wait for other finalizers."
-	case v1alpha1.ReasonProgressing, v1alpha1.ReasonHealthCheckFailed:
+	case v1alpha1.ReasonProgressing, v1alpha1.ReasonHealthCheckFailed, v1alpha1.ReasonWaiting:
 		return f.err.Error()
 	case v1alpha1.ReasonStatusFailed:
 		if _, ok := errors.AsType[*render.LimitError](f.err); ok {

@@ -3,6 +3,7 @@ package render
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"text/template"
 
@@ -36,6 +37,8 @@ func funcs(t *template.Template) template.FuncMap {
 	fm["toYaml"] = toYaml
 	fm["required"] = required
 	fm["ownerLabels"] = ownerLabels
+	fm[fnNeed] = need
+	maps.Copy(fm, graphFuncStubs())
 	fm["include"] = func(name string, data any) (string, error) {
 		var buf strings.Builder
 		err := t.ExecuteTemplate(&buf, name, data)

@@ -36,6 +36,13 @@ type Declaration struct {
 	Owns []TypeRef `json:"owns"`
 	// Observes lists types the kind's status reads but does not own.
 	Observes []TypeRef `json:"observes,omitempty"`
+	// Graph orders and gates the templates, by node: a template's file
+	// name without .yaml (see [Node]). A kind with a graph or inputs is a
+	// graph kind, rendered by [Kind.RenderGraph].
+	Graph map[string]Node `json:"graph,omitempty"`
+	// Inputs are objects the templates read but stencil does not own, by
+	// the name the input function takes (see [Input]).
+	Inputs map[string]Input `json:"inputs,omitempty"`
 }
 
 // TypeRef names a type.
@@ -128,6 +135,7 @@ type Kind struct {
 	digest      string
 	limits      Limits
 	runs        *executions // shared by the copies WithLimits makes
+	graph       *graph      // nil: not a graph kind
 }
 
 // Load parses a kind's folder once: every template with missingkey=error and
@@ -160,6 +168,14 @@ func Load(def Definition) (*Kind, error) {
 	k.manifests = slices.DeleteFunc(manifests, func(f string) bool { return f == kustomizationFile })
 	if len(k.manifests) == 0 {
 		return nil, fmt.Errorf("kind %s: no *.yaml templates", name)
+	}
+	if len(k.declaration.Graph) > 0 || len(k.declaration.Inputs) > 0 {
+		if k.kustomize {
+			return nil, fmt.Errorf("kind %s: a graph kind cannot use kustomize: kustomize transforms the objects of every node at once", name)
+		}
+		if k.graph, err = compileGraph(k.declaration, tmpl, k.manifests); err != nil {
+			return nil, fmt.Errorf("kind %s: %s: %w", name, declarationFile, err)
+		}
 	}
 	if k.digest, err = digestFolder(def.Templates, entries); err != nil {
 		return nil, fmt.Errorf("kind %s: %w", name, err)

@@ -69,6 +69,9 @@ type budget struct {
 	bytesName string // the limit on bytes this execution runs under
 	bytesMax  int
 	timeMax   time.Duration
+	// scope is what the graph functions read while a graph kind's node
+	// renders (nil otherwise).
+	scope *graphScope
 }
 
 // reset starts an execution of at most bytes (the limit named name) within
@@ -243,6 +246,7 @@ func metered(t *template.Template, b *budget) (*template.Template, error) {
 			return sprigCounted().nindent(spaces, s), nil
 		},
 	})
+	c.Funcs(graphFuncs(b))
 	c.Funcs(chargedAfter(b, "print", "println", "cat", "quote", "squote", "toYaml", "toJson", "toPrettyJson", "toRawJson", "b64enc", "b32enc", "wrap", "nospace", "upper", "lower", "title", "trim"))
 	return c, nil
 }

@@ -62,6 +62,14 @@ func (k *Kind) RenderValidated(obj v1alpha1.Object, v Validator) ([]*unstructure
 }
 
 func (k *Kind) render(obj v1alpha1.Object, v Validator) ([]*unstructured.Unstructured, error) {
+	if k.graph != nil {
+		// Without a snapshot: the nodes that wait for none.
+		plan, err := k.renderGraph(obj, GraphInput{}, v)
+		if err != nil {
+			return nil, err
+		}
+		return plan.Objects, nil
+	}
 	run, err := k.runs.get(k.limits, k.limits.Bytes, "rendered bytes")
 	if err != nil {
 		return nil, err
@@ -82,26 +90,36 @@ func (k *Kind) render(obj v1alpha1.Object, v Validator) ([]*unstructured.Unstruc
 	owner := newOwner(k.def.GroupVersionKind, obj)
 	seen := map[string]bool{}
 	for _, o := range objs {
-		file := o.GetAnnotations()[sourceAnnotation]
-		if err := k.check(o, owner); err != nil {
-			return nil, &Error{File: file, Err: err}
-		}
-		id := objectID(o)
-		if seen[id] {
-			return nil, &Error{File: file, Err: fmt.Errorf("%s is rendered twice", id)}
-		}
-		seen[id] = true
-		if err := stamp(o, owner); err != nil {
+		if err := k.finishObject(o, owner, v, seen); err != nil {
 			return nil, err
-		}
-		if v != nil {
-			if err := v.Validate(o); err != nil {
-				return nil, &Error{File: file, Line: k.locate(file, o.GetKind(), err), Err: err}
-			}
 		}
 	}
 	slices.SortFunc(objs, func(a, b *unstructured.Unstructured) int { return strings.Compare(objectID(a), objectID(b)) })
 	return objs, nil
+}
+
+// finishObject checks a rendered object against the kind's rules and
+// against v (when not nil), and stamps it; seen holds the objects of the
+// render so far, which it may not repeat.
+func (k *Kind) finishObject(o *unstructured.Unstructured, own owner, v Validator, seen map[string]bool) error {
+	file := o.GetAnnotations()[sourceAnnotation]
+	if err := k.check(o, own); err != nil {
+		return &Error{File: file, Err: err}
+	}
+	id := objectID(o)
+	if seen[id] {
+		return &Error{File: file, Err: fmt.Errorf("%s is rendered twice", id)}
+	}
+	seen[id] = true
+	if err := stamp(o, own); err != nil {
+		return err
+	}
+	if v != nil {
+		if err := v.Validate(o); err != nil {
+			return &Error{File: file, Line: k.locate(file, o.GetKind(), err), Err: err}
+		}
+	}
+	return nil
 }
 
 // sourceAnnotation records, during render only, which template produced an

@@ -235,6 +235,9 @@ const (
 	// yet by the kstatus rules (a Deployment whose pods are not available,
 	// say); stencil looks again when their status changes.
 	ReasonProgressing = "Progressing"
+	// ReasonWaiting: a graph kind's nodes wait for the objects of earlier
+	// nodes to be ready, for a value or for an input (Reconciling).
+	ReasonWaiting = "Waiting"
 	// ReasonHealthCheckFailed: every object is applied, and kstatus says
 	// some failed (a Deployment past its progress deadline, a failed Job).
 	ReasonHealthCheckFailed = "HealthCheckFailed"
@@ -331,6 +334,12 @@ const (
 	AnnotationForce      = "stencil.dev/force"
 	ForceEnabled         = "enabled"
 	ForceEnabledDataLoss = "enabled-data-loss"
+	// AnnotationGraphNode and AnnotationGraphStage, on an object of a
+	// graph kind, name the node (template) that rendered it and its place
+	// in the graph: a custom resource's objects are deleted from the
+	// highest stage down, and a node that waits keeps its objects.
+	AnnotationGraphNode  = "stencil.dev/graph-node"
+	AnnotationGraphStage = "stencil.dev/graph-stage"
 	// ReasonRecreating: stencil deleted an object to create it anew (an
 	// immutable field changed and its template allows it).
 	ReasonRecreating = "Recreating"

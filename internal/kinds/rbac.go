@@ -50,6 +50,9 @@ func ClusterRole(kinds []*render.Kind, decorators []*render.Decorator) rbacv1.Cl
 		for _, t := range k.Declaration().Observes {
 			addType(t, observedVerbs)
 		}
+		for _, in := range k.Inputs() {
+			addType(in.TypeRef(), observedVerbs) // read, never written
+		}
 	}
 	for _, d := range decorators {
 		decl := d.Declaration()

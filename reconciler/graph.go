@@ -1,0 +1,267 @@
+package reconciler
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/render"
+)
+
+// A graph kind (render.Kind.HasGraph) renders its templates in the order its
+// _kind.yaml declares: each reconcile renders the nodes whose dependencies
+// are ready in the cache, applies them, and keeps the objects of the nodes
+// that wait as they are. The objects' own events bring the resource back
+// when a gate may open: a closed gate costs no request. Inputs (objects the
+// kind reads but does not own) are read from the API server at each render,
+// as the resource's ServiceAccount when one writes its objects, and watched
+// metadata-only so that a change renders the resources that read them.
+
+// renderPlan renders cr with the live state its graph reads: its objects
+// from the cache, its inputs from the API server.
+func (r *Reconciler) renderPlan(ctx context.Context, cr v1alpha1.Object) (*render.Plan, error) {
+	if !r.kind.HasGraph() {
+		objs, err := r.kind.Render(cr)
+		if err != nil {
+			return nil, err
+		}
+		return &render.Plan{Objects: objs}, nil
+	}
+	in := render.GraphInput{
+		Live:   cachedSnapshot{ctx: ctx, c: r.client, types: r.applier.types},
+		Inputs: readSnapshot{ctx: ctx, c: r.inputReader(cr)},
+		Random: rand.Reader,
+	}
+	plan, err := r.kind.RenderGraph(cr, in)
+	if err == nil {
+		r.inputs.set(client.ObjectKeyFromObject(cr), plan.Reads)
+	}
+	return plan, err
+}
+
+// inputReader reads a resource's inputs: as the ServiceAccount that writes
+// its objects, when one does (a resource's author can then read, through
+// stencil, only what that ServiceAccount may read), else as stencil,
+// uncached.
+func (r *Reconciler) inputReader(cr v1alpha1.Object) client.Reader {
+	sa := r.identities.serviceAccount(r.kind.GroupVersionKind().Kind)
+	if sa == "" || r.tenants == nil {
+		return r.reader
+	}
+	c, err := r.tenants.client(cr.GetNamespace(), sa, r.client)
+	if err != nil {
+		return failingReader{err}
+	}
+	return c
+}
+
+// cachedSnapshot reads a resource's own objects from the cache (a graph
+// kind's owned types are cached whole).
+type cachedSnapshot struct {
+	ctx   context.Context
+	c     client.Reader
+	types cachedTypes
+}
+
+func (s cachedSnapshot) Get(gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
+	obj := s.types.newObject(gvk)
+	err := s.c.Get(s.ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	m, err := objectMap(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
+
+func (s cachedSnapshot) List(schema.GroupVersionKind, string, labels.Selector) ([]*unstructured.Unstructured, error) {
+	return nil, fmt.Errorf("a graph's own objects are read by name")
+}
+
+// readSnapshot reads inputs from the API server.
+type readSnapshot struct {
+	ctx context.Context
+	c   client.Reader
+}
+
+func (s readSnapshot) Get(gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	err := s.c.Get(s.ctx, client.ObjectKey{Namespace: namespace, Name: name}, u)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+func (s readSnapshot) List(gvk schema.GroupVersionKind, namespace string, selector labels.Selector) ([]*unstructured.Unstructured, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := s.c.List(s.ctx, list, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+		return nil, err
+	}
+	out := make([]*unstructured.Unstructured, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, &list.Items[i])
+	}
+	return out, nil
+}
+
+// failingReader fails every read with err.
+type failingReader struct{ err error }
+
+func (f failingReader) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return f.err
+}
+
+func (f failingReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return f.err
+}
+
+// inputReads remembers, per resource, the inputs its last render read, so
+// that an input's event renders those resources again.
+type inputReads struct {
+	mu    sync.Mutex
+	reads map[types.NamespacedName][]render.Read
+}
+
+func (w *inputReads) set(nn types.NamespacedName, reads []render.Read) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(reads) == 0 {
+		delete(w.reads, nn)
+		return
+	}
+	if w.reads == nil {
+		w.reads = map[types.NamespacedName][]render.Read{}
+	}
+	w.reads[nn] = reads
+}
+
+func (w *inputReads) forget(nn types.NamespacedName) { w.set(nn, nil) }
+
+// readers are the resources whose last render read (or looked for) the
+// object of type gvk.
+func (w *inputReads) readers(gvk schema.GroupVersionKind, obj client.Object) []reconcile.Request {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []reconcile.Request
+	for nn, reads := range w.reads {
+		if slices.ContainsFunc(reads, func(r render.Read) bool {
+			return r.Matches(gvk, obj.GetNamespace(), obj.GetName(), obj.GetLabels())
+		}) {
+			out = append(out, reconcile.Request{NamespacedName: nn})
+		}
+	}
+	return out
+}
+
+// waitingNodes are the names of the graph's nodes that res's render left
+// waiting: prune keeps their objects as they are.
+func waitingNodes(res *result) map[string]bool {
+	if len(res.graphWaiting) == 0 {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, w := range res.graphWaiting {
+		out[w.Node] = true
+	}
+	return out
+}
+
+// waitMessage says which nodes of the graph wait, and for what.
+func waitMessage(rendered int, waiting []render.Waiting) string {
+	var b strings.Builder
+	b.WriteString("The objects of the nodes whose turn has come (" + strconv.Itoa(rendered) + ") are applied; ")
+	b.WriteString(strconv.Itoa(len(waiting)) + " of the graph's nodes wait: ")
+	const shown = 3
+	for i, w := range waiting[:min(len(waiting), shown)] {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(w.String())
+	}
+	if len(waiting) > shown {
+		b.WriteString("; and " + strconv.Itoa(len(waiting)-shown) + " more")
+	}
+	b.WriteString(". Their objects, if any, are kept as they are; stencil renders them when what they wait for changes.")
+	return b.String()
+}
+
+// deleteInOrder deletes a graph kind's objects before its resource goes,
+// from the last stage of the graph to the first, as the objects' stage
+// annotations say (never by rendering again): the objects of one stage are
+// deleted once those of every later stage are gone. Objects without a
+// stage go first. It reports whether all are gone.
+func (r *Reconciler) deleteInOrder(ctx context.Context, cr v1alpha1.Object) ([]v1alpha1.InventoryEntry, bool, error) {
+	type found struct {
+		gvk  schema.GroupVersionKind
+		item client.Object
+	}
+	var left []found
+	top := math.MinInt
+	for _, gvk := range r.pruneTypes(cr, false) {
+		items, err := r.listToPrune(ctx, cr, gvk, true)
+		if err != nil {
+			return nil, false, fmt.Errorf("listing %s to delete: %w", gvk.Kind, err)
+		}
+		for _, item := range items {
+			if item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled || !r.ownedBy(item, cr) {
+				continue
+			}
+			left = append(left, found{gvk, item})
+			top = max(top, deletionStage(item))
+		}
+	}
+	if len(left) == 0 {
+		return nil, true, nil
+	}
+	var deleted []v1alpha1.InventoryEntry
+	for _, f := range left {
+		if deletionStage(f.item) != top || f.item.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if err := r.deleteOwned(ctx, f.gvk, f.item); err != nil {
+			return deleted, false, err
+		}
+		deleted = append(deleted, v1alpha1.InventoryEntry{APIVersion: f.gvk.GroupVersion().String(), Kind: f.gvk.Kind, Namespace: f.item.GetNamespace(), Name: f.item.GetName()})
+	}
+	ctrl.LoggerFrom(ctx).Info("Deleting a graph's objects in reverse order; waiting for this stage to go", "stage", top, "objects", len(left), "cr", klog.KObj(cr))
+	return deleted, false, nil
+}
+
+// deletionStage is an object's stage for deletion: objects without one
+// (rendered before the kind had a graph) go first.
+func deletionStage(o metav1.Object) int {
+	if s := render.Stage(o); s >= 0 {
+		return s
+	}
+	return math.MaxInt
+}

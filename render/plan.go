@@ -1,0 +1,542 @@
+package render
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+
+	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+// Snapshot is what a graph kind's render reads besides its custom resource:
+// the live objects, as the cache holds them at run time, or a file offline.
+// Get returns nil, nil when the object does not exist.
+type Snapshot interface {
+	Get(gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error)
+	List(gvk schema.GroupVersionKind, namespace string, selector labels.Selector) ([]*unstructured.Unstructured, error)
+}
+
+// Objects is a Snapshot of the objects it holds.
+type Objects []*unstructured.Unstructured
+
+// Get implements Snapshot.
+func (s Objects) Get(gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
+	for _, o := range s {
+		if o.GroupVersionKind() == gvk && o.GetNamespace() == namespace && o.GetName() == name {
+			return o, nil
+		}
+	}
+	return nil, nil
+}
+
+// List implements Snapshot.
+func (s Objects) List(gvk schema.GroupVersionKind, namespace string, selector labels.Selector) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, o := range s {
+		if o.GroupVersionKind() == gvk && o.GetNamespace() == namespace && selector.Matches(labels.Set(o.GetLabels())) {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// Plan is a graph kind's render: the objects of the nodes whose turn has
+// come, and why the others wait. A kind without a graph renders every
+// object and waits for nothing.
+type Plan struct {
+	Objects []*unstructured.Unstructured
+	// Waiting are the nodes not rendered, in graph order.
+	Waiting []Waiting
+	// Reads are the inputs the render looked for, found or not: a change
+	// of any of them renders the resource again.
+	Reads []Read
+}
+
+// Waiting is a node that was not rendered: what it waits for.
+type Waiting struct {
+	Node string
+	// Stage is the node's place in the graph (0: it waits for no node).
+	Stage int
+	For   string
+}
+
+func (w Waiting) String() string { return w.Node + " waits for " + w.For }
+
+// Read is an input a render looked for: one object by name, or the objects
+// a selector matches.
+type Read struct {
+	GVK       schema.GroupVersionKind
+	Namespace string
+	Name      string
+	Selector  labels.Selector
+}
+
+// Matches reports whether the object namespace/name with these labels is
+// (or would be) what r reads.
+func (r Read) Matches(gvk schema.GroupVersionKind, namespace, name string, set map[string]string) bool {
+	if gvk != r.GVK || namespace != r.Namespace {
+		return false
+	}
+	if r.Selector != nil {
+		return r.Selector.Matches(labels.Set(set))
+	}
+	return name == r.Name
+}
+
+// GraphInput is what RenderGraph reads besides the custom resource.
+type GraphInput struct {
+	// Live holds the resource's live objects (nil: none).
+	Live Snapshot
+	// Inputs is where the declared inputs are read (nil: Live).
+	Inputs Snapshot
+	// Random is where generate takes its values (nil: a fixed source, so
+	// that offline renders and tests are repeatable).
+	Random io.Reader
+}
+
+// HasGraph reports whether the kind declares a graph or inputs.
+func (k *Kind) HasGraph() bool { return k.graph != nil }
+
+// Inputs are the kind's declared inputs, by name.
+func (k *Kind) Inputs() map[string]Input {
+	if k.graph == nil {
+		return nil
+	}
+	out := map[string]Input{}
+	for name, in := range k.graph.inputs {
+		out[name] = in.Input
+	}
+	return out
+}
+
+// Stage is the place in the kind's graph of the node an object was
+// rendered by, from its annotation (-1 when it has none): deletion goes
+// from the highest stage down.
+func Stage(o interface{ GetAnnotations() map[string]string }) int {
+	s, err := strconv.Atoi(o.GetAnnotations()[v1alpha1.AnnotationGraphStage])
+	if err != nil {
+		return -1
+	}
+	return s
+}
+
+// RenderGraph renders the nodes of a graph kind in order: a node whose
+// dependencies are not all ready, or whose template needs a value or an
+// input that is not there yet, is not rendered, and the plan says what it
+// waits for. Objects are checked and stamped as Render does. It is pure: a
+// function of the resource and the snapshot.
+func (k *Kind) RenderGraph(obj v1alpha1.Object, in GraphInput) (*Plan, error) {
+	return k.renderGraph(obj, in, nil)
+}
+
+// RenderGraphValidated is RenderGraph, checking every object with v.
+func (k *Kind) RenderGraphValidated(obj v1alpha1.Object, in GraphInput, v Validator) (*Plan, error) {
+	return k.renderGraph(obj, in, v)
+}
+
+func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Plan, error) {
+	if k.graph == nil {
+		objs, err := k.render(obj, v)
+		if err != nil {
+			return nil, err
+		}
+		return &Plan{Objects: objs}, nil
+	}
+	if in.Live == nil {
+		in.Live = Objects(nil)
+	}
+	if in.Inputs == nil {
+		in.Inputs = in.Live
+	}
+	if in.Random == nil {
+		in.Random = rand.NewChaCha8([32]byte{})
+	}
+	run, err := k.runs.get(k.limits, k.limits.Bytes, "rendered bytes")
+	if err != nil {
+		return nil, err
+	}
+	defer k.runs.put(run)
+	defer func() { run.b.scope = nil }()
+	gr := &graphRun{k: k, cr: obj, in: in, owner: newOwner(k.def.GroupVersionKind, obj),
+		rendered: map[string][]*unstructured.Unstructured{}, ready: map[string]readiness{},
+		inputs: map[string]inputValue{}, plan: &Plan{}}
+	seen := map[string]bool{}
+	for _, name := range k.graph.order {
+		n := k.graph.nodes[name]
+		if why := gr.blocked(n); why != "" {
+			gr.wait(n, why)
+			continue
+		}
+		run.b.scope = &graphScope{run: gr, node: n}
+		out, err := run.execute(n.file, obj)
+		if w, ok := errors.AsType[*WaitError](err); ok {
+			gr.wait(n, w.For)
+			continue
+		}
+		if err != nil {
+			return nil, &Error{File: n.file, Err: err}
+		}
+		docs, err := decode(out, run.within(k.limits, len(gr.plan.Objects)))
+		if err != nil {
+			return nil, &Error{File: n.file, Err: err}
+		}
+		for _, d := range docs {
+			setSource(d, n.file)
+			markNode(d, n, k.graph.stage[name])
+			if err := k.finishObject(d, gr.owner, v, seen); err != nil {
+				return nil, err
+			}
+			if len(n.secrets) > 0 && (d.GetAPIVersion() != "v1" || d.GetKind() != "Secret") {
+				return nil, &Error{File: n.file, Err: fmt.Errorf("%s %q: the template reads the Secret input %q, so it may render only Secrets: a Secret's data must not reach an object that more people can read", d.GetKind(), d.GetName(), n.secrets[0])}
+			}
+		}
+		gr.rendered[name] = docs
+		gr.plan.Objects = append(gr.plan.Objects, docs...)
+	}
+	slices.SortFunc(gr.plan.Objects, func(a, b *unstructured.Unstructured) int { return strings.Compare(objectID(a), objectID(b)) })
+	return gr.plan, nil
+}
+
+// markNode records on o the node that rendered it and its stage; a
+// createOnly node's objects are created once and never updated.
+func markNode(o *unstructured.Unstructured, n *graphNode, stage int) {
+	ann := o.GetAnnotations()
+	ann[v1alpha1.AnnotationGraphNode] = n.name
+	ann[v1alpha1.AnnotationGraphStage] = strconv.Itoa(stage)
+	if n.CreateOnly {
+		ann[v1alpha1.AnnotationSSA] = v1alpha1.SSAIfNotPresent
+	}
+	o.SetAnnotations(ann)
+}
+
+// WaitError stops a node's render: a value it needs is not there yet.
+type WaitError struct{ For string }
+
+func (e *WaitError) Error() string { return "waits for " + e.For }
+
+// graphRun is one graph render's state.
+type graphRun struct {
+	k        *Kind
+	cr       v1alpha1.Object
+	in       GraphInput
+	owner    owner
+	rendered map[string][]*unstructured.Unstructured
+	ready    map[string]readiness
+	inputs   map[string]inputValue
+	plan     *Plan
+}
+
+// readiness of a rendered node: its live objects, and why it is not ready
+// ("" when it is).
+type readiness struct {
+	live []map[string]any
+	why  string
+}
+
+type inputValue struct {
+	value any
+	why   string // a required input that is missing: what the node waits for
+	err   error
+}
+
+func (gr *graphRun) wait(n *graphNode, why string) {
+	gr.plan.Waiting = append(gr.plan.Waiting, Waiting{Node: n.name, Stage: gr.k.graph.stage[n.name], For: why})
+}
+
+// blocked is why n may not render yet: a dependency that did not render or
+// is not ready ("" when none).
+func (gr *graphRun) blocked(n *graphNode) string {
+	for _, a := range n.after {
+		if _, ok := gr.rendered[a]; !ok {
+			return a + " (which waits too)"
+		}
+		if r := gr.readiness(a); r.why != "" {
+			return a + ": " + r.why
+		}
+	}
+	return ""
+}
+
+// readiness judges a rendered node's objects on their live state: each must
+// exist, be this resource's, hold this render (its desired hash; a
+// createOnly object only has to exist), be current by the kstatus rules and
+// pass the node's readyWhen rules.
+func (gr *graphRun) readiness(name string) readiness {
+	if r, ok := gr.ready[name]; ok {
+		return r
+	}
+	n := gr.k.graph.nodes[name]
+	r := readiness{}
+	for _, d := range gr.rendered[name] {
+		live, err := gr.in.Live.Get(d.GroupVersionKind(), d.GetNamespace(), d.GetName())
+		if r.why = objectReadiness(n, d, live, err, gr.owner); r.why != "" {
+			r.live = nil
+			break
+		}
+		r.live = append(r.live, live.Object)
+	}
+	gr.ready[name] = r
+	return r
+}
+
+func objectReadiness(n *graphNode, d, live *unstructured.Unstructured, err error, own owner) string {
+	what := d.GetKind() + " " + d.GetName()
+	switch {
+	case err != nil:
+		return what + ": cannot be read: " + err.Error()
+	case live == nil:
+		return what + " to be created"
+	case live.GetLabels()[v1alpha1.LabelOwnerUID] != string(own.uid):
+		return what + ", which is not this resource's"
+	case !n.CreateOnly && live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != d.GetAnnotations()[v1alpha1.AnnotationDesiredHash]:
+		return what + " to be updated"
+	}
+	u := live.DeepCopy()
+	verdict, err := kstatus.Compute(u)
+	switch {
+	case err != nil:
+		return what + ": cannot judge its health: " + err.Error()
+	case verdict.Status != kstatus.CurrentStatus:
+		return what + " to be ready (" + strings.TrimSuffix(verdict.Message, ".") + ")"
+	}
+	for i, rule := range n.readyWhen {
+		var out strings.Builder
+		if err := rule.Execute(&out, live.Object); err != nil {
+			return fmt.Sprintf("%s: readyWhen[%d] failed: %v", what, i, err)
+		}
+		if strings.TrimSpace(out.String()) != "true" {
+			return fmt.Sprintf("%s: readyWhen[%d] %s", what, i, n.ReadyWhen[i])
+		}
+	}
+	return ""
+}
+
+// input resolves a declared input once per render: nil for an optional one
+// that is missing, a WaitError for a required one.
+func (gr *graphRun) input(name string) (any, error) {
+	if v, ok := gr.inputs[name]; ok {
+		return v.value, v.valueErr()
+	}
+	v := gr.resolve(gr.k.graph.inputs[name])
+	gr.inputs[name] = v
+	return v.value, v.valueErr()
+}
+
+func (v inputValue) valueErr() error {
+	switch {
+	case v.err != nil:
+		return v.err
+	case v.why != "":
+		return &WaitError{For: v.why}
+	}
+	return nil
+}
+
+func (gr *graphRun) resolve(in *graphInput) inputValue {
+	ns := cmp.Or(in.Namespace, gr.cr.GetNamespace())
+	gvk := in.GroupVersionKind()
+	if in.selector != nil {
+		src, err := runSmall(in.selector, gr.cr)
+		if err != nil {
+			return inputValue{err: fmt.Errorf("inputs: selector: %w", err)}
+		}
+		sel, err := labels.Parse(src)
+		if err != nil {
+			return inputValue{err: fmt.Errorf("inputs: selector %q: %w", src, err)}
+		}
+		gr.plan.Reads = append(gr.plan.Reads, Read{GVK: gvk, Namespace: ns, Selector: sel})
+		objs, err := gr.in.Inputs.List(gvk, ns, sel)
+		if err != nil {
+			return inputValue{err: fmt.Errorf("inputs: listing %s: %w", in.Kind, err)}
+		}
+		slices.SortFunc(objs, func(a, b *unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
+		list := make([]map[string]any, 0, len(objs))
+		for _, o := range objs {
+			list = append(list, o.Object)
+		}
+		return inputValue{value: list}
+	}
+	name, err := runSmall(in.name, gr.cr)
+	if err != nil {
+		return inputValue{err: fmt.Errorf("inputs: name: %w", err)}
+	}
+	if name == "" {
+		if in.Optional {
+			return inputValue{}
+		}
+		return inputValue{why: "a name for the input " + in.Kind + " (the spec gives none)"}
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return inputValue{err: fmt.Errorf("inputs: %s name %q is not a valid name: %s", in.Kind, name, strings.Join(errs, "; "))}
+	}
+	gr.plan.Reads = append(gr.plan.Reads, Read{GVK: gvk, Namespace: ns, Name: name})
+	o, err := gr.in.Inputs.Get(gvk, ns, name)
+	switch {
+	case err != nil:
+		return inputValue{err: fmt.Errorf("inputs: reading %s %s/%s: %w", in.Kind, ns, name, err)}
+	case o == nil && in.Optional:
+		return inputValue{}
+	case o == nil:
+		return inputValue{why: in.Kind + " " + ns + "/" + name + " to exist"}
+	}
+	return inputValue{value: o.Object}
+}
+
+// runSmall runs a short template (an input's name or selector) over data.
+func runSmall(t interface {
+	Execute(io.Writer, any) error
+}, data any) (string, error) {
+	var out strings.Builder
+	if err := t.Execute(&out, data); err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+// graphScope is what the graph functions of one node's execution read.
+type graphScope struct {
+	run  *graphRun
+	node *graphNode
+}
+
+// object is the live object of a node before this one, which must render
+// exactly one.
+func (s *graphScope) object(name string) (map[string]any, error) {
+	list, err := s.objects(name)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) != 1 {
+		return nil, fmt.Errorf("object %q: that node renders %d objects; use objects", name, len(list))
+	}
+	return list[0], nil
+}
+
+// objects are the live objects of a node before this one.
+func (s *graphScope) objects(name string) ([]map[string]any, error) {
+	if !slices.Contains(s.node.after, name) {
+		return nil, fmt.Errorf("objects %q: not a node this one waits for", name)
+	}
+	return s.run.readiness(name).live, nil
+}
+
+func (s *graphScope) input(name string) (any, error) {
+	if !slices.Contains(s.node.reads, name) {
+		return nil, fmt.Errorf("input %q: not declared", name)
+	}
+	return s.run.input(name)
+}
+
+// need is the value at a dotted path of obj; when it is missing or empty
+// the node waits for it. The value itself is never in the message.
+func need(path string, obj any) (any, error) {
+	m, _ := obj.(map[string]any)
+	what := "the object"
+	if m != nil {
+		u := unstructured.Unstructured{Object: m}
+		what = u.GetKind() + " " + u.GetName()
+	}
+	v := any(m)
+	for key := range strings.SplitSeq(path, ".") {
+		next, ok := v.(map[string]any)
+		if !ok {
+			v = nil
+			break
+		}
+		v = next[key]
+	}
+	if empty(v) {
+		return nil, &WaitError{For: what + " to have " + path}
+	}
+	return v, nil
+}
+
+func empty(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case string:
+		return v == ""
+	case map[string]any:
+		return len(v) == 0
+	case []any:
+		return len(v) == 0
+	}
+	return false
+}
+
+// alphanumerics are generate's characters.
+const alphanumerics = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// generate is n random letters and digits from the render's source, for a
+// createOnly node (only the first render's value is ever applied).
+func (s *graphScope) generate(n int) (string, error) {
+	if n < 1 || n > 4096 {
+		return "", fmt.Errorf("generate %d: the length must be 1 to 4096", n)
+	}
+	raw := make([]byte, n)
+	if _, err := io.ReadFull(s.run.in.Random, raw); err != nil {
+		return "", fmt.Errorf("generate: %w", err)
+	}
+	for i, b := range raw {
+		raw[i] = alphanumerics[int(b)%len(alphanumerics)]
+	}
+	return string(raw), nil
+}
+
+// graphFuncs are the graph functions of an execution whose budget b
+// carries the scope; outside a graph kind's node they fail.
+func graphFuncs(b *budget) map[string]any {
+	scope := func(fn string) (*graphScope, error) {
+		if b.scope == nil {
+			return nil, fmt.Errorf("%s: only a graph kind's templates may call it (declare graph or inputs in %s)", fn, declarationFile)
+		}
+		return b.scope, nil
+	}
+	return map[string]any{
+		fnObject: func(name string) (map[string]any, error) {
+			s, err := scope(fnObject)
+			if err != nil {
+				return nil, err
+			}
+			return s.object(name)
+		},
+		fnObjects: func(name string) ([]map[string]any, error) {
+			s, err := scope(fnObjects)
+			if err != nil {
+				return nil, err
+			}
+			return s.objects(name)
+		},
+		fnInput: func(name string) (any, error) {
+			s, err := scope(fnInput)
+			if err != nil {
+				return nil, err
+			}
+			return s.input(name)
+		},
+		fnGenerate: func(n int) (string, error) {
+			s, err := scope(fnGenerate)
+			if err != nil {
+				return "", err
+			}
+			return s.generate(n)
+		},
+	}
+}
+
+// graphFuncStubs declare the graph functions at parse time.
+func graphFuncStubs() map[string]any {
+	return graphFuncs(&budget{})
+}
