@@ -395,8 +395,11 @@ func (g *rollout) waitMessage(v turn) string {
 func renderDigest(objs []*unstructured.Unstructured) string {
 	h := sha256.New()
 	for _, o := range objs {
-		_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\n", o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName(),
-			o.GetAnnotations()[v1alpha1.AnnotationDesiredHash])
+		hash := o.GetAnnotations()[v1alpha1.AnnotationDesiredHash]
+		if createOnly(o) {
+			hash = "" // never applied again: its render (a generated value) may differ every time
+		}
+		_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\n", o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName(), hash)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:12]
 }

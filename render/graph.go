@@ -48,7 +48,8 @@ type Input struct {
 	// namespace unless the kind's author fixes another one here. It is
 	// never taken from the spec.
 	Namespace string `json:"namespace,omitempty"`
-	// Optional: a missing object is nil rather than a wait.
+	// Optional: a missing object is an empty map (with, dig and default
+	// treat it as absent) rather than a wait.
 	Optional bool `json:"optional,omitempty"`
 }
 
@@ -276,6 +277,17 @@ func (g *graph) sort() error {
 	g.order = slices.Sorted(maps.Keys(g.nodes))
 	slices.SortStableFunc(g.order, func(a, b string) int { return g.stage[a] - g.stage[b] })
 	return nil
+}
+
+// callsGraph: a template calls a graph function, so the kind is a graph
+// kind even when its _kind.yaml declares no graph.
+func callsGraph(tmpl *template.Template, manifests []string) bool {
+	for _, file := range manifests {
+		if calls, err := graphCalls(tmpl, file); err != nil || len(calls) > 0 {
+			return true // compileGraph reports the error
+		}
+	}
+	return false
 }
 
 // graphCall is a call of a graph function with its literal first argument.

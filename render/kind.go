@@ -169,7 +169,7 @@ func Load(def Definition) (*Kind, error) {
 	if len(k.manifests) == 0 {
 		return nil, fmt.Errorf("kind %s: no *.yaml templates", name)
 	}
-	if len(k.declaration.Graph) > 0 || len(k.declaration.Inputs) > 0 {
+	if k.declaration.Graph != nil || k.declaration.Inputs != nil || callsGraph(tmpl, k.manifests) {
 		if k.kustomize {
 			return nil, fmt.Errorf("kind %s: a graph kind cannot use kustomize: kustomize transforms the objects of every node at once", name)
 		}

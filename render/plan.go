@@ -13,6 +13,7 @@ import (
 	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -46,6 +47,30 @@ func (s Objects) List(gvk schema.GroupVersionKind, namespace string, selector la
 	for _, o := range s {
 		if o.GroupVersionKind() == gvk && o.GetNamespace() == namespace && selector.Matches(labels.Set(o.GetLabels())) {
 			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// DecodeObjects reads a YAML stream of objects (as kubectl get -o yaml
+// prints them: a List is unpacked) into a Snapshot.
+func DecodeObjects(data []byte) (Objects, error) {
+	docs, err := decode(data, func(int) error { return nil })
+	if err != nil {
+		return nil, err
+	}
+	var out Objects
+	for _, o := range docs {
+		if !o.IsList() {
+			out = append(out, o)
+			continue
+		}
+		err := o.EachListItem(func(item runtime.Object) error {
+			out = append(out, item.(*unstructured.Unstructured))
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
@@ -373,7 +398,7 @@ func (gr *graphRun) resolve(in *graphInput) inputValue {
 	}
 	if name == "" {
 		if in.Optional {
-			return inputValue{}
+			return inputValue{value: map[string]any{}}
 		}
 		return inputValue{why: "a name for the input " + in.Kind + " (the spec gives none)"}
 	}
@@ -386,7 +411,7 @@ func (gr *graphRun) resolve(in *graphInput) inputValue {
 	case err != nil:
 		return inputValue{err: fmt.Errorf("inputs: reading %s %s/%s: %w", in.Kind, ns, name, err)}
 	case o == nil && in.Optional:
-		return inputValue{}
+		return inputValue{value: map[string]any{}} // empty: with and dig work on it
 	case o == nil:
 		return inputValue{why: in.Kind + " " + ns + "/" + name + " to exist"}
 	}

@@ -13,7 +13,7 @@ import (
 	"io/fs"
 )
 
-//go:embed all:memcached all:myweb all:foo all:flightticket all:guestbook all:replicaset-podcount all:namespace-defaults
+//go:embed all:memcached all:myweb all:foo all:flightticket all:guestbook all:replicaset-podcount all:namespace-defaults all:appstack
 var folders embed.FS
 
 // Kind returns the folder of one kind, by its lower-case name.

@@ -20,6 +20,7 @@ import (
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/reconciler"
+	"github.com/stencil-operator/stencil/render"
 )
 
 // exitError ends the process with a given code, as `kubectl diff` does:
@@ -112,11 +113,16 @@ func runDiff(ctx context.Context, file, namespace string, stdin io.Reader, out i
 		case !apierrors.IsNotFound(err):
 			return false, fmt.Errorf("reading %s %s: %w", cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), err)
 		}
-		objs, err := cr.kind.Render(cr.obj)
+		plan, err := cr.kind.RenderGraph(cr.obj, render.GraphInput{Live: liveSnapshot{ctx: ctx, c: c}})
 		if err != nil {
 			return false, fmt.Errorf("rendering %s %s: %w", cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), err)
 		}
-		for _, o := range objs {
+		for _, w := range plan.Waiting {
+			if _, err := fmt.Fprintf(out, "# %s %s: %s: not rendered, its objects are left as they are\n", cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), w); err != nil {
+				return false, err
+			}
+		}
+		for _, o := range plan.Objects {
 			live, err := readLive(ctx, c, o)
 			if err != nil {
 				return false, err

@@ -129,10 +129,20 @@ func placeError(err error, folder string) error {
 // renderChecked renders cr, validating every object with v when v is set.
 // A type v has no schema for is reported on warn once and not checked.
 func renderChecked(cr resource, v *renderschema.Validator, warn io.Writer) ([]*unstructured.Unstructured, error) {
-	if v == nil {
-		return cr.kind.Render(cr.obj)
+	plan, err := renderPlanChecked(cr, v, warn, render.GraphInput{})
+	if err != nil {
+		return nil, err
 	}
-	return cr.kind.RenderValidated(cr.obj, &lenient{v: v, warn: warn, warned: map[schema.GroupVersionKind]bool{}})
+	return plan.Objects, nil
+}
+
+// renderPlanChecked is renderChecked with the live objects a graph kind
+// reads.
+func renderPlanChecked(cr resource, v *renderschema.Validator, warn io.Writer, in render.GraphInput) (*render.Plan, error) {
+	if v == nil {
+		return cr.kind.RenderGraph(cr.obj, in)
+	}
+	return cr.kind.RenderGraphValidated(cr.obj, in, &lenient{v: v, warn: warn, warned: map[schema.GroupVersionKind]bool{}})
 }
 
 // lenient validates what it has a schema for and warns about the rest.

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -21,9 +22,9 @@ import (
 )
 
 func newRenderCommand() *cobra.Command {
-	var file, namespace string
+	var file, namespace, observed string
 	var src templateSource
-	validate := true
+	validate, live := true, false
 	cmd := &cobra.Command{
 		Use:   "render -f FILE",
 		Short: "Print the objects the operator would apply for custom resources, offline",
@@ -39,7 +40,14 @@ command (exit code 2) with the template, the object and the field.
 
 A resource without metadata.uid renders with an empty owner UID; give it
 the live resource (kubectl get <kind> <name> -o yaml) to see exactly what
-the operator applies.`,
+the operator applies.
+
+A graph kind's templates read live objects: the resource's own earlier
+objects (to know which nodes' turn has come, and their values) and its
+inputs. Without them only the nodes that wait for nothing render; give them
+with --observed (a file of objects, such as kubectl get -o yaml prints), or
+read them from the cluster with --live. The nodes that wait are listed on
+standard error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			folders, v, err := src.load(validate)
@@ -50,14 +58,19 @@ the operator applies.`,
 			if err != nil {
 				return err
 			}
+			in, err := graphInput(cmd.Context(), observed, live)
+			if err != nil {
+				return err
+			}
 			for _, cr := range crs {
-				objs, err := renderChecked(cr, v, cmd.ErrOrStderr())
+				plan, err := renderPlanChecked(cr, v, cmd.ErrOrStderr(), in)
 				if err != nil {
 					return &exitError{code: 2, err: fmt.Errorf("rendering %s %s: %w", cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), placeError(err, folderOf(cr.kind)))}
 				}
-				if err := writeYAML(cmd.OutOrStdout(), objs); err != nil {
+				if err := writeYAML(cmd.OutOrStdout(), plan.Objects); err != nil {
 					return err
 				}
+				writeWaiting(cmd.ErrOrStderr(), cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), plan)
 			}
 			return nil
 		},
@@ -65,7 +78,27 @@ the operator applies.`,
 	bindInputFlags(cmd, &file, &namespace)
 	src.bindFlags(cmd)
 	cmd.Flags().BoolVar(&validate, "validate", true, "Check every object against its type's schema.")
+	cmd.Flags().StringVar(&observed, "observed", "", "A graph kind's live objects (its own and its inputs), as a file of objects.")
+	cmd.Flags().BoolVar(&live, "live", false, "Read a graph kind's live objects from the cluster (the current kubeconfig context).")
+	cmd.MarkFlagsMutuallyExclusive("observed", "live")
 	return cmd
+}
+
+// graphInput is what a graph kind's render reads: the objects of the
+// file observed, or the cluster's (live), or none.
+func graphInput(ctx context.Context, observed string, live bool) (render.GraphInput, error) {
+	switch {
+	case observed != "":
+		objs, err := readObserved(observed)
+		return render.GraphInput{Live: objs}, err
+	case live:
+		c, err := newClient()
+		if err != nil {
+			return render.GraphInput{}, err
+		}
+		return render.GraphInput{Live: liveSnapshot{ctx: ctx, c: c}}, nil
+	}
+	return render.GraphInput{}, nil
 }
 
 // resource is one custom resource read from a file, with its kind.

@@ -11,6 +11,7 @@ import (
 	flightsv1 "github.com/stencil-operator/stencil/api/flights/v1"
 	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
 	samplecontrollerv1alpha1 "github.com/stencil-operator/stencil/api/samplecontroller/v1alpha1"
+	stacksv1alpha1 "github.com/stencil-operator/stencil/api/stacks/v1alpha1"
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	webappv1 "github.com/stencil-operator/stencil/api/webapp/v1"
 	"github.com/stencil-operator/stencil/render"
@@ -25,6 +26,7 @@ var registry = []render.Definition{
 	{GroupVersionKind: samplecontrollerv1alpha1.GroupVersion.WithKind("Foo"), New: func() v1alpha1.Object { return &samplecontrollerv1alpha1.Foo{} }, Templates: templates.Kind("foo")},
 	{GroupVersionKind: flightsv1.GroupVersion.WithKind("FlightTicket"), New: func() v1alpha1.Object { return &flightsv1.FlightTicket{} }, Templates: templates.Kind("flightticket")},
 	{GroupVersionKind: webappv1.GroupVersion.WithKind("Guestbook"), New: func() v1alpha1.Object { return &webappv1.Guestbook{} }, Templates: templates.Kind("guestbook")},
+	{GroupVersionKind: stacksv1alpha1.GroupVersion.WithKind("AppStack"), New: func() v1alpha1.Object { return &stacksv1alpha1.AppStack{} }, Templates: templates.Kind("appstack")},
 }
 
 // schemes add the kinds' Go types to a scheme, one per API group.
@@ -34,6 +36,7 @@ var schemes = []func(*runtime.Scheme) error{
 	samplecontrollerv1alpha1.AddToScheme,
 	flightsv1.AddToScheme,
 	webappv1.AddToScheme,
+	stacksv1alpha1.AddToScheme,
 }
 
 // Definitions returns every registered kind.

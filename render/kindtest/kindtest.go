@@ -3,10 +3,13 @@
 //
 //   - input.yaml: the custom resource (for a decorator, its parent as the
 //     cluster holds it);
-//   - observed.yaml (decorators only, optional): the observed objects, by
-//     the name the templates read them as;
+//   - observed.yaml (optional): for a decorator, the observed objects, by
+//     the name the templates read them as; for a graph kind, the live
+//     objects its render reads (its own earlier objects and its inputs),
+//     as a YAML stream;
 //   - expected.yaml (optional): every object the render must produce, in
-//     full, as `stencil test -update` writes it;
+//     full, as `stencil test -update` writes it (for a graph kind, after a
+//     comment line per node that waits);
 //   - fragments.yaml (optional): objects the render must produce, each given
 //     by apiVersion, kind and name and only the fields that matter;
 //   - error.txt (optional): the render must fail with this message.
@@ -125,8 +128,30 @@ func RunKind(k *render.Kind, c Case, v render.Validator) Outcome {
 	if err := yaml.UnmarshalStrict(c.Files[InputFile], cr); err != nil {
 		return Outcome{Case: c.Name, Err: fmt.Errorf("%s: %w", InputFile, err)}
 	}
-	objs, err := k.RenderValidated(cr, v)
-	return judge(c, objs, err)
+	if !k.HasGraph() {
+		objs, err := k.RenderValidated(cr, v)
+		return judge(c, objs, err)
+	}
+	live, err := render.DecodeObjects(c.Files[ObservedFile])
+	if err != nil {
+		return Outcome{Case: c.Name, Err: fmt.Errorf("%s: %w", ObservedFile, err)}
+	}
+	plan, err := k.RenderGraphValidated(cr, render.GraphInput{Live: live}, v)
+	if err != nil {
+		return judge(c, nil, err)
+	}
+	out := judgeWith(c, plan.Objects, nil, waitingComments(plan))
+	return out
+}
+
+// waitingComments are the comment lines that head a graph kind's expected
+// output: one per node that waits.
+func waitingComments(plan *render.Plan) []byte {
+	var b bytes.Buffer
+	for _, w := range plan.Waiting {
+		fmt.Fprintf(&b, "# not rendered: %s\n", strings.ReplaceAll(w.String(), "\n", " "))
+	}
+	return b.Bytes()
 }
 
 // RunDecorator runs c against d: the parent's patch, then its children,
@@ -164,6 +189,12 @@ func RunDecorator(d *render.Decorator, c Case, v render.Validator) Outcome {
 
 // judge compares a render's result with what the case expects.
 func judge(c Case, objs []*unstructured.Unstructured, renderErr error) Outcome {
+	return judgeWith(c, objs, renderErr, nil)
+}
+
+// judgeWith is judge, with head written before the objects in the output
+// that expected.yaml holds.
+func judgeWith(c Case, objs []*unstructured.Unstructured, renderErr error, head []byte) Outcome {
 	if renderErr != nil {
 		got := []byte(renderErr.Error() + "\n")
 		out := Outcome{Case: c.Name, Golden: ErrorFile, Got: got}
@@ -176,6 +207,7 @@ func judge(c Case, objs []*unstructured.Unstructured, renderErr error) Outcome {
 		return out
 	}
 	got, err := Stream(objs)
+	got = append(head, got...)
 	out := Outcome{Case: c.Name, Golden: ExpectedFile, Got: got, Err: err}
 	if err != nil {
 		return out

@@ -1,0 +1,259 @@
+package render_test
+
+import (
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/render"
+)
+
+const graphOwns = "owns:\n- {apiVersion: v1, kind: ConfigMap}\n- {apiVersion: v1, kind: Secret}\n- {apiVersion: batch/v1, kind: Job}\n"
+
+func loadGraph(t *testing.T, kindYAML string, files map[string]string) (*render.Kind, error) {
+	t.Helper()
+	fsys := fstest.MapFS{"_kind.yaml": {Data: []byte(graphOwns + kindYAML)}}
+	for name, src := range files {
+		fsys[name] = &fstest.MapFile{Data: []byte(src)}
+	}
+	return render.Load(render.Definition{
+		GroupVersionKind: testv1alpha1.GroupVersion.WithKind("Widget"),
+		New:              func() v1alpha1.Object { return &testv1alpha1.Widget{} },
+		Templates:        fsys,
+	})
+}
+
+func configMap(name, body string) string {
+	return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + "}\n" + body
+}
+
+// TestGraphLoadErrors: a graph that cannot be ordered or that breaks a rule
+// fails at load (start-up, stencil lint), naming the nodes.
+func TestGraphLoadErrors(t *testing.T) {
+	tests := []struct {
+		name, kind string
+		files      map[string]string
+		want       string
+	}{
+		{"cycle through after", "graph:\n  a: {after: [b]}\n  b: {after: [c]}\n  c: {after: [a]}\n",
+			map[string]string{"a.yaml": configMap("a", ""), "b.yaml": configMap("b", ""), "c.yaml": configMap("c", "")},
+			"cycle: a → b → c → a"},
+		{"cycle through a read", "graph:\n  a: {after: [b]}\n",
+			map[string]string{"a.yaml": configMap("a", ""), "b.yaml": `{{ $a := object "a" }}` + configMap("b", "")},
+			"cycle: a → b → a"},
+		{"unknown node in after", "graph:\n  a: {after: [nope]}\n", map[string]string{"a.yaml": configMap("a", "")}, `after: no node "nope"`},
+		{"node without template", "graph:\n  nope: {}\n", map[string]string{"a.yaml": configMap("a", "")}, `node "nope" has no template nope.yaml`},
+		{"waits for itself", "graph:\n  a: {after: [a]}\n", map[string]string{"a.yaml": configMap("a", "")}, "waits for itself"},
+		{"reads an unknown node", "graph: {}\ninputs: {}\n", map[string]string{"a.yaml": `{{ object "zz" }}`}, `object "zz": no such node`},
+		{"name not literal", "graph:\n  a: {}\n", map[string]string{"a.yaml": `{{ object .Name }}`, "b.yaml": ""}, "object takes a literal name"},
+		{"read through a helper", "graph:\n  a: {}\n", map[string]string{"_h.tpl": `{{ define "h" }}{{ object "zz" }}{{ end }}`, "a.yaml": `{{ include "h" . }}`}, `object "zz": no such node`},
+		{"undeclared input", "graph:\n  a: {}\n", map[string]string{"a.yaml": `{{ input "cfg" }}`}, `input "cfg": not declared under inputs`},
+		{"generate outside createOnly", "graph:\n  a: {}\n", map[string]string{"a.yaml": `{{ generate 8 }}`}, "generate is allowed only in a createOnly node"},
+		{"input with name and selector", "inputs:\n  cfg: {apiVersion: v1, kind: ConfigMap, name: x, selector: y}\n", map[string]string{"a.yaml": ""}, "exactly one of name and selector"},
+		{"bad readyWhen", "graph:\n  a: {readyWhen: ['{{ if }}']}\n", map[string]string{"a.yaml": ""}, "readyWhen[0]"},
+		{"kustomize", "graph:\n  a: {}\n", map[string]string{"a.yaml": "", "kustomization.yaml": "resources: [a.yaml]\n"}, "cannot use kustomize"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadGraph(t, tt.kind, tt.files)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Load: %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// live returns the objects as the cluster would hold them once applied and
+// ready: with the desired hash, owned by the widget (uid-1).
+func live(objs ...*unstructured.Unstructured) render.Objects {
+	var out render.Objects
+	for _, o := range objs {
+		c := o.DeepCopy()
+		if c.GetKind() == "Job" {
+			_ = unstructured.SetNestedField(c.Object, int64(1), "status", "succeeded")
+			_ = unstructured.SetNestedSlice(c.Object, []any{map[string]any{"type": "Complete", "status": "True"}}, "status", "conditions")
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func names(objs []*unstructured.Unstructured) string {
+	var s []string
+	for _, o := range objs {
+		s = append(s, o.GetKind()+"/"+o.GetName())
+	}
+	return strings.Join(s, " ")
+}
+
+func waits(p *render.Plan) string {
+	var s []string
+	for _, w := range p.Waiting {
+		s = append(s, w.String())
+	}
+	return strings.Join(s, "; ")
+}
+
+// TestGraphStages renders a three-stage graph turn by turn, as the
+// reconciler does: each turn's objects become live (and ready) before the
+// next node renders, and a node reads its predecessor's live value.
+func TestGraphStages(t *testing.T) {
+	kind, err := loadGraph(t, "graph:\n  secret: {createOnly: true}\n  job: {after: [secret]}\n  app: {after: [job]}\n", map[string]string{
+		"secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: pw}\ndata: {password: {{ generate 16 | b64enc | quote }}}\n",
+		"job.yaml":    "apiVersion: batch/v1\nkind: Job\nmetadata: {name: migrate}\nspec: {template: {spec: {restartPolicy: Never, containers: [{name: m, image: m}]}}}\n",
+		"app.yaml":    configMap("app", `data: {digest: {{ object "secret" | need "data.password" | sha256sum | trunc 8 | quote }}}`+"\n"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := widget(testv1alpha1.WidgetSpec{})
+	var snapshot render.Objects
+	steps := []struct{ objects, waiting string }{
+		{"Secret/pw", "job waits for secret: Secret pw to be created; app waits for job (which waits too)"},
+		{"Secret/pw Job/migrate", "app waits for job: Job migrate to be created"},
+		{"ConfigMap/app Secret/pw Job/migrate", ""},
+	}
+	for i, step := range steps {
+		plan, err := kind.RenderGraph(cr, render.GraphInput{Live: snapshot})
+		if err != nil {
+			t.Fatalf("turn %d: %v", i, err)
+		}
+		if got := names(plan.Objects); got != step.objects {
+			t.Errorf("turn %d: rendered %s, want %s", i, got, step.objects)
+		}
+		if got := waits(plan); got != step.waiting {
+			t.Errorf("turn %d: waiting %q, want %q", i, got, step.waiting)
+		}
+		if i == 0 {
+			// The Secret is live with the first render's value; later
+			// renders generate others, which are never applied.
+			snapshot = live(plan.Objects...)
+			continue
+		}
+		snapshot = append(live(plan.Objects...)[:0:0], snapshot...)
+		for _, o := range live(plan.Objects...) {
+			if o.GetKind() != "Secret" {
+				snapshot = append(snapshot, o)
+			}
+		}
+	}
+	if ann := snapshot[0].GetAnnotations(); ann[v1alpha1.AnnotationSSA] != v1alpha1.SSAIfNotPresent || ann[v1alpha1.AnnotationGraphStage] != "0" {
+		t.Errorf("a createOnly node's object is created only, at stage 0: annotations %v", ann)
+	}
+}
+
+// TestGraphWaits: a node that waits is not rendered, and never with an
+// empty value.
+func TestGraphWaits(t *testing.T) {
+	cr := widget(testv1alpha1.WidgetSpec{})
+	tests := []struct {
+		name, kind string
+		files      map[string]string
+		live       string // YAML stream of live objects
+		want       string // what the last node waits for; empty: it renders
+	}{
+		{"missing value", "graph:\n  a: {}\n",
+			map[string]string{"a.yaml": configMap("a", ""), "b.yaml": configMap("b", `data: {v: {{ object "a" | need "data.value" | quote }}}`)},
+			"", "b waits for a: ConfigMap a to be created"},
+		{"empty value", "graph: {}\n",
+			map[string]string{"a.yaml": configMap("a", ""), "b.yaml": configMap("b", `data: {v: {{ object "a" | need "data.value" | quote }}}`)},
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: team-a, labels: {stencil.dev/owner-uid: uid-1}, annotations: {stencil.dev/desired-hash: HASH}}\ndata: {value: \"\"}\n",
+			"b waits for ConfigMap a to have data.value"},
+		{"someone else's object", "graph: {}\n",
+			map[string]string{"a.yaml": configMap("a", ""), "b.yaml": `{{ object "a" }}`},
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: team-a, labels: {stencil.dev/owner-uid: other}, annotations: {stencil.dev/desired-hash: HASH}}\n",
+			"b waits for a: ConfigMap a, which is not this resource's"},
+		{"not updated yet", "graph: {}\n",
+			map[string]string{"a.yaml": configMap("a", ""), "b.yaml": `{{ object "a" }}`},
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: team-a, labels: {stencil.dev/owner-uid: uid-1}, annotations: {stencil.dev/desired-hash: old}}\n",
+			"b waits for a: ConfigMap a to be updated"},
+		{"readyWhen", "graph:\n  a: {readyWhen: ['{{ eq (dig \"data\" \"ready\" \"\" .) \"yes\" }}']}\n",
+			map[string]string{"a.yaml": configMap("a", ""), "b.yaml": `{{ object "a" }}`},
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: team-a, labels: {stencil.dev/owner-uid: uid-1}, annotations: {stencil.dev/desired-hash: HASH}}\ndata: {ready: \"no\"}\n",
+			`b waits for a: ConfigMap a: readyWhen[0] {{ eq (dig "data" "ready" "" .) "yes" }}`},
+		{"readyWhen passes", "graph:\n  a: {readyWhen: ['{{ eq (dig \"data\" \"ready\" \"\" .) \"yes\" }}']}\n",
+			map[string]string{"a.yaml": configMap("a", ""), "b.yaml": configMap("b", `data: {v: {{ object "a" | need "data.ready" | quote }}}`)},
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: team-a, labels: {stencil.dev/owner-uid: uid-1}, annotations: {stencil.dev/desired-hash: HASH}}\ndata: {ready: \"yes\"}\n",
+			""},
+		{"missing input", "inputs:\n  cfg: {apiVersion: v1, kind: ConfigMap, name: '{{ .Name }}-settings'}\n",
+			map[string]string{"b.yaml": configMap("b", `data: {v: {{ input "cfg" | need "data.v" | quote }}}`)},
+			"", "b waits for ConfigMap team-a/demo-settings to exist"},
+		{"optional input", "inputs:\n  cfg: {apiVersion: v1, kind: ConfigMap, name: '{{ .Name }}-settings', optional: true}\n",
+			map[string]string{"b.yaml": configMap("b", `data: {v: {{ input "cfg" | dig "data" "v" "none" | quote }}}`)},
+			"", ""},
+		{"input found", "inputs:\n  cfg: {apiVersion: v1, kind: ConfigMap, name: '{{ .Name }}-settings'}\n",
+			map[string]string{"b.yaml": configMap("b", `data: {v: {{ input "cfg" | need "data.v" | quote }}}`)},
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: demo-settings, namespace: team-a}\ndata: {v: x}\n", ""},
+		{"input in another namespace is not read", "inputs:\n  cfg: {apiVersion: v1, kind: ConfigMap, name: '{{ .Name }}-settings'}\n",
+			map[string]string{"b.yaml": configMap("b", `data: {v: {{ input "cfg" | need "data.v" | quote }}}`)},
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: demo-settings, namespace: team-b}\ndata: {v: x}\n", "b waits for ConfigMap team-a/demo-settings to exist"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kind, err := loadGraph(t, tt.kind, tt.files)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snapshot, err := render.DecodeObjects([]byte(tt.live))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first, err := kind.Render(cr); err == nil && len(first) > 0 {
+				for _, o := range snapshot { // HASH: what a's render holds
+					if ann := o.GetAnnotations(); ann[v1alpha1.AnnotationDesiredHash] == "HASH" {
+						ann[v1alpha1.AnnotationDesiredHash] = first[0].GetAnnotations()[v1alpha1.AnnotationDesiredHash]
+						o.SetAnnotations(ann)
+					}
+				}
+			}
+			plan, err := kind.RenderGraph(cr, render.GraphInput{Live: snapshot})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := waits(plan)
+			if got != tt.want {
+				t.Fatalf("waiting: %q, want %q", got, tt.want)
+			}
+			for _, o := range plan.Objects {
+				if o.GetName() == "b" && tt.want != "" {
+					t.Fatalf("b rendered while it waits: %v", o.Object)
+				}
+			}
+		})
+	}
+}
+
+// TestSecretInputOnlyIntoSecrets: a resource's author who names a Secret
+// as an input cannot have a template copy its data into an object more
+// people may read.
+func TestSecretInputOnlyIntoSecrets(t *testing.T) {
+	decl := "inputs:\n  creds: {apiVersion: v1, kind: Secret, name: '{{ .Spec.Message }}'}\n"
+	snapshot := render.Objects{{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": "team-b-token", "namespace": "team-a"}, "data": map[string]any{"token": "c2VjcmV0"}}}}
+	cr := widget(testv1alpha1.WidgetSpec{Message: "team-b-token"})
+
+	leak, err := loadGraph(t, decl, map[string]string{"copy.yaml": configMap("copy", `data: {token: {{ input "creds" | need "data.token" | quote }}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = leak.RenderGraph(cr, render.GraphInput{Live: snapshot})
+	if err == nil || !strings.Contains(err.Error(), `reads the Secret input "creds", so it may render only Secrets`) {
+		t.Fatalf("a Secret's data rendered into a ConfigMap: %v", err)
+	}
+	if strings.Contains(err.Error(), "c2VjcmV0") {
+		t.Fatalf("the error shows the Secret's data: %v", err)
+	}
+
+	kept, err := loadGraph(t, decl, map[string]string{"copy.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: copy}\ndata: {token: {{ input \"creds\" | need \"data.token\" | quote }}}\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := kept.RenderGraph(cr, render.GraphInput{Live: snapshot})
+	if err != nil || len(plan.Objects) != 1 {
+		t.Fatalf("a Secret input into a Secret: %v, %d objects", err, len(plan.Objects))
+	}
+}
