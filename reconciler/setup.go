@@ -443,19 +443,20 @@ func sameTenant(obj client.Object, nn types.NamespacedName) bool {
 
 // ownedObjectHandler enqueues the owner of an owned object on every event
 // but those of our own applies (the reconcile that applied knows the
-// result), and on a deletion also forgets the object's baseline, so that
+// result; but not for a graph kind, whose next nodes may render once the
+// cache holds what was applied), and on a deletion also forgets the object's baseline, so that
 // the next reconcile re-creates it rather than waiting for the cache, and
 // enqueues the resources that were waiting for the object to go.
 func (r *Reconciler) ownedObjectHandler(gvk schema.GroupVersionKind) handler.EventHandler {
 	enqueue := handler.EnqueueRequestsFromMapFunc(r.ownerOf)
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if !r.applier.ownWrite(gvk.String(), e.Object) {
+			if !r.applier.ownWrite(gvk.String(), e.Object) || r.kind.HasGraph() {
 				enqueue.Create(ctx, e, q)
 			}
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if !r.applier.ownWrite(gvk.String(), e.ObjectNew) {
+			if !r.applier.ownWrite(gvk.String(), e.ObjectNew) || r.kind.HasGraph() {
 				enqueue.Update(ctx, e, q)
 			}
 		},

@@ -1,4 +1,5 @@
-// Package v1alpha1 is the test.stencil.dev/v1alpha1 API: the Widget test kind.
+// Package v1alpha1 is the test.stencil.dev/v1alpha1 API: the Widget and
+// Gadget test kinds.
 //
 // +kubebuilder:object:generate=true
 // +groupName=test.stencil.dev
@@ -14,7 +15,7 @@ var (
 	// GroupVersion is the API's group and version.
 	GroupVersion  = schema.GroupVersion{Group: "test.stencil.dev", Version: "v1alpha1"}
 	schemeBuilder = runtime.NewSchemeBuilder(func(s *runtime.Scheme) error {
-		s.AddKnownTypes(GroupVersion, &Widget{}, &WidgetList{})
+		s.AddKnownTypes(GroupVersion, &Widget{}, &WidgetList{}, &Gadget{}, &GadgetList{})
 		metav1.AddToGroupVersion(s, GroupVersion)
 		return nil
 	})
