@@ -14,7 +14,7 @@ import (
 func TestSeedSamplesBecomeReady(t *testing.T) {
 	mustKubectl(t, "apply", "-f", "../config/samples/")
 	mustKubectl(t, "wait", "--for=condition=Ready", "--timeout=90s",
-		"memcached/example-memcached", "myweb/myweb", "foo/example-foo", "flightticket/my-flight-ticket", "guestbook/guestbook-sample")
+		"memcached/example-memcached", "myweb/myweb", "foo/example-foo", "flightticket/my-flight-ticket", "guestbook/guestbook-sample", "appstack/shop")
 	out := mustKubectl(t, "get", "stencil")
 	t.Logf("kubectl get stencil:\n%s", out)
 }
