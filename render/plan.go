@@ -334,6 +334,10 @@ func objectReadiness(n *graphNode, d, live *unstructured.Unstructured, err error
 		return what + ": cannot judge its health: " + err.Error()
 	case verdict.Status != kstatus.CurrentStatus:
 		return what + " to be ready (" + strings.TrimSuffix(verdict.Message, ".") + ")"
+	case isJob(live) && !conditionTrue(live, "Complete"):
+		// kstatus calls a running Job current; what waits for a Job
+		// waits for it to complete.
+		return what + " to complete (" + strings.TrimSuffix(verdict.Message, ".") + ")"
 	}
 	for i, rule := range n.readyWhen {
 		var out strings.Builder
@@ -345,6 +349,22 @@ func objectReadiness(n *graphNode, d, live *unstructured.Unstructured, err error
 		}
 	}
 	return ""
+}
+
+func isJob(o *unstructured.Unstructured) bool {
+	gvk := o.GroupVersionKind()
+	return gvk.Group == "batch" && gvk.Kind == "Job"
+}
+
+// conditionTrue: o's status has a condition of type typ with status True.
+func conditionTrue(o *unstructured.Unstructured, typ string) bool {
+	conditions, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	for _, c := range conditions {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
 }
 
 // input resolves a declared input once per render: nil for an optional one
