@@ -79,9 +79,15 @@ bench-decorators: tools build ## Measure a decorator: the heap its cache of 2,00
 	go run ./hack/decobench -scale=10000
 
 .PHONY: bench-peers
-bench-peers: tools build ## Measure stencil beside the hand-written operator (both variants), kro, the Helm operator (built from hack/tools) and the raw + status floor, one run each per N (default 100, 500, 1000, 5000: about 80 minutes on 2 cores); writes docs/benchmarks/peers/.
+bench-peers: tools build ## Measure stencil beside the hand-written operator (both variants), kro, the Helm operator (built from hack/tools) and the raw + status floor, one run each per N (default 100, 500, 1000, 5000: about 80 minutes on 2 cores), then the graph workload (bench-graph); writes docs/benchmarks/peers/ and docs/benchmarks/graph/.
 	PEERS=1 hack/tools/install.sh $(BIN)
 	go run ./hack/bench -peers -n $(if $(N),$(N),100$(comma)500$(comma)1000$(comma)5000) -out docs/benchmarks/peers $(BENCH_ARGS)
+	go run ./hack/bench -graph -n 100,500,1000 -quiet 30s -out docs/benchmarks/graph $(BENCH_ARGS)
+
+.PHONY: bench-graph
+bench-graph: tools build ## Measure the graph workload alone: stencil's AppStack beside kro with the same graph, N = 100, 500, 1000 (about 10 minutes on 2 cores); writes docs/benchmarks/graph/.
+	PEERS=1 hack/tools/install.sh $(BIN)
+	go run ./hack/bench -graph -n $(if $(N),$(N),100$(comma)500$(comma)1000) -quiet 30s -out docs/benchmarks/graph $(BENCH_ARGS)
 
 .PHONY: bench
 bench: tools build ## Measure stencil against a raw server-side-apply loop (N = 100, 500, 1000, or N=5000,10000: one run each, into docs/benchmarks/large); writes docs/benchmarks/.

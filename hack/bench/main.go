@@ -52,6 +52,7 @@ type config struct {
 	stencilArgs       []string
 	keep              bool
 	peers             bool
+	graph             bool
 	// only: with peers, the contenders to run, by name (empty: all).
 	only         []string
 	helmOperator string
@@ -70,6 +71,7 @@ func main() {
 	flag.IntVar(&cfg.cpuProfileSeconds, "cpu-profile-seconds", 10, "How long the CPU profiles of -cpu-profile-n run.")
 	flag.StringVar(&cfg.out, "out", "docs/benchmarks", "Folder for results.md, results.json, converge.svg and the heap profile.")
 	flag.BoolVar(&cfg.peers, "peers", false, "Run the peers instead: the raw + status floor, stencil, the hand-written MyWeb operator (both variants), kro (built by `PEERS=1 hack/tools/install.sh`) and the Helm operator (-helm-operator), one run each per N.")
+	flag.BoolVar(&cfg.graph, "graph", false, "Run the graph workload instead: stencil's AppStack (templates/appstack) and kro with the same graph (hack/bench/peers/kro-appstack.yaml), one run each per N, the bench playing the StatefulSet, Job and Deployment controllers.")
 	only := flag.String("contenders", "", "With -peers: only these contenders (comma-separated names as the results print them, e.g. \"hand-written (get-update)\"); the raw + status floor always runs.")
 	flag.StringVar(&cfg.helmOperator, "helm-operator", os.Getenv("STENCIL_BENCH_HELM_OPERATOR"), "With -peers: the operator-sdk Helm operator's binary (default $STENCIL_BENCH_HELM_OPERATOR, else bin/helm-operator if `PEERS=1 hack/tools/install.sh` built it; docs/benchmarks.md says how to build it). Without it the Helm operator is not measured.")
 	flag.BoolVar(&cfg.keep, "keep", false, "Keep each run's folder (audit log, stencil's log) and print where it is.")
@@ -152,6 +154,9 @@ func run(ctx context.Context, cfg config) error {
 	bins := programs{rawapply: filepath.Join(cfg.bin, "rawapply"), crbaseline: filepath.Join(cfg.bin, "crbaseline")}
 	if err := errors.Join(goBuild(ctx, bins.rawapply, "./hack/bench/rawapply"), goBuild(ctx, bins.crbaseline, "./hack/bench/crbaseline")); err != nil {
 		return err
+	}
+	if cfg.graph {
+		return runGraph(ctx, cfg)
 	}
 	if cfg.peers {
 		if err := goBuild(ctx, filepath.Join(cfg.bin, "myweb-operator"), "./hack/bench/handwritten/myweb-operator"); err != nil {
