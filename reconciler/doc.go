@@ -16,6 +16,11 @@
 //     a second proof of ownership and a UID precondition.
 //   - Owned types are watched metadata-only, and the cache holds only
 //     objects labelled app.kubernetes.io/managed-by=stencil.
+//   - A graph kind (graph.go) renders only the nodes whose turn has come,
+//     from a snapshot: its objects from the cache, its inputs read from
+//     the API server. The objects of the nodes that wait are kept as they
+//     are (prune skips them); its resources are deleted stage by stage,
+//     last stage first, through the finalizer.
 //   - Decorators (decorator*.go) run only when an install enables them,
 //     each in its scope (decorator_scope.go): one that is off watches and
 //     writes nothing; one that runs writes outside its scope only to give
