@@ -166,8 +166,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 			return fenced(ctx, err)
 		}
 		if errors.Is(err, errStagesLeft) {
-			// The deletions' events bring it back; this is the backstop.
-			return reconcile.Result{RequeueAfter: recreateBackstop}, nil
+			// The deletions' events bring it back; this is the backstop
+			// (an object of a type no longer declared has no informer).
+			return reconcile.Result{RequeueAfter: cacheBackstop}, nil
 		}
 		return reconcile.Result{}, err
 	}

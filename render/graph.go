@@ -89,7 +89,10 @@ type graphNode struct {
 	reads []string
 	// readyWhen are the parsed ReadyWhen templates.
 	readyWhen []*template.Template
-	// secrets: the node reads a Secret input, so it may render only Secrets.
+	// readsNodes are the nodes whose objects the template reads.
+	readsNodes []string
+	// secrets say how the node reads a Secret input's data, directly or
+	// through a node it reads that does: it may render only Secrets.
 	secrets []string
 }
 
@@ -138,7 +141,22 @@ func compileGraph(decl Declaration, tmpl *template.Template, manifests []string)
 	if err := g.sort(); err != nil {
 		return nil, fmt.Errorf("graph: %w", err)
 	}
+	g.taint()
 	return g, nil
+}
+
+// taint spreads the rule that a Secret input's data flows only into
+// Secrets: a node that reads the objects of a node that read a Secret
+// input (directly or further up) is held to it too.
+func (g *graph) taint() {
+	for _, name := range g.order { // the nodes a node reads come before it
+		n := g.nodes[name]
+		for _, r := range n.readsNodes {
+			if up := g.nodes[r]; len(up.secrets) > 0 {
+				n.secrets = append(n.secrets, fmt.Sprintf("node %q, which holds %s", r, up.secrets[0]))
+			}
+		}
+	}
 }
 
 func compileInput(name string, in Input, tmpl *template.Template) (*graphInput, error) {
@@ -200,6 +218,7 @@ func (g *graph) compileNode(n *graphNode, tmpl *template.Template) error {
 			}
 			if c.arg != n.name {
 				after[c.arg] = true
+				n.readsNodes = append(n.readsNodes, c.arg)
 			}
 		case fnInput:
 			in := g.inputs[c.arg]
@@ -208,7 +227,7 @@ func (g *graph) compileNode(n *graphNode, tmpl *template.Template) error {
 			}
 			reads[c.arg] = true
 			if in.secret() {
-				n.secrets = append(n.secrets, c.arg)
+				n.secrets = append(n.secrets, fmt.Sprintf("the Secret input %q", c.arg))
 			}
 		case fnGenerate:
 			if !n.CreateOnly {

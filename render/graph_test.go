@@ -252,6 +252,31 @@ func TestSecretInputOnlyIntoSecrets(t *testing.T) {
 		t.Fatalf("the error shows the Secret's data: %v", err)
 	}
 
+	// Nor through a node that copied it into a Secret first.
+	laundered, err := loadGraph(t, decl, map[string]string{
+		"copy.yaml":  "apiVersion: v1\nkind: Secret\nmetadata: {name: copy}\ndata: {token: {{ input \"creds\" | need \"data.token\" | quote }}}\n",
+		"again.yaml": configMap("again", `data: {token: {{ object "copy" | need "data.token" | quote }}}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := render.Objects{snapshot[0], {Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": "copy", "namespace": "team-a", "labels": map[string]any{v1alpha1.LabelOwnerUID: "uid-1"}}, "data": map[string]any{"token": "c2VjcmV0"}}}}
+	if first, err := laundered.RenderGraph(cr, render.GraphInput{Live: snapshot}); err == nil && len(first.Objects) == 1 {
+		ann := live[1].GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[v1alpha1.AnnotationDesiredHash] = first.Objects[0].GetAnnotations()[v1alpha1.AnnotationDesiredHash]
+		live[1].SetAnnotations(ann)
+	} else {
+		t.Fatalf("the copy: %v", err)
+	}
+	_, err = laundered.RenderGraph(cr, render.GraphInput{Live: live})
+	if err == nil || !strings.Contains(err.Error(), `reads node "copy", which holds the Secret input "creds", so it may render only Secrets`) {
+		t.Fatalf("a Secret input's data reached a ConfigMap through another node: %v", err)
+	}
+
 	kept, err := loadGraph(t, decl, map[string]string{"copy.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: copy}\ndata: {token: {{ input \"creds\" | need \"data.token\" | quote }}}\n"})
 	if err != nil {
 		t.Fatal(err)

@@ -223,7 +223,7 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 				return nil, err
 			}
 			if len(n.secrets) > 0 && (d.GetAPIVersion() != "v1" || d.GetKind() != "Secret") {
-				return nil, &Error{File: n.file, Err: fmt.Errorf("%s %q: the template reads the Secret input %q, so it may render only Secrets: a Secret's data must not reach an object that more people can read", d.GetKind(), d.GetName(), n.secrets[0])}
+				return nil, &Error{File: n.file, Err: fmt.Errorf("%s %q: the template reads %s, so it may render only Secrets: a Secret's data must not reach an object that more people can read", d.GetKind(), d.GetName(), n.secrets[0])}
 			}
 		}
 		gr.rendered[name] = docs

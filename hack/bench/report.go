@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -233,12 +234,13 @@ func writeResults(dir string, results []row, notes string) error {
 }
 
 func writeFiles(dir string, files map[string][]byte) error {
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+	names := slices.Sorted(maps.Keys(files))
+	for _, name := range names {
+		if err := os.WriteFile(filepath.Join(dir, name), files[name], 0o644); err != nil {
 			return err
 		}
 	}
-	fmt.Printf("Wrote results.md, results.json and converge.svg to %s.\n", dir)
+	fmt.Printf("Wrote %s to %s.\n", strings.Join(names, ", "), dir)
 	return nil
 }
 
