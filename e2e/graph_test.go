@@ -44,7 +44,9 @@ spec: {version: "1.0.0", settings: shop-settings}
 		t.Errorf("SETTINGS_LOG_LEVEL = %q, want info (from the settings ConfigMap)", env)
 	}
 
-	// A new version: its Job runs, then the app changes.
+	// A new version: its Job runs, then the app changes. The app waits
+	// meanwhile, and keeps running (the same Deployment throughout).
+	appUID := mustKubectl(t, "-n", ns, "get", "deployment", "shop", "-o", "jsonpath={.metadata.uid}")
 	mustKubectl(t, "-n", ns, "patch", "appstack", "shop", "--type=merge", "-p", `{"spec":{"version":"1.1.0"}}`)
 	eventually(t, 120*time.Second, "the app on version 1.1.0", func() error {
 		image := mustKubectl(t, "-n", ns, "get", "deployment", "shop", "-o", "jsonpath={.spec.template.spec.containers[0].image}")
@@ -53,6 +55,9 @@ spec: {version: "1.0.0", settings: shop-settings}
 		}
 		return nil
 	})
+	if uid := mustKubectl(t, "-n", ns, "get", "deployment", "shop", "-o", "jsonpath={.metadata.uid}"); uid != appUID {
+		t.Errorf("the app's Deployment was replaced (uid %s, was %s): a node that waits keeps its objects", uid, appUID)
+	}
 	newJobDone := timeOf(t, ns, "job", "shop-migrate-1-1-0", "{.status.completionTime}")
 	appChanged := timeOf(t, ns, "deployment", "shop", `{.metadata.managedFields[?(@.manager=="stencil")].time}`)
 	if appChanged.Before(newJobDone) {

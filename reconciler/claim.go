@@ -230,14 +230,14 @@ const releaseRetry = 2 * time.Second
 // the claim lists them from the API server. The claim's prune-pending mark
 // says so to a leader that did not make the claim (this process may have
 // failed over in between); the prune clears it once done.
-func (r *Reconciler) pruneAfterClaim(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured, waiting map[string]bool) ([]v1alpha1.InventoryEntry, error) {
+func (r *Reconciler) pruneAfterClaim(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) ([]v1alpha1.InventoryEntry, error) {
 	key := client.ObjectKeyFromObject(cr)
 	marked := cr.GetAnnotations()[v1alpha1.AnnotationPrunePending] != ""
 	if v, ok := r.justClaimed.LoadAndDelete(key); ok {
 		// The cache's copy may not show the claim's mark yet.
 		marked = marked || v.(bool) || len(cr.StencilStatus().Inventory) > 0
 	}
-	pruned, err := r.pruneFrom(ctx, cr, desired, waiting, marked, false)
+	pruned, err := r.pruneFrom(ctx, cr, desired, marked, false)
 	if err == nil && marked {
 		err = r.clearPrunePending(ctx, cr)
 	}

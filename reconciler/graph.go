@@ -146,23 +146,45 @@ func (f failingReader) List(context.Context, client.ObjectList, ...client.ListOp
 }
 
 // inputReads remembers, per resource, the inputs its last render read, so
-// that an input's event renders those resources again.
+// that an input's event renders those resources again. They are indexed
+// by type and namespace: an event of an object no one reads costs a map
+// lookup.
 type inputReads struct {
 	mu    sync.Mutex
 	reads map[types.NamespacedName][]render.Read
+	where map[inputPlace]map[types.NamespacedName]bool
+}
+
+type inputPlace struct {
+	gvk       schema.GroupVersionKind
+	namespace string
 }
 
 func (w *inputReads) set(nn types.NamespacedName, reads []render.Read) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for _, r := range w.reads[nn] {
+		p := inputPlace{r.GVK, r.Namespace}
+		delete(w.where[p], nn)
+		if len(w.where[p]) == 0 {
+			delete(w.where, p)
+		}
+	}
+	delete(w.reads, nn)
 	if len(reads) == 0 {
-		delete(w.reads, nn)
 		return
 	}
 	if w.reads == nil {
-		w.reads = map[types.NamespacedName][]render.Read{}
+		w.reads, w.where = map[types.NamespacedName][]render.Read{}, map[inputPlace]map[types.NamespacedName]bool{}
 	}
 	w.reads[nn] = reads
+	for _, r := range reads {
+		p := inputPlace{r.GVK, r.Namespace}
+		if w.where[p] == nil {
+			w.where[p] = map[types.NamespacedName]bool{}
+		}
+		w.where[p][nn] = true
+	}
 }
 
 func (w *inputReads) forget(nn types.NamespacedName) { w.set(nn, nil) }
@@ -173,25 +195,12 @@ func (w *inputReads) readers(gvk schema.GroupVersionKind, obj client.Object) []r
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []reconcile.Request
-	for nn, reads := range w.reads {
-		if slices.ContainsFunc(reads, func(r render.Read) bool {
+	for nn := range w.where[inputPlace{gvk, obj.GetNamespace()}] {
+		if slices.ContainsFunc(w.reads[nn], func(r render.Read) bool {
 			return r.Matches(gvk, obj.GetNamespace(), obj.GetName(), obj.GetLabels())
 		}) {
 			out = append(out, reconcile.Request{NamespacedName: nn})
 		}
-	}
-	return out
-}
-
-// waitingNodes are the names of the graph's nodes that res's render left
-// waiting: prune keeps their objects as they are.
-func waitingNodes(res *result) map[string]bool {
-	if len(res.graphWaiting) == 0 {
-		return nil
-	}
-	out := map[string]bool{}
-	for _, w := range res.graphWaiting {
-		out[w.Node] = true
 	}
 	return out
 }
@@ -248,7 +257,9 @@ func (r *Reconciler) deleteInOrder(ctx context.Context, cr v1alpha1.Object) ([]v
 		if deletionStage(f.item) != top || f.item.GetDeletionTimestamp() != nil {
 			continue
 		}
-		if err := r.deleteOwned(ctx, f.gvk, f.item); err != nil {
+		// Foreground: the object stays until its dependents are gone (a
+		// Deployment's pods), so that the stage before it outlives them.
+		if err := r.deleteOwnedWith(ctx, f.gvk, f.item, metav1.DeletePropagationForeground); err != nil {
 			return deleted, false, err
 		}
 		deleted = append(deleted, v1alpha1.InventoryEntry{APIVersion: f.gvk.GroupVersion().String(), Kind: f.gvk.Kind, Namespace: f.item.GetNamespace(), Name: f.item.GetName()})

@@ -155,8 +155,21 @@ func TestGraphGateWaitsWithoutRequests(t *testing.T) {
 	eventually(t, 30*time.Second, "the Gadget Ready once its gate opened", func() error {
 		return gadgetCondition(t, ns, "g", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled)
 	})
-	if !exists(t, &corev1.ConfigMap{}, ns, "g-after-gate") {
+	late := &corev1.ConfigMap{}
+	if !exists(t, late, ns, "g-after-gate") {
 		t.Fatal("the Gadget is Ready and g-after-gate is not applied")
+	}
+	// The gate closes again: the node after it waits, and keeps its object.
+	gate := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "g-gate"}}
+	if err := k8s.Patch(t.Context(), gate, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"test.stencil.dev/open":null}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the Gadget waiting again", func() error {
+		return gadgetCondition(t, ns, "g", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonWaiting, "after-gate waits for gate")
+	})
+	kept := &corev1.ConfigMap{}
+	if !exists(t, kept, ns, "g-after-gate") || kept.UID != late.UID || kept.DeletionTimestamp != nil {
+		t.Fatal("g-after-gate was pruned while its node waits: a node that waits keeps its objects")
 	}
 }
 
@@ -308,8 +321,13 @@ func TestGraphDeletesInReverseOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the Gadget and its objects gone", func() error {
-		for _, name := range []string{"d-gate", "d-value", "d-settings"} {
+		for _, name := range []string{"d-gate", "d-value", "d-settings", "d-after-gate"} {
 			if exists(t, &corev1.ConfigMap{}, ns, name) {
+				return fmt.Errorf("%s is still there", name)
+			}
+		}
+		for _, name := range []string{"d-token", "d-copy"} {
+			if exists(t, &corev1.Secret{}, ns, name) {
 				return fmt.Errorf("%s is still there", name)
 			}
 		}

@@ -28,13 +28,12 @@ import (
 // lists from the API server rather than the cache, so an object applied just
 // before the resource was deleted is not missed.
 func (r *Reconciler) prune(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured, fresh bool) ([]v1alpha1.InventoryEntry, error) {
-	return r.pruneFrom(ctx, cr, desired, nil, fresh, fresh)
+	return r.pruneFrom(ctx, cr, desired, fresh, fresh)
 }
 
 // pruneFrom is prune, listing from the API server with fresh and only
-// cluster-scoped types with clusterOnly. The objects of the graph's nodes
-// that wait (by their node annotation) are kept as they are.
-func (r *Reconciler) pruneFrom(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured, waiting map[string]bool, fresh, clusterOnly bool) ([]v1alpha1.InventoryEntry, error) {
+// cluster-scoped types with clusterOnly.
+func (r *Reconciler) pruneFrom(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured, fresh, clusterOnly bool) ([]v1alpha1.InventoryEntry, error) {
 	keep := map[string]bool{}
 	for _, d := range desired {
 		keep[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())] = true
@@ -46,7 +45,7 @@ func (r *Reconciler) pruneFrom(ctx context.Context, cr v1alpha1.Object, desired 
 			return pruned, fmt.Errorf("listing %s to prune: %w", gvk.Kind, err)
 		}
 		for _, item := range items {
-			if keep[idOf(gvk, item.GetNamespace(), item.GetName())] || waiting[item.GetAnnotations()[v1alpha1.AnnotationGraphNode]] {
+			if keep[idOf(gvk, item.GetNamespace(), item.GetName())] {
 				continue
 			}
 			if item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled {
@@ -131,8 +130,15 @@ func (r *Reconciler) namespaced(gvk schema.GroupVersionKind) (bool, error) {
 }
 
 func (r *Reconciler) deleteOwned(ctx context.Context, gvk schema.GroupVersionKind, item client.Object) error {
+	return r.deleteOwnedWith(ctx, gvk, item, metav1.DeletePropagationBackground)
+}
+
+// deleteOwnedWith is deleteOwned with a propagation policy: Foreground
+// keeps the object until the garbage collector has deleted its dependents
+// (a Job's pods).
+func (r *Reconciler) deleteOwnedWith(ctx context.Context, gvk schema.GroupVersionKind, item client.Object, policy metav1.DeletionPropagation) error {
 	uid := item.GetUID()
-	err := writer(ctx, r.client).Delete(ctx, item, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	err := writer(ctx, r.client).Delete(ctx, item, client.Preconditions{UID: &uid}, client.PropagationPolicy(policy))
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("pruning %s %s: %w", gvk.Kind, klog.KObj(item), err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -202,6 +203,11 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 			res.record(v1alpha1.ReasonForbidden, true, err)
 			return reconcile.Result{RequeueAfter: forbiddenRetry}, nil
 		}
+		if _, ok := errors.AsType[*render.ReadError](err); ok {
+			// Reading an input failed (a timeout, a throttled API server):
+			// retried with backoff, unlike a template's error.
+			return reconcile.Result{}, res.fail(v1alpha1.ReasonRenderFailed, false, err)
+		}
 		if overTime(err) {
 			// The clock, not the spec, may be to blame (a loaded node):
 			// retried with backoff.
@@ -283,8 +289,13 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	}
 	res.templates, res.renderDigest = r.kind.Templates(), digest
 	res.ownedFields = r.applier.ownedDigest(res.desired)
-	if res.pruned, err = r.pruneAfterClaim(ctx, cr, res.desired, waitingNodes(res)); err != nil {
-		return reconcile.Result{}, res.fail(v1alpha1.ReasonPruneFailed, false, err)
+	// While nodes of a graph wait, nothing is pruned: their objects stay as
+	// they are, whatever they carry (an object from before the kind had a
+	// graph has no node annotation).
+	if len(res.graphWaiting) == 0 {
+		if res.pruned, err = r.pruneAfterClaim(ctx, cr, res.desired); err != nil {
+			return reconcile.Result{}, res.fail(v1alpha1.ReasonPruneFailed, false, err)
+		}
 	}
 	if res.kindStatus, err = r.kindStatus(ctx, cr, res); err != nil {
 		// The objects are applied; what the status template reads changes
@@ -636,7 +647,12 @@ func (res *result) healthFailure() *failure {
 		return res.failure
 	}
 	if len(res.graphWaiting) > 0 {
-		return &failure{reason: v1alpha1.ReasonWaiting, err: errors.New(waitMessage(len(res.desired), res.graphWaiting))}
+		f := &failure{reason: v1alpha1.ReasonWaiting, err: errors.New(waitMessage(len(res.desired), res.graphWaiting))}
+		if slices.ContainsFunc(res.graphWaiting, func(w render.Waiting) bool { return w.Failed }) {
+			// Waiting will not help: what a node waits for failed.
+			f.reason, f.stalled = v1alpha1.ReasonHealthCheckFailed, true
+		}
+		return f
 	}
 	if len(res.unhealthy) == 0 {
 		return nil

@@ -65,6 +65,10 @@ type Options struct {
 	// Identities says which ServiceAccount of a resource's namespace
 	// writes its objects; the zero value: stencil itself.
 	Identities Identities
+	// Namespaces are those of a namespace-scoped install (empty: every
+	// namespace): the graph kinds' inputs are watched there, and in the
+	// namespaces the kinds fix for them.
+	Namespaces []string
 	// Shards, when set, makes this process one shard of several: it
 	// claims each resource before it writes for it and gives the claim up
 	// when the resource moves to another shard (see claim.go).
@@ -190,7 +194,7 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 	if err := indexOwnerUID(mgr, types); err != nil {
 		return err
 	}
-	inputs, err := inputCache(mgr, kinds)
+	inputs, err := inputCache(mgr, kinds, opts.Namespaces)
 	if err != nil {
 		return err
 	}
@@ -257,11 +261,25 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 // not limited to stencil's labels (an input is someone else's object):
 // its events tell which resources to render again, whose renders then read
 // the inputs from the API server. nil when no kind has inputs.
-func inputCache(mgr ctrl.Manager, kinds []*render.Kind) (cache.Cache, error) {
+func inputCache(mgr ctrl.Manager, kinds []*render.Kind, namespaces []string) (cache.Cache, error) {
 	if !slices.ContainsFunc(kinds, func(k *render.Kind) bool { return len(inputTypes(k)) > 0 }) {
 		return nil, nil
 	}
-	c, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields()})
+	opts := cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields()}
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+		for _, k := range kinds {
+			for _, in := range k.Inputs() {
+				if in.Namespace != "" {
+					opts.DefaultNamespaces[in.Namespace] = cache.Config{}
+				}
+			}
+		}
+	}
+	c, err := cache.New(mgr.GetConfig(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("making the cache of the kinds' inputs: %w", err)
 	}

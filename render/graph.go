@@ -171,6 +171,12 @@ func compileInput(name string, in Input, tmpl *template.Template) (*graphInput, 
 		if errs := validation.IsDNS1123Label(in.Namespace); len(errs) > 0 {
 			return nil, fmt.Errorf("inputs: %s: namespace %q: %s", name, in.Namespace, strings.Join(errs, "; "))
 		}
+		if strings.Contains(in.Name+in.Selector, "{{") {
+			// stencil reads it with its own rights: a spec that chose
+			// the object would let a resource's author read, through
+			// stencil, what they may not read in that namespace.
+			return nil, fmt.Errorf("inputs: %s: an input in namespace %s, which the kind fixes, needs a fixed name or selector, not a template over the resource", name, in.Namespace)
+		}
 	}
 	parse := func(what, src string) (*template.Template, error) {
 		if src == "" {
@@ -216,10 +222,11 @@ func (g *graph) compileNode(n *graphNode, tmpl *template.Template) error {
 			if g.nodes[c.arg] == nil {
 				return fmt.Errorf("%s %q: no such node", c.fn, c.arg)
 			}
-			if c.arg != n.name {
-				after[c.arg] = true
-				n.readsNodes = append(n.readsNodes, c.arg)
+			if c.arg == n.name {
+				return fmt.Errorf("%s %q: a node cannot read its own objects (they are what it renders)", c.fn, c.arg)
 			}
+			after[c.arg] = true
+			n.readsNodes = append(n.readsNodes, c.arg)
 		case fnInput:
 			in := g.inputs[c.arg]
 			if in == nil {
@@ -229,6 +236,8 @@ func (g *graph) compileNode(n *graphNode, tmpl *template.Template) error {
 			if in.secret() {
 				n.secrets = append(n.secrets, fmt.Sprintf("the Secret input %q", c.arg))
 			}
+		case "include":
+			return fmt.Errorf("include takes a literal template name in a graph kind, as in {{ include \"name\" . }}: stencil reads the graph from what each template runs")
 		case fnGenerate:
 			if !n.CreateOnly {
 				return fmt.Errorf("generate is allowed only in a createOnly node: a value generated at every render would change the object every time")
@@ -302,7 +311,8 @@ func (g *graph) sort() error {
 // kind even when its _kind.yaml declares no graph.
 func callsGraph(tmpl *template.Template, manifests []string) bool {
 	for _, file := range manifests {
-		if calls, err := graphCalls(tmpl, file); err != nil || len(calls) > 0 {
+		calls, err := graphCalls(tmpl, file)
+		if err != nil || slices.ContainsFunc(calls, func(c graphCall) bool { return c.fn != "include" }) {
 			return true // compileGraph reports the error
 		}
 	}
@@ -346,11 +356,16 @@ func graphCalls(tmpl *template.Template, name string) ([]graphCall, error) {
 			case fnGenerate:
 				calls = append(calls, graphCall{fn: id.Ident})
 			case "include":
-				if len(c.Args) > 1 {
-					if s, ok := c.Args[1].(*parse.StringNode); ok {
-						walkTemplate(s.Text)
-					}
+				if len(c.Args) < 2 {
+					return
 				}
+				s, ok := c.Args[1].(*parse.StringNode)
+				if !ok {
+					// What it runs must be known to know what it reads.
+					calls = append(calls, graphCall{fn: "include"})
+					return
+				}
+				walkTemplate(s.Text)
 			}
 		}, walkTemplate)
 	}
@@ -392,6 +407,8 @@ func walkNodes(n parse.Node, f func(*parse.CommandNode), tmpl func(string)) {
 		walkBranch(&n.BranchNode, f, tmpl)
 	case *parse.WithNode:
 		walkBranch(&n.BranchNode, f, tmpl)
+	case *parse.ChainNode: // (object "a").data
+		walkNodes(n.Node, f, tmpl)
 	case *parse.TemplateNode:
 		walkNodes(n.Pipe, f, tmpl)
 		tmpl(n.Name)

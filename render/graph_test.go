@@ -55,6 +55,11 @@ func TestGraphLoadErrors(t *testing.T) {
 		{"generate outside createOnly", "graph:\n  a: {}\n", map[string]string{"a.yaml": `{{ generate 8 }}`}, "generate is allowed only in a createOnly node"},
 		{"input with name and selector", "inputs:\n  cfg: {apiVersion: v1, kind: ConfigMap, name: x, selector: y}\n", map[string]string{"a.yaml": ""}, "exactly one of name and selector"},
 		{"bad readyWhen", "graph:\n  a: {readyWhen: ['{{ if }}']}\n", map[string]string{"a.yaml": ""}, "readyWhen[0]"},
+		{"reads itself", "graph:\n  a: {}\n", map[string]string{"a.yaml": `{{ object "a" }}`}, "a node cannot read its own objects"},
+		{"read in a chain", "graph:\n  a: {}\n", map[string]string{"a.yaml": `{{ (object "zz").data }}`}, `object "zz": no such node`},
+		{"computed include", "graph:\n  a: {}\n", map[string]string{"_h.tpl": `{{ define "h" }}{{ end }}`, "a.yaml": `{{ include (print "h") . }}`}, "include takes a literal template name"},
+		{"fixed namespace, name from the spec", "inputs:\n  cfg: {apiVersion: v1, kind: ConfigMap, namespace: platform, name: '{{ .Spec.Message }}'}\n",
+			map[string]string{"a.yaml": `{{ input "cfg" }}`}, "needs a fixed name or selector"},
 		{"kustomize", "graph:\n  a: {}\n", map[string]string{"a.yaml": "", "kustomization.yaml": "resources: [a.yaml]\n"}, "cannot use kustomize"},
 	}
 	for _, tt := range tests {
@@ -183,6 +188,13 @@ func TestGraphWaits(t *testing.T) {
 			map[string]string{"a.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata: {name: a}\nspec: {template: {spec: {restartPolicy: Never, containers: [{name: m, image: m}]}}}\n", "b.yaml": `{{ object "a" }}`},
 			"apiVersion: batch/v1\nkind: Job\nmetadata: {name: a, namespace: team-a, labels: {stencil.dev/owner-uid: uid-1}, annotations: {stencil.dev/desired-hash: HASH}}\nstatus: {startTime: \"2026-01-01T00:00:00Z\", active: 1}\n",
 			"b waits for a: Job a to complete (Job in progress. success:0, active: 1, failed: 0)"},
+		{"failed Job", "graph: {}\n",
+			map[string]string{"a.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata: {name: a}\nspec: {template: {spec: {restartPolicy: Never, containers: [{name: m, image: m}]}}}\n", "b.yaml": `{{ object "a" }}`},
+			"apiVersion: batch/v1\nkind: Job\nmetadata: {name: a, namespace: team-a, labels: {stencil.dev/owner-uid: uid-1}, annotations: {stencil.dev/desired-hash: HASH}}\nstatus: {startTime: \"2026-01-01T00:00:00Z\", failed: 4, conditions: [{type: Failed, status: \"True\"}]}\n",
+			"b waits for a: Job a, which failed (Job Failed. failed: 4/1)"},
+		{"empty selector", "inputs:\n  cfg: {apiVersion: v1, kind: ConfigMap, selector: '{{ .Spec.Message }}'}\n",
+			map[string]string{"b.yaml": configMap("b", `data: {n: {{ input "cfg" | len | quote }}}`)},
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: anyone, namespace: team-a}\n", "b waits for a selector for the input ConfigMap (the spec gives none)"},
 		{"missing input", "inputs:\n  cfg: {apiVersion: v1, kind: ConfigMap, name: '{{ .Name }}-settings'}\n",
 			map[string]string{"b.yaml": configMap("b", `data: {v: {{ input "cfg" | need "data.v" | quote }}}`)},
 			"", "b waits for ConfigMap team-a/demo-settings to exist"},
@@ -222,6 +234,9 @@ func TestGraphWaits(t *testing.T) {
 			if got != tt.want {
 				t.Fatalf("waiting: %q, want %q", got, tt.want)
 			}
+			if failed := len(plan.Waiting) > 0 && plan.Waiting[0].Failed; failed != strings.Contains(tt.name, "failed") {
+				t.Fatalf("Failed = %v: only a node that waits for a failed object is", failed)
+			}
 			for _, o := range plan.Objects {
 				if o.GetName() == "b" && tt.want != "" {
 					t.Fatalf("b rendered while it waits: %v", o.Object)
@@ -252,10 +267,36 @@ func TestSecretInputOnlyIntoSecrets(t *testing.T) {
 		t.Fatalf("the error shows the Secret's data: %v", err)
 	}
 
-	// Nor through a node that copied it into a Secret first.
+	// Nor through a node that copied it into a Secret first, however the
+	// template reads it.
+	for _, read := range []string{`{{ object "copy" | need "data.token" | quote }}`, `{{ (object "copy").data.token | quote }}`} {
+		t.Run(read, func(t *testing.T) { laundering(t, decl, snapshot, cr, read) })
+	}
+
+	kept, err := loadGraph(t, decl, map[string]string{"copy.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: copy}\ndata: {token: {{ input \"creds\" | need \"data.token\" | quote }}}\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := kept.RenderGraph(cr, render.GraphInput{Live: snapshot})
+	if err != nil || len(plan.Objects) != 1 {
+		t.Fatalf("a Secret input into a Secret: %v, %d objects", err, len(plan.Objects))
+	}
+
+	// A template's error after it read the data does not quote it.
+	quoting, err := loadGraph(t, decl, map[string]string{"copy.yaml": `{{ input "creds" | need "data.token" | b64dec | fail }}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = quoting.RenderGraph(cr, render.GraphInput{Live: snapshot})
+	if err == nil || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "its message is withheld") {
+		t.Fatalf("the error of a template that read a Secret: %v", err)
+	}
+}
+
+func laundering(t *testing.T, decl string, snapshot render.Objects, cr *testv1alpha1.Widget, read string) {
 	laundered, err := loadGraph(t, decl, map[string]string{
 		"copy.yaml":  "apiVersion: v1\nkind: Secret\nmetadata: {name: copy}\ndata: {token: {{ input \"creds\" | need \"data.token\" | quote }}}\n",
-		"again.yaml": configMap("again", `data: {token: {{ object "copy" | need "data.token" | quote }}}`),
+		"again.yaml": configMap("again", `data: {token: `+read+`}`),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -275,14 +316,5 @@ func TestSecretInputOnlyIntoSecrets(t *testing.T) {
 	_, err = laundered.RenderGraph(cr, render.GraphInput{Live: live})
 	if err == nil || !strings.Contains(err.Error(), `reads node "copy", which holds the Secret input "creds", so it may render only Secrets`) {
 		t.Fatalf("a Secret input's data reached a ConfigMap through another node: %v", err)
-	}
-
-	kept, err := loadGraph(t, decl, map[string]string{"copy.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: copy}\ndata: {token: {{ input \"creds\" | need \"data.token\" | quote }}}\n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := kept.RenderGraph(cr, render.GraphInput{Live: snapshot})
-	if err != nil || len(plan.Objects) != 1 {
-		t.Fatalf("a Secret input into a Secret: %v, %d objects", err, len(plan.Objects))
 	}
 }

@@ -2,6 +2,7 @@ package render
 
 import (
 	"cmp"
+	cryptorand "crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -94,6 +95,9 @@ type Waiting struct {
 	// Stage is the node's place in the graph (0: it waits for no node).
 	Stage int
 	For   string
+	// Failed: an object it waits for has failed by the kstatus rules (a
+	// Job past its backoff limit); it will not get ready by waiting.
+	Failed bool
 }
 
 func (w Waiting) String() string { return w.Node + " waits for " + w.For }
@@ -125,10 +129,15 @@ type GraphInput struct {
 	Live Snapshot
 	// Inputs is where the declared inputs are read (nil: Live).
 	Inputs Snapshot
-	// Random is where generate takes its values (nil: a fixed source, so
-	// that offline renders and tests are repeatable).
+	// Random is where generate takes its values (nil: crypto/rand; tests
+	// give FixedRandom, so that their output is repeatable).
 	Random io.Reader
 }
+
+// FixedRandom is a source of the same values every time, for tests: what
+// generate makes from it is known to anyone, so never for objects that are
+// applied.
+func FixedRandom() io.Reader { return rand.NewChaCha8([32]byte{}) }
 
 // HasGraph reports whether the kind declares a graph or inputs.
 func (k *Kind) HasGraph() bool { return k.graph != nil }
@@ -185,7 +194,7 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 		in.Inputs = in.Live
 	}
 	if in.Random == nil {
-		in.Random = rand.NewChaCha8([32]byte{})
+		in.Random = cryptorand.Reader
 	}
 	run, err := k.runs.get(k.limits, k.limits.Bytes, "rendered bytes")
 	if err != nil {
@@ -195,26 +204,36 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 	defer func() { run.b.scope = nil }()
 	gr := &graphRun{k: k, cr: obj, in: in, owner: newOwner(k.def.GroupVersionKind, obj),
 		rendered: map[string][]*unstructured.Unstructured{}, ready: map[string]readiness{},
-		inputs: map[string]inputValue{}, plan: &Plan{}}
+		inputs: map[string]inputValue{}, secrets: map[string]string{}, plan: &Plan{}}
 	seen := map[string]bool{}
 	for _, name := range k.graph.order {
 		n := k.graph.nodes[name]
-		if why := gr.blocked(n); why != "" {
-			gr.wait(n, why)
+		if why, failed := gr.blocked(n); why != "" {
+			gr.wait(n, why, failed)
 			continue
 		}
-		run.b.scope = &graphScope{run: gr, node: n}
+		scope := &graphScope{run: gr, node: n}
+		if len(n.secrets) > 0 {
+			scope.secret = n.secrets[0]
+		}
+		run.b.scope = scope
 		out, err := run.execute(n.file, obj)
 		if w, ok := errors.AsType[*WaitError](err); ok {
-			gr.wait(n, w.For)
+			gr.wait(n, w.For, w.Failed)
 			continue
 		}
+		if r, ok := errors.AsType[*ReadError](err); ok {
+			return nil, &Error{File: n.file, Err: r}
+		}
 		if err != nil {
-			return nil, &Error{File: n.file, Err: err}
+			return nil, &Error{File: n.file, Err: withheld(scope, err)}
 		}
 		docs, err := decode(out, run.within(k.limits, len(gr.plan.Objects)))
 		if err != nil {
-			return nil, &Error{File: n.file, Err: err}
+			return nil, &Error{File: n.file, Err: withheld(scope, err)}
+		}
+		if scope.secret != "" {
+			gr.secrets[name] = scope.secret
 		}
 		for _, d := range docs {
 			setSource(d, n.file)
@@ -222,8 +241,8 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 			if err := k.finishObject(d, gr.owner, v, seen); err != nil {
 				return nil, err
 			}
-			if len(n.secrets) > 0 && (d.GetAPIVersion() != "v1" || d.GetKind() != "Secret") {
-				return nil, &Error{File: n.file, Err: fmt.Errorf("%s %q: the template reads %s, so it may render only Secrets: a Secret's data must not reach an object that more people can read", d.GetKind(), d.GetName(), n.secrets[0])}
+			if scope.secret != "" && (d.GetAPIVersion() != "v1" || d.GetKind() != "Secret") {
+				return nil, &Error{File: n.file, Err: fmt.Errorf("%s %q: the template reads %s, so it may render only Secrets: a Secret's data must not reach an object that more people can read", d.GetKind(), d.GetName(), scope.secret)}
 			}
 		}
 		gr.rendered[name] = docs
@@ -246,7 +265,12 @@ func markNode(o *unstructured.Unstructured, n *graphNode, stage int) {
 }
 
 // WaitError stops a node's render: a value it needs is not there yet.
-type WaitError struct{ For string }
+type WaitError struct {
+	For string
+	// Failed: what it waits for has failed (kstatus), and waiting will not
+	// change that.
+	Failed bool
+}
 
 func (e *WaitError) Error() string { return "waits for " + e.For }
 
@@ -259,14 +283,17 @@ type graphRun struct {
 	rendered map[string][]*unstructured.Unstructured
 	ready    map[string]readiness
 	inputs   map[string]inputValue
-	plan     *Plan
+	// secrets: the nodes rendered from a Secret input's data, and how.
+	secrets map[string]string
+	plan    *Plan
 }
 
 // readiness of a rendered node: its live objects, and why it is not ready
 // ("" when it is).
 type readiness struct {
-	live []map[string]any
-	why  string
+	live   []map[string]any
+	why    string
+	failed bool
 }
 
 type inputValue struct {
@@ -275,22 +302,49 @@ type inputValue struct {
 	err   error
 }
 
-func (gr *graphRun) wait(n *graphNode, why string) {
-	gr.plan.Waiting = append(gr.plan.Waiting, Waiting{Node: n.name, Stage: gr.k.graph.stage[n.name], For: why})
+func (gr *graphRun) wait(n *graphNode, why string, failed bool) {
+	gr.plan.Waiting = append(gr.plan.Waiting, Waiting{Node: n.name, Stage: gr.k.graph.stage[n.name], For: why, Failed: failed})
+}
+
+// ReadError is a failure to read the live objects or inputs a render
+// needs: retried, unlike a template's error.
+type ReadError struct{ Err error }
+
+func (e *ReadError) Error() string { return e.Err.Error() }
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// withheld is err, unless the node read a Secret input's data: a template's
+// error may quote the values it was given (a date it could not parse), so
+// it is replaced by one that says where to see it.
+func withheld(s *graphScope, err error) error {
+	if s.secret == "" {
+		return err
+	}
+	return fmt.Errorf("the template failed after it read %s; its message is withheld, as it may quote the data: run stencil render --observed with the objects to see it", s.secret)
 }
 
 // blocked is why n may not render yet: a dependency that did not render or
-// is not ready ("" when none).
-func (gr *graphRun) blocked(n *graphNode) string {
+// is not ready ("" when none), and whether that one failed.
+func (gr *graphRun) blocked(n *graphNode) (string, bool) {
 	for _, a := range n.after {
 		if _, ok := gr.rendered[a]; !ok {
-			return a + " (which waits too)"
+			return a + " (which waits too)", gr.failed(a)
 		}
 		if r := gr.readiness(a); r.why != "" {
-			return a + ": " + r.why
+			return a + ": " + r.why, r.failed
 		}
 	}
-	return ""
+	return "", false
+}
+
+// failed: node name waits for something that failed.
+func (gr *graphRun) failed(name string) bool {
+	for _, w := range gr.plan.Waiting {
+		if w.Node == name {
+			return w.Failed
+		}
+	}
+	return false
 }
 
 // readiness judges a rendered node's objects on their live state: each must
@@ -305,7 +359,7 @@ func (gr *graphRun) readiness(name string) readiness {
 	r := readiness{}
 	for _, d := range gr.rendered[name] {
 		live, err := gr.in.Live.Get(d.GroupVersionKind(), d.GetNamespace(), d.GetName())
-		if r.why = objectReadiness(n, d, live, err, gr.owner); r.why != "" {
+		if r.why, r.failed = objectReadiness(n, d, live, err, gr.owner); r.why != "" {
 			r.live = nil
 			break
 		}
@@ -315,40 +369,42 @@ func (gr *graphRun) readiness(name string) readiness {
 	return r
 }
 
-func objectReadiness(n *graphNode, d, live *unstructured.Unstructured, err error, own owner) string {
+func objectReadiness(n *graphNode, d, live *unstructured.Unstructured, err error, own owner) (string, bool) {
 	what := d.GetKind() + " " + d.GetName()
 	switch {
 	case err != nil:
-		return what + ": cannot be read: " + err.Error()
+		return what + ": cannot be read: " + err.Error(), false
 	case live == nil:
-		return what + " to be created"
+		return what + " to be created", false
 	case live.GetLabels()[v1alpha1.LabelOwnerUID] != string(own.uid):
-		return what + ", which is not this resource's"
+		return what + ", which is not this resource's", false
 	case !n.CreateOnly && live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != d.GetAnnotations()[v1alpha1.AnnotationDesiredHash]:
-		return what + " to be updated"
+		return what + " to be updated", false
 	}
 	u := live.DeepCopy()
 	verdict, err := kstatus.Compute(u)
 	switch {
 	case err != nil:
-		return what + ": cannot judge its health: " + err.Error()
+		return what + ": cannot judge its health: " + err.Error(), true
+	case verdict.Status == kstatus.FailedStatus:
+		return what + ", which failed (" + strings.TrimSuffix(verdict.Message, ".") + ")", true
 	case verdict.Status != kstatus.CurrentStatus:
-		return what + " to be ready (" + strings.TrimSuffix(verdict.Message, ".") + ")"
+		return what + " to be ready (" + strings.TrimSuffix(verdict.Message, ".") + ")", false
 	case isJob(live) && !conditionTrue(live, "Complete"):
 		// kstatus calls a running Job current; what waits for a Job
 		// waits for it to complete.
-		return what + " to complete (" + strings.TrimSuffix(verdict.Message, ".") + ")"
+		return what + " to complete (" + strings.TrimSuffix(verdict.Message, ".") + ")", false
 	}
 	for i, rule := range n.readyWhen {
 		var out strings.Builder
 		if err := rule.Execute(&out, live.Object); err != nil {
-			return fmt.Sprintf("%s: readyWhen[%d] failed: %v", what, i, err)
+			return fmt.Sprintf("%s: readyWhen[%d] failed: %v", what, i, err), false
 		}
 		if strings.TrimSpace(out.String()) != "true" {
-			return fmt.Sprintf("%s: readyWhen[%d] %s", what, i, n.ReadyWhen[i])
+			return fmt.Sprintf("%s: readyWhen[%d] %s", what, i, n.ReadyWhen[i]), false
 		}
 	}
-	return ""
+	return "", false
 }
 
 func isJob(o *unstructured.Unstructured) bool {
@@ -400,10 +456,17 @@ func (gr *graphRun) resolve(in *graphInput) inputValue {
 		if err != nil {
 			return inputValue{err: fmt.Errorf("inputs: selector %q: %w", src, err)}
 		}
+		if sel.Empty() {
+			// Not "everything": a spec that gives no selector selects none.
+			if in.Optional {
+				return inputValue{value: []map[string]any{}}
+			}
+			return inputValue{why: "a selector for the input " + in.Kind + " (the spec gives none)"}
+		}
 		gr.plan.Reads = append(gr.plan.Reads, Read{GVK: gvk, Namespace: ns, Selector: sel})
 		objs, err := gr.in.Inputs.List(gvk, ns, sel)
 		if err != nil {
-			return inputValue{err: fmt.Errorf("inputs: listing %s: %w", in.Kind, err)}
+			return inputValue{err: &ReadError{fmt.Errorf("inputs: listing %s: %w", in.Kind, err)}}
 		}
 		slices.SortFunc(objs, func(a, b *unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
 		list := make([]map[string]any, 0, len(objs))
@@ -429,7 +492,7 @@ func (gr *graphRun) resolve(in *graphInput) inputValue {
 	o, err := gr.in.Inputs.Get(gvk, ns, name)
 	switch {
 	case err != nil:
-		return inputValue{err: fmt.Errorf("inputs: reading %s %s/%s: %w", in.Kind, ns, name, err)}
+		return inputValue{err: &ReadError{fmt.Errorf("inputs: reading %s %s/%s: %w", in.Kind, ns, name, err)}}
 	case o == nil && in.Optional:
 		return inputValue{value: map[string]any{}} // empty: with and dig work on it
 	case o == nil:
@@ -453,6 +516,9 @@ func runSmall(t interface {
 type graphScope struct {
 	run  *graphRun
 	node *graphNode
+	// secret says how the node has read a Secret input's data so far
+	// (empty: it has not): then it may render only Secrets.
+	secret string
 }
 
 // object is the live object of a node before this one, which must render
@@ -473,12 +539,18 @@ func (s *graphScope) objects(name string) ([]map[string]any, error) {
 	if !slices.Contains(s.node.after, name) {
 		return nil, fmt.Errorf("objects %q: not a node this one waits for", name)
 	}
+	if held := s.run.secrets[name]; held != "" && s.secret == "" {
+		s.secret = fmt.Sprintf("node %q, which holds %s", name, held)
+	}
 	return s.run.readiness(name).live, nil
 }
 
 func (s *graphScope) input(name string) (any, error) {
 	if !slices.Contains(s.node.reads, name) {
 		return nil, fmt.Errorf("input %q: not declared", name)
+	}
+	if s.run.k.graph.inputs[name].secret() && s.secret == "" {
+		s.secret = fmt.Sprintf("the Secret input %q", name)
 	}
 	return s.run.input(name)
 }
@@ -530,14 +602,22 @@ func (s *graphScope) generate(n int) (string, error) {
 	if n < 1 || n > 4096 {
 		return "", fmt.Errorf("generate %d: the length must be 1 to 4096", n)
 	}
-	raw := make([]byte, n)
-	if _, err := io.ReadFull(s.run.in.Random, raw); err != nil {
-		return "", fmt.Errorf("generate: %w", err)
+	out := make([]byte, 0, n)
+	buf := make([]byte, n)
+	// Bytes of 248 and more are dropped: 248 is the largest multiple of
+	// 62 below 256, so every character is as likely.
+	const unbiased = 256 - 256%len(alphanumerics)
+	for len(out) < n {
+		if _, err := io.ReadFull(s.run.in.Random, buf); err != nil {
+			return "", fmt.Errorf("generate: %w", err)
+		}
+		for _, b := range buf {
+			if int(b) < unbiased && len(out) < n {
+				out = append(out, alphanumerics[int(b)%len(alphanumerics)])
+			}
+		}
 	}
-	for i, b := range raw {
-		raw[i] = alphanumerics[int(b)%len(alphanumerics)]
-	}
-	return string(raw), nil
+	return string(out), nil
 }
 
 // graphFuncs are the graph functions of an execution whose budget b

@@ -133,12 +133,13 @@ func diffAll(ctx context.Context, c client.Client, live *liveObjects, k *render.
 // is refused), or an object in the way (kept).
 func diffResource(ctx context.Context, c client.Client, live *liveObjects, k *render.Kind, cr v1alpha1.Object) *resourceDiff {
 	d := &resourceDiff{kind: k.GroupVersionKind().Kind, namespace: cr.GetNamespace(), name: cr.GetName()}
-	objs, err := k.Render(cr)
+	plan, err := k.RenderGraph(cr, render.GraphInput{Live: liveSnapshot{ctx: ctx, c: c}})
 	if err != nil {
 		d.err, d.render = err, true
 		return d
 	}
-	if reconciler.EmptyRender(cr, objs) {
+	objs := plan.Objects
+	if len(plan.Waiting) == 0 && reconciler.EmptyRender(cr, objs) {
 		d.err = fmt.Errorf("renders no objects; stencil will not prune its %d objects (reason %s)", len(cr.StencilStatus().Inventory), v1alpha1.ReasonEmptyRender)
 		return d
 	}
@@ -185,6 +186,11 @@ func diffResource(ctx context.Context, c client.Client, live *liveObjects, k *re
 		if !rendered[groupKey(gvk.Group, gvk.Kind, item.GetNamespace(), item.GetName())] && reconciler.Prunable(k.GroupVersionKind(), cr, item) {
 			prunable = append(prunable, gvk.Kind+" "+objectName(item.GetNamespace(), item.GetName()))
 		}
+	}
+	if len(plan.Waiting) > 0 && len(prunable) > 0 {
+		// As the operator: nothing is pruned while nodes of a graph wait.
+		d.kept, d.keptWhy = prunable, "stencil prunes nothing while nodes of the graph wait ("+plan.Waiting[0].String()+")"
+		return d
 	}
 	if len(inTheWay) > 0 && len(prunable) > 0 {
 		is := " is"

@@ -319,7 +319,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w (are the CRDs installed? `make install` installs them)", err)
 	}
-	opts := reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite, Decorators: scopes, DisabledDecorators: o.decorators.disabled, Identities: o.identities}
+	opts := reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite, Decorators: scopes, DisabledDecorators: o.decorators.disabled, Identities: o.identities, Namespaces: o.watchNamespaces}
 	if len(o.shards.Known) > 0 {
 		opts.Shards = &o.shards
 		if o.leaderElect {

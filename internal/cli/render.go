@@ -63,6 +63,9 @@ standard error.`,
 				return err
 			}
 			for _, cr := range crs {
+				if err := liveUID(cr, in); err != nil {
+					return err
+				}
 				plan, err := renderPlanChecked(cr, v, cmd.ErrOrStderr(), in)
 				if err != nil {
 					return &exitError{code: 2, err: fmt.Errorf("rendering %s %s: %w", cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), placeError(err, folderOf(cr.kind)))}
@@ -82,6 +85,24 @@ standard error.`,
 	cmd.Flags().BoolVar(&live, "live", false, "Read a graph kind's live objects from the cluster (the current kubeconfig context).")
 	cmd.MarkFlagsMutuallyExclusive("observed", "live")
 	return cmd
+}
+
+// liveUID gives a resource without metadata.uid the UID of the live one,
+// from the objects a graph kind's render reads (--observed or --live) when
+// they hold it: its objects carry that UID in their owner label, and are
+// not this resource's without it.
+func liveUID(cr resource, in render.GraphInput) error {
+	if cr.obj.GetUID() != "" || in.Live == nil || !cr.kind.HasGraph() {
+		return nil
+	}
+	live, err := in.Live.Get(cr.kind.GroupVersionKind(), cr.obj.GetNamespace(), cr.obj.GetName())
+	if err != nil {
+		return fmt.Errorf("reading %s %s: %w", cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), err)
+	}
+	if live != nil {
+		cr.obj.SetUID(live.GetUID())
+	}
+	return nil
 }
 
 // graphInput is what a graph kind's render reads: the objects of the

@@ -136,7 +136,7 @@ func RunKind(k *render.Kind, c Case, v render.Validator) Outcome {
 	if err != nil {
 		return Outcome{Case: c.Name, Err: fmt.Errorf("%s: %w", ObservedFile, err)}
 	}
-	plan, err := k.RenderGraphValidated(cr, render.GraphInput{Live: live}, v)
+	plan, err := k.RenderGraphValidated(cr, render.GraphInput{Live: live, Random: render.FixedRandom()}, v)
 	if err != nil {
 		return judge(c, nil, err)
 	}
