@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,7 +47,7 @@ func (r *Reconciler) renderPlan(ctx context.Context, cr v1alpha1.Object) (*rende
 	}
 	in := render.GraphInput{
 		Live:   cachedSnapshot{ctx: ctx, c: r.client, types: r.applier.types},
-		Inputs: readSnapshot{ctx: ctx, c: r.inputReader(cr)},
+		Inputs: readSnapshot{ctx: ctx, c: r.inputReader(cr), who: r.inputIdentity(cr), meta: r.inputCache, memo: r.inputMemo},
 		Random: rand.Reader,
 	}
 	plan, err := r.kind.RenderGraph(cr, in)
@@ -70,6 +71,16 @@ func (r *Reconciler) inputReader(cr v1alpha1.Object) client.Reader {
 		return failingReader{err}
 	}
 	return c
+}
+
+// inputIdentity names who reads cr's inputs: its ServiceAccount, or "" for
+// stencil.
+func (r *Reconciler) inputIdentity(cr v1alpha1.Object) string {
+	sa := r.identities.serviceAccount(r.kind.GroupVersionKind().Kind)
+	if sa == "" || r.tenants == nil {
+		return ""
+	}
+	return serviceAccountUser(cr.GetNamespace(), sa)
 }
 
 // cachedSnapshot reads a resource's own objects from the cache (a graph
@@ -102,13 +113,30 @@ func (s cachedSnapshot) List(schema.GroupVersionKind, string, labels.Selector) (
 	return nil, fmt.Errorf("a graph's own objects are read by name")
 }
 
-// readSnapshot reads inputs from the API server.
+// readSnapshot reads inputs from the API server, as who. An input the
+// cache of their metadata shows unchanged since who last read it is served
+// from memo: a resource rendered again costs no read of an input that did
+// not change.
 type readSnapshot struct {
-	ctx context.Context
-	c   client.Reader
+	ctx  context.Context
+	c    client.Reader
+	who  string
+	meta client.Reader // nil: no cache of the inputs' metadata
+	memo *inputMemo
 }
 
 func (s readSnapshot) Get(gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
+	key := memoKey{who: s.who, gvk: gvk, namespace: namespace, name: name}
+	version := ""
+	if s.meta != nil && s.memo != nil {
+		m := metadataOf(gvk)
+		if err := s.meta.Get(s.ctx, client.ObjectKey{Namespace: namespace, Name: name}, m); err == nil {
+			version = m.GetResourceVersion()
+			if o := s.memo.get(key, version); o != nil {
+				return o, nil
+			}
+		}
+	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	err := s.c.Get(s.ctx, client.ObjectKey{Namespace: namespace, Name: name}, u)
@@ -118,7 +146,62 @@ func (s readSnapshot) Get(gvk schema.GroupVersionKind, namespace, name string) (
 	if err != nil {
 		return nil, err
 	}
+	if s.memo != nil && version != "" && u.GetResourceVersion() == version {
+		s.memo.put(key, u)
+	}
 	return u, nil
+}
+
+// inputMemo keeps the inputs as last read, by who read them (a
+// ServiceAccount's read is never served to another), at the version read,
+// for accessTTL: a read that RBAC no longer allows is not served longer
+// than an answer that it may write is trusted.
+type inputMemo struct {
+	mu      sync.Mutex
+	objects map[memoKey]memoized
+}
+
+type memoized struct {
+	object *unstructured.Unstructured
+	at     time.Time
+}
+
+type memoKey struct {
+	who       string
+	gvk       schema.GroupVersionKind
+	namespace string
+	name      string
+}
+
+// get is a copy of the object read as key at version, nil when none is kept.
+func (m *inputMemo) get(key memoKey, version string) *unstructured.Unstructured {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.objects[key]
+	if !ok || e.object.GetResourceVersion() != version || time.Since(e.at) > accessTTL {
+		return nil
+	}
+	return e.object.DeepCopy() // templates may change what they are given (sprig's set)
+}
+
+func (m *inputMemo) put(key memoKey, o *unstructured.Unstructured) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.objects == nil {
+		m.objects = map[memoKey]memoized{}
+	}
+	m.objects[key] = memoized{object: o.DeepCopy(), at: time.Now()}
+}
+
+// forget drops what is kept of an input that was deleted.
+func (m *inputMemo) forget(gvk schema.GroupVersionKind, namespace, name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for key := range m.objects {
+		if key.gvk == gvk && key.namespace == namespace && key.name == name {
+			delete(m.objects, key)
+		}
+	}
 }
 
 func (s readSnapshot) List(gvk schema.GroupVersionKind, namespace string, selector labels.Selector) ([]*unstructured.Unstructured, error) {

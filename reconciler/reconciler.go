@@ -93,6 +93,10 @@ type Reconciler struct {
 	recheck chan event.GenericEvent
 	// inputs are the inputs each resource of a graph kind read last.
 	inputs inputReads
+	// inputCache holds the inputs' metadata (nil: no kind has inputs);
+	// inputMemo the inputs as last read, by who read them.
+	inputCache client.Reader
+	inputMemo  *inputMemo
 }
 
 // Timings of the reconcile.

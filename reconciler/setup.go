@@ -198,6 +198,7 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 	if err != nil {
 		return err
 	}
+	memo := &inputMemo{}
 	for _, k := range kinds {
 		gvk := k.GroupVersionKind()
 		unhealthy.track(gvk.Kind)
@@ -215,6 +216,8 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 			leases:     leases,
 			scheme:     mgr.GetScheme(),
 			recheck:    make(chan event.GenericEvent),
+			inputCache: inputs,
+			inputMemo:  memo,
 			identities: opts.Identities,
 		}
 		if opts.Identities.Default != "" || len(opts.Identities.ByKind) > 0 {
@@ -239,8 +242,7 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 			b = b.Watches(types.newObject(t.GroupVersionKind()), handler.EnqueueRequestsFromMapFunc(r.ownerByUID))
 		}
 		for _, gvk := range inputTypes(k) {
-			b = b.WatchesRawSource(source.Kind[client.Object](inputs, metadataOf(gvk), handler.EnqueueRequestsFromMapFunc(
-				func(_ context.Context, obj client.Object) []reconcile.Request { return r.inputs.readers(gvk, obj) })))
+			b = b.WatchesRawSource(source.Kind[client.Object](inputs, metadataOf(gvk), r.inputHandler(gvk)))
 		}
 		if err := b.Complete(r); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", gvk.Kind, err)
@@ -255,6 +257,21 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 		}
 	}
 	return nil
+}
+
+// inputHandler enqueues the resources that read an input of type gvk on
+// its every event, and forgets what was kept of it when it is deleted.
+func (r *Reconciler) inputHandler(gvk schema.GroupVersionKind) handler.EventHandler {
+	enqueue := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request { return r.inputs.readers(gvk, obj) })
+	return handler.Funcs{
+		CreateFunc:  enqueue.Create,
+		UpdateFunc:  enqueue.Update,
+		GenericFunc: enqueue.Generic,
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.inputMemo.forget(gvk, e.Object.GetNamespace(), e.Object.GetName())
+			enqueue.Delete(ctx, e, q)
+		},
+	}
 }
 
 // inputCache is the cache of the graph kinds' inputs, metadata only and

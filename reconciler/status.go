@@ -168,7 +168,7 @@ func (r *Reconciler) healthPace(key client.ObjectKey, before, after *v1alpha1.St
 // healthReason: Ready says the objects are applied and not all healthy.
 func healthReason(s *v1alpha1.Status) bool {
 	c := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionReady)
-	return c != nil && (progressingReason(c.Reason) || c.Reason == v1alpha1.ReasonHealthCheckFailed)
+	return c != nil && (c.Reason == v1alpha1.ReasonProgressing || c.Reason == v1alpha1.ReasonHealthCheckFailed)
 }
 
 // progressingReason: the objects are on their way, as far as stencil can
