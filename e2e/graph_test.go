@@ -113,7 +113,7 @@ spec: {version: "1.0.0", settings: shop-settings}
 func timeOf(t *testing.T, ns, kind, name, path string) time.Time {
 	t.Helper()
 	out := mustKubectl(t, "-n", ns, "get", kind, name, "-o", "jsonpath="+path)
-	at, err := time.Parse(time.RFC3339, strings.Fields(out+" ")[0])
+	at, err := time.Parse(time.RFC3339, strings.Fields(out + " ")[0])
 	if err != nil {
 		t.Fatalf("%s %s %s: %q: %v", kind, name, path, out, err)
 	}
