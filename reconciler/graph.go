@@ -113,6 +113,13 @@ func (s cachedSnapshot) List(schema.GroupVersionKind, string, labels.Selector) (
 	return nil, fmt.Errorf("a graph's own objects are read by name")
 }
 
+// ReadSnapshot is a render.Snapshot that reads the objects through c (the
+// API server, or a cache): what `stencil render --live` and `stencil diff`
+// give a graph kind's render.
+func ReadSnapshot(ctx context.Context, c client.Reader) render.Snapshot {
+	return readSnapshot{ctx: ctx, c: c}
+}
+
 // readSnapshot reads inputs from the API server, as who. An input the
 // cache of their metadata shows unchanged since who last read it is served
 // from memo: a resource rendered again costs no read of an input that did

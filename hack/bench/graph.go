@@ -124,7 +124,7 @@ func graphContenders(ctx context.Context, cfg config) ([]*contender, error) {
 			if err := testutil.InstallCRDs(ctx, e.admin, os.DirFS(crds)); err != nil {
 				return fmt.Errorf("installing kro's CRDs: %w", err)
 			}
-			return defineKro(ctx, e, kro, kroAppStackRGD, "kroappstacks.kro.run", kroAppStackGVK)
+			return defineKro(ctx, e, kro, kroAppStackRGD, "kroappstacks.kro.run", func() error { return probeAppStack(ctx, e.admin, kroAppStackGVK) })
 		}
 		contenders = append(contenders, c)
 	}
@@ -222,8 +222,10 @@ func measureGraph(ctx context.Context, cfg config, n int, c *contender) (_ *grap
 }
 
 // defineKro creates the ResourceGraphDefinition in file and runs kro until
-// the CRD it generates (crd) is established and serves gvk.
-func defineKro(ctx context.Context, e *env, bin, file, crd string, gvk schema.GroupVersionKind) (err error) {
+// the CRD it generates (crd) is established and probe, a dry run of one of
+// its resources, passes (the API server serves a new CRD a moment after it
+// is established).
+func defineKro(ctx context.Context, e *env, bin, file, crd string, probe func() error) (err error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return err
@@ -246,13 +248,13 @@ func defineKro(ctx context.Context, e *env, bin, file, crd string, gvk schema.Gr
 		}
 		got := &apiextensionsv1.CustomResourceDefinition{}
 		if e.admin.Get(ctx, types.NamespacedName{Name: crd}, got) == nil && established(got) {
-			return probeAppStack(ctx, e.admin, gvk)
+			return probe()
 		}
 		if err := sleep(ctx, 200*time.Millisecond); err != nil {
 			return err
 		}
 	}
-	return fmt.Errorf("kro did not define %s within 2 minutes; its log: %s", gvk.Kind, op.logPath)
+	return fmt.Errorf("kro did not establish %s within 2 minutes; its log: %s", crd, op.logPath)
 }
 
 // probeAppStack waits until the API server takes a resource of kind gvk

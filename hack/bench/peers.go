@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,9 +16,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/stencil-operator/stencil/hack/bench/handwritten"
 	"github.com/stencil-operator/stencil/internal/testutil"
@@ -191,37 +188,8 @@ func kroArgs(args []string) []string {
 
 // defineKroWeb creates the ResourceGraphDefinition and runs kro until the
 // KroWeb CRD it generates is established.
-func defineKroWeb(ctx context.Context, cfg config, e *env, bin string) (err error) {
-	data, err := os.ReadFile(kroRGD)
-	if err != nil {
-		return err
-	}
-	rgd := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(data, &rgd.Object); err != nil {
-		return fmt.Errorf("%s: %w", kroRGD, err)
-	}
-	if err := e.admin.Create(ctx, rgd); err != nil {
-		return fmt.Errorf("creating the ResourceGraphDefinition: %w", err)
-	}
-	op, err := startProgram(ctx, e, bin, kroArgs(nil), "kro-define.log")
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, op.stop()) }()
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
-		if err := op.failed(); err != nil {
-			return err
-		}
-		if e.admin.Get(ctx, types.NamespacedName{Name: "krowebs.kro.run"}, crd) == nil && established(crd) {
-			// The API server serves a new CRD a moment after it is established.
-			return probeKind(ctx, e.admin, webKind{gvk: kroGVK})
-		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
-			return err
-		}
-	}
-	return fmt.Errorf("kro did not define KroWeb within 2 minutes; its log: %s", op.logPath)
+func defineKroWeb(ctx context.Context, _ config, e *env, bin string) error {
+	return defineKro(ctx, e, bin, kroRGD, "krowebs.kro.run", func() error { return probeKind(ctx, e.admin, webKind{gvk: kroGVK}) })
 }
 
 func established(crd *apiextensionsv1.CustomResourceDefinition) bool {

@@ -113,7 +113,7 @@ func runDiff(ctx context.Context, file, namespace string, stdin io.Reader, out i
 		case !apierrors.IsNotFound(err):
 			return false, fmt.Errorf("reading %s %s: %w", cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), err)
 		}
-		plan, err := cr.kind.RenderGraph(cr.obj, render.GraphInput{Live: liveSnapshot{ctx: ctx, c: c}})
+		plan, err := cr.kind.RenderGraph(cr.obj, render.GraphInput{Live: reconciler.ReadSnapshot(ctx, c)})
 		if err != nil {
 			return false, fmt.Errorf("rendering %s %s: %w", cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), err)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/reconciler"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -117,7 +118,7 @@ func graphInput(ctx context.Context, observed string, live bool) (render.GraphIn
 		if err != nil {
 			return render.GraphInput{}, err
 		}
-		return render.GraphInput{Live: liveSnapshot{ctx: ctx, c: c}}, nil
+		return render.GraphInput{Live: reconciler.ReadSnapshot(ctx, c)}, nil
 	}
 	return render.GraphInput{}, nil
 }

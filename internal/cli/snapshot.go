@@ -1,16 +1,9 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/render"
 )
@@ -31,35 +24,6 @@ func readObserved(file string) (render.Objects, error) {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	return objs, nil
-}
-
-// liveSnapshot reads objects from the cluster.
-type liveSnapshot struct {
-	ctx context.Context
-	c   client.Reader
-}
-
-func (s liveSnapshot) Get(gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	err := s.c.Get(s.ctx, client.ObjectKey{Namespace: namespace, Name: name}, u)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	return u, err
-}
-
-func (s liveSnapshot) List(gvk schema.GroupVersionKind, namespace string, selector labels.Selector) ([]*unstructured.Unstructured, error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := s.c.List(s.ctx, list, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
-		return nil, err
-	}
-	out := make([]*unstructured.Unstructured, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, &list.Items[i])
-	}
-	return out, nil
 }
 
 // writeWaiting tells, on w, which nodes of a graph wait and for what.
