@@ -133,7 +133,7 @@ type readSnapshot struct {
 }
 
 func (s readSnapshot) Get(gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
-	key := memoKey{who: s.who, gvk: gvk, namespace: namespace, name: name}
+	key := memoKey{who: s.who, memoObject: memoObject{gvk: gvk, namespace: namespace, name: name}}
 	version := ""
 	if s.meta != nil && s.memo != nil {
 		m := metadataOf(gvk)
@@ -162,10 +162,22 @@ func (s readSnapshot) Get(gvk schema.GroupVersionKind, namespace, name string) (
 // inputMemo keeps the inputs as last read, by who read them (a
 // ServiceAccount's read is never served to another), at the version read,
 // for accessTTL: a read that RBAC no longer allows is not served longer
-// than an answer that it may write is trusted.
+// than an answer that it may write is trusted. Entries older than that are
+// swept as new ones come, and an input's are dropped when it is deleted.
 type inputMemo struct {
 	mu      sync.Mutex
-	objects map[memoKey]memoized
+	objects map[memoObject]map[string]memoized // by who
+	swept   time.Time
+}
+
+type memoObject struct {
+	gvk             schema.GroupVersionKind
+	namespace, name string
+}
+
+type memoKey struct {
+	who string
+	memoObject
 }
 
 type memoized struct {
@@ -173,18 +185,11 @@ type memoized struct {
 	at     time.Time
 }
 
-type memoKey struct {
-	who       string
-	gvk       schema.GroupVersionKind
-	namespace string
-	name      string
-}
-
 // get is a copy of the object read as key at version, nil when none is kept.
 func (m *inputMemo) get(key memoKey, version string) *unstructured.Unstructured {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e, ok := m.objects[key]
+	e, ok := m.objects[key.memoObject][key.who]
 	if !ok || e.object.GetResourceVersion() != version || time.Since(e.at) > accessTTL {
 		return nil
 	}
@@ -194,21 +199,41 @@ func (m *inputMemo) get(key memoKey, version string) *unstructured.Unstructured 
 func (m *inputMemo) put(key memoKey, o *unstructured.Unstructured) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	now := time.Now()
 	if m.objects == nil {
-		m.objects = map[memoKey]memoized{}
+		m.objects = map[memoObject]map[string]memoized{}
 	}
-	m.objects[key] = memoized{object: o.DeepCopy(), at: time.Now()}
+	if now.Sub(m.swept) > accessTTL {
+		m.sweep(now)
+	}
+	if m.objects[key.memoObject] == nil {
+		m.objects[key.memoObject] = map[string]memoized{}
+	}
+	c := o.DeepCopy()
+	c.SetManagedFields(nil) // no template reads them
+	m.objects[key.memoObject][key.who] = memoized{object: c, at: now}
+}
+
+// sweep drops the entries that get would no longer serve.
+func (m *inputMemo) sweep(now time.Time) {
+	m.swept = now
+	for obj, byWho := range m.objects {
+		for who, e := range byWho {
+			if now.Sub(e.at) > accessTTL {
+				delete(byWho, who)
+			}
+		}
+		if len(byWho) == 0 {
+			delete(m.objects, obj)
+		}
+	}
 }
 
 // forget drops what is kept of an input that was deleted.
 func (m *inputMemo) forget(gvk schema.GroupVersionKind, namespace, name string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for key := range m.objects {
-		if key.gvk == gvk && key.namespace == namespace && key.name == name {
-			delete(m.objects, key)
-		}
-	}
+	delete(m.objects, memoObject{gvk: gvk, namespace: namespace, name: name})
 }
 
 func (s readSnapshot) List(gvk schema.GroupVersionKind, namespace string, selector labels.Selector) ([]*unstructured.Unstructured, error) {
@@ -295,11 +320,16 @@ func (w *inputReads) readers(gvk schema.GroupVersionKind, obj client.Object) []r
 	return out
 }
 
-// waitMessage says which nodes of the graph wait, and for what.
+// waitMessage says which nodes of the graph wait, and for what. Its first
+// part names them (waitingNodes reads it back).
 func waitMessage(rendered int, waiting []render.Waiting) string {
 	var b strings.Builder
+	names := make([]string, len(waiting))
+	for i, w := range waiting {
+		names[i] = w.Node
+	}
 	b.WriteString("The objects of the nodes whose turn has come (" + strconv.Itoa(rendered) + ") are applied; ")
-	b.WriteString(strconv.Itoa(len(waiting)) + " of the graph's nodes wait: ")
+	b.WriteString(strconv.Itoa(len(waiting)) + " of the graph's nodes wait (" + strings.Join(names, ", ") + "): ")
 	const shown = 3
 	for i, w := range waiting[:min(len(waiting), shown)] {
 		if i > 0 {
@@ -314,12 +344,25 @@ func waitMessage(rendered int, waiting []render.Waiting) string {
 	return b.String()
 }
 
+// waitingNodes are the nodes a Waiting condition's message names, "" for
+// another condition: a write that only changes what they wait for (a
+// StatefulSet's ready count) is paced like health; one that changes which
+// nodes wait is written at once.
+func waitingNodes(c *metav1.Condition) string {
+	if c == nil || c.Reason != v1alpha1.ReasonWaiting {
+		return ""
+	}
+	_, rest, _ := strings.Cut(c.Message, " of the graph's nodes wait (")
+	nodes, _, _ := strings.Cut(rest, "): ")
+	return nodes
+}
+
 // deleteInOrder deletes a graph kind's objects before its resource goes,
 // from the last stage of the graph to the first, as the objects' stage
 // annotations say (never by rendering again): the objects of one stage are
 // deleted once those of every later stage are gone. Objects without a
 // stage go first. It reports whether all are gone.
-func (r *Reconciler) deleteInOrder(ctx context.Context, cr v1alpha1.Object) ([]v1alpha1.InventoryEntry, bool, error) {
+func (r *Reconciler) deleteInOrder(ctx context.Context, cr v1alpha1.Object) ([]v1alpha1.InventoryEntry, error) {
 	type found struct {
 		gvk  schema.GroupVersionKind
 		item client.Object
@@ -329,7 +372,7 @@ func (r *Reconciler) deleteInOrder(ctx context.Context, cr v1alpha1.Object) ([]v
 	for _, gvk := range r.pruneTypes(cr, false) {
 		items, err := r.listToPrune(ctx, cr, gvk, true)
 		if err != nil {
-			return nil, false, fmt.Errorf("listing %s to delete: %w", gvk.Kind, err)
+			return nil, fmt.Errorf("listing %s to delete: %w", gvk.Kind, err)
 		}
 		for _, item := range items {
 			if item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled || !r.ownedBy(item, cr) {
@@ -340,22 +383,55 @@ func (r *Reconciler) deleteInOrder(ctx context.Context, cr v1alpha1.Object) ([]v
 		}
 	}
 	if len(left) == 0 {
-		return nil, true, nil
+		return nil, nil
 	}
 	var deleted []v1alpha1.InventoryEntry
+	going := &stageLeft{stage: top}
 	for _, f := range left {
-		if deletionStage(f.item) != top || f.item.GetDeletionTimestamp() != nil {
+		if deletionStage(f.item) != top {
+			continue
+		}
+		going.add(f.gvk.Kind, f.item)
+		if f.item.GetDeletionTimestamp() != nil {
 			continue
 		}
 		// Foreground: the object stays until its dependents are gone (a
 		// Deployment's pods), so that the stage before it outlives them.
 		if err := r.deleteOwnedWith(ctx, f.gvk, f.item, metav1.DeletePropagationForeground); err != nil {
-			return deleted, false, err
+			return deleted, err
 		}
 		deleted = append(deleted, v1alpha1.InventoryEntry{APIVersion: f.gvk.GroupVersion().String(), Kind: f.gvk.Kind, Namespace: f.item.GetNamespace(), Name: f.item.GetName()})
 	}
-	ctrl.LoggerFrom(ctx).Info("Deleting a graph's objects in reverse order; waiting for this stage to go", "stage", top, "objects", len(left), "cr", klog.KObj(cr))
-	return deleted, false, nil
+	ctrl.LoggerFrom(ctx).Info("Deleting a graph's objects in reverse order; waiting for this stage to go", "stage", top, "objects", len(going.objects), "cr", klog.KObj(cr))
+	return deleted, going
+}
+
+// stageLeft is the error of a deletion in reverse order that waits for
+// the objects of one stage to go.
+type stageLeft struct {
+	stage   int
+	objects []string
+}
+
+func (e *stageLeft) add(kind string, o client.Object) {
+	what := kind + " " + o.GetName()
+	if f := o.GetFinalizers(); len(f) > 0 && o.GetDeletionTimestamp() != nil {
+		what += " (finalizers: " + strings.Join(f, ", ") + ")"
+	}
+	e.objects = append(e.objects, what)
+}
+
+func (e *stageLeft) Error() string {
+	stage := "stage " + strconv.Itoa(e.stage)
+	if e.stage == math.MaxInt {
+		stage = "the objects without a stage"
+	}
+	const shown = 3
+	what := strings.Join(e.objects[:min(len(e.objects), shown)], ", ")
+	if len(e.objects) > shown {
+		what += " and " + strconv.Itoa(len(e.objects)-shown) + " more"
+	}
+	return "stencil deletes the objects in the reverse order of the graph, " + stage + " first, and waits for them to go: " + what
 }
 
 // deletionStage is an object's stage for deletion: objects without one

@@ -170,7 +170,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 		if errors.Is(err, fence.ErrFenced) {
 			return fenced(ctx, err)
 		}
-		if errors.Is(err, errStagesLeft) {
+		if _, ok := errors.AsType[*stageLeft](err); ok {
 			// The deletions' events bring it back; this is the backstop
 			// (an object of a type no longer declared has no informer).
 			return reconcile.Result{RequeueAfter: cacheBackstop}, nil
@@ -210,7 +210,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		if _, ok := errors.AsType[*render.ReadError](err); ok {
 			// Reading an input failed (a timeout, a throttled API server):
 			// retried with backoff, unlike a template's error.
-			return reconcile.Result{}, res.fail(v1alpha1.ReasonRenderFailed, false, err)
+			return reconcile.Result{}, res.fail(v1alpha1.ReasonInputReadFailed, false, err)
 		}
 		if overTime(err) {
 			// The clock, not the spec, may be to blame (a loaded node):
@@ -755,8 +755,8 @@ func (r *Reconciler) finalizeAndReport(ctx context.Context, cr v1alpha1.Object) 
 	}
 	res := &result{generation: cr.GetGeneration(), pruned: pruned}
 	switch ready := meta.FindStatusCondition(cr.StencilStatus().Conditions, v1alpha1.ConditionReady); {
-	case errors.Is(err, errStagesLeft):
-		res.record(v1alpha1.ReasonDeleting, false, fmt.Errorf("stencil deletes its objects in the reverse order of the graph, one stage after the other (%d deleted in this turn)", len(pruned)))
+	case isStageLeft(err):
+		res.record(v1alpha1.ReasonDeleting, false, err)
 	case err != nil:
 		res.record(v1alpha1.ReasonCleanupFailed, false, err)
 	case ready != nil && ready.Reason == v1alpha1.ReasonCleanupFailed:
@@ -773,9 +773,12 @@ func (r *Reconciler) finalizeAndReport(ctx context.Context, cr v1alpha1.Object) 
 	return errors.Join(err, serr)
 }
 
-// errStagesLeft: a graph kind's resource still has objects to delete, in a
+// isStageLeft: a graph kind's resource still has objects to delete, in a
 // later turn (their deletion events bring it back).
-var errStagesLeft = errors.New("deleting the graph's objects stage by stage")
+func isStageLeft(err error) bool {
+	_, ok := errors.AsType[*stageLeft](err)
+	return ok
+}
 
 var errCleanedUp = errors.New("stencil deleted the resource's cluster-scoped objects and removed its finalizer")
 
@@ -789,10 +792,8 @@ func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) ([]v1alph
 	var pruned []v1alpha1.InventoryEntry
 	var err error
 	if r.kind.HasGraph() {
-		var done bool
-		pruned, done, err = r.deleteInOrder(ctx, cr)
-		if err == nil && !done {
-			return pruned, errStagesLeft
+		if pruned, err = r.deleteInOrder(ctx, cr); isStageLeft(err) {
+			return pruned, err
 		}
 	} else {
 		pruned, err = r.prune(ctx, cr, nil, true)

@@ -154,15 +154,33 @@ const statusPace = time.Second
 // health of the objects and the kind's status fields are read anew, so
 // nothing is lost by waiting (a drift report would be: it is never put off).
 func (r *Reconciler) healthPace(key client.ObjectKey, before, after *v1alpha1.Status) time.Duration {
+	if sameWait(before, after) {
+		// The same nodes of a graph wait; only what they wait for moved.
+		return r.paceLeft(key)
+	}
 	if !healthReason(before) && !healthReason(after) || !applied(before) || !applied(after) ||
 		!equality.Semantic.DeepEqual(withoutProgress(before), withoutProgress(after)) {
 		return 0
 	}
+	return r.paceLeft(key)
+}
+
+// paceLeft is how long from now until statusPace has passed since the
+// last status write of key (0: it has, or there was none).
+func (r *Reconciler) paceLeft(key client.ObjectKey) time.Duration {
 	v, ok := r.written.Load(key)
 	if !ok {
 		return 0
 	}
 	return max(statusPace-time.Since(v.(writtenStatus).at), 0)
+}
+
+// sameWait: before and after are both Waiting on the same nodes of a
+// graph, and differ in nothing but Ready, Reconciling and Stalled.
+func sameWait(before, after *v1alpha1.Status) bool {
+	b := waitingNodes(meta.FindStatusCondition(before.Conditions, v1alpha1.ConditionReady))
+	return b != "" && b == waitingNodes(meta.FindStatusCondition(after.Conditions, v1alpha1.ConditionReady)) &&
+		equality.Semantic.DeepEqual(withoutProgress(before), withoutProgress(after))
 }
 
 // healthReason: Ready says the objects are applied and not all healthy.
@@ -357,6 +375,8 @@ func failureMessage(s *v1alpha1.Status, f *failure) string {
 		return "Recreating: stencil " + f.err.Error() + ". Nothing was pruned meanwhile."
 	case v1alpha1.ReasonFinalizerFailed:
 		return "Adding the cleanup finalizer failed: " + f.err.Error() + ". Nothing was applied or pruned; stencil retries with backoff."
+	case v1alpha1.ReasonInputReadFailed:
+		return "Reading an input failed: " + f.err.Error() + ". Nothing was applied or pruned; stencil retries with backoff."
 	case v1alpha1.ReasonApplyFailed:
 		return "Apply failed: " + f.err.Error() + ". Nothing was pruned; stencil retries with backoff."
 	case v1alpha1.ReasonPruneFailed:

@@ -145,6 +145,16 @@ func compileGraph(decl Declaration, tmpl *template.Template, manifests []string)
 	return g, nil
 }
 
+// readsSecrets: an input of the graph is a Secret.
+func (g *graph) readsSecrets() bool {
+	for _, in := range g.inputs {
+		if in.secret() {
+			return true
+		}
+	}
+	return false
+}
+
 // taint spreads the rule that a Secret input's data flows only into
 // Secrets: a node that reads the objects of a node that read a Secret
 // input (directly or further up) is held to it too.

@@ -260,7 +260,7 @@ func TestSecretInputOnlyIntoSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = leak.RenderGraph(cr, render.GraphInput{Live: snapshot})
-	if err == nil || !strings.Contains(err.Error(), `reads the Secret input "creds", so it may render only Secrets`) {
+	if err == nil || !strings.Contains(err.Error(), `reads the Secret input "creds", so it may render only Secrets`) || strings.Contains(err.Error(), "team-b-token") {
 		t.Fatalf("a Secret's data rendered into a ConfigMap: %v", err)
 	}
 	if strings.Contains(err.Error(), "c2VjcmV0") {
@@ -280,6 +280,15 @@ func TestSecretInputOnlyIntoSecrets(t *testing.T) {
 	plan, err := kept.RenderGraph(cr, render.GraphInput{Live: snapshot})
 	if err != nil || len(plan.Objects) != 1 {
 		t.Fatalf("a Secret input into a Secret: %v, %d objects", err, len(plan.Objects))
+	}
+
+	// Nor does a name made from it, when the name is refused.
+	named, err := loadGraph(t, decl, map[string]string{"copy.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: '{{ input \"creds\" | need \"data.token\" | b64dec }}-X'}\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = named.RenderGraph(cr, render.GraphInput{Live: snapshot}); err == nil || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("the error of a name made from a Secret's data: %v", err)
 	}
 
 	// A template's error after it read the data does not quote it.

@@ -176,6 +176,9 @@ func Load(def Definition) (*Kind, error) {
 		if k.graph, err = compileGraph(k.declaration, tmpl, k.manifests); err != nil {
 			return nil, fmt.Errorf("kind %s: %s: %w", name, declarationFile, err)
 		}
+		if t, ok := k.owns[schema.GroupVersionKind{Version: "v1", Kind: "Secret"}]; ok && t.Status && k.graph.readsSecrets() {
+			return nil, fmt.Errorf("kind %s: %s: Secrets are declared status: true, and the kind reads a Secret input: its status template could copy the input's data into the resource's status", name, declarationFile)
+		}
 	}
 	if k.digest, err = digestFolder(def.Templates, entries); err != nil {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
@@ -257,6 +260,14 @@ func (k *Kind) New() v1alpha1.Object { return k.def.New() }
 func (k *Kind) JudgesHealth(gvk schema.GroupVersionKind) bool {
 	t, ok := k.owns[gvk]
 	return ok && t.JudgesHealth()
+}
+
+// ReadsWhole reports whether the kind's status template may read its
+// objects of type gvk whole: an owned type declared status: true, or one
+// whose health it judges (see [TypeRef.JudgesHealth]).
+func (k *Kind) ReadsWhole(gvk schema.GroupVersionKind) bool {
+	t, ok := k.owns[gvk]
+	return ok && (t.Status || t.JudgesHealth())
 }
 
 // Templates is the version of the kind's templates: a digest of its

@@ -239,10 +239,13 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 			setSource(d, n.file)
 			markNode(d, n, k.graph.stage[name])
 			if err := k.finishObject(d, gr.owner, v, seen); err != nil {
+				if re, ok := errors.AsType[*Error](err); ok && scope.secret != "" {
+					return nil, &Error{File: re.File, Err: withheld(scope, re.Err)} // a name may quote the data
+				}
 				return nil, err
 			}
 			if scope.secret != "" && (d.GetAPIVersion() != "v1" || d.GetKind() != "Secret") {
-				return nil, &Error{File: n.file, Err: fmt.Errorf("%s %q: the template reads %s, so it may render only Secrets: a Secret's data must not reach an object that more people can read", d.GetKind(), d.GetName(), scope.secret)}
+				return nil, &Error{File: n.file, Err: fmt.Errorf("a %s: the template reads %s, so it may render only Secrets: a Secret's data must not reach an object that more people can read", d.GetKind(), scope.secret)}
 			}
 		}
 		gr.rendered[name] = docs
@@ -317,8 +320,8 @@ func (e *ReadError) Unwrap() error { return e.Err }
 // error may quote the values it was given (a date it could not parse), so
 // it is replaced by one that says where to see it.
 func withheld(s *graphScope, err error) error {
-	if s.secret == "" {
-		return err
+	if _, limit := errors.AsType[*LimitError](err); s.secret == "" || limit {
+		return err // a limit's error quotes no data, and says what to retry
 	}
 	return fmt.Errorf("the template failed after it read %s; its message is withheld, as it may quote the data: run stencil render --observed with the objects to see it", s.secret)
 }
@@ -398,6 +401,9 @@ func objectReadiness(n *graphNode, d, live *unstructured.Unstructured, err error
 	for i, rule := range n.readyWhen {
 		var out strings.Builder
 		if err := rule.Execute(&out, live.Object); err != nil {
+			if live.GetKind() == "Secret" {
+				return fmt.Sprintf("%s: readyWhen[%d] failed (its message is withheld: it may quote the Secret's data)", what, i), false
+			}
 			return fmt.Sprintf("%s: readyWhen[%d] failed: %v", what, i, err), false
 		}
 		if strings.TrimSpace(out.String()) != "true" {

@@ -235,6 +235,9 @@ const (
 	// yet by the kstatus rules (a Deployment whose pods are not available,
 	// say); stencil looks again when their status changes.
 	ReasonProgressing = "Progressing"
+	// ReasonInputReadFailed: reading an input of a graph kind failed (a
+	// timeout, a throttled API server); retried with backoff.
+	ReasonInputReadFailed = "InputReadFailed"
 	// ReasonWaiting: a graph kind's nodes wait for the objects of earlier
 	// nodes to be ready, for a value or for an input (Reconciling).
 	ReasonWaiting = "Waiting"

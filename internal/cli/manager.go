@@ -178,6 +178,13 @@ func namespaceScoped(cacheOpts *cache.Options, o managerOptions, loaded []*rende
 			}
 		}
 	}
+	for _, k := range loaded {
+		for name, in := range k.Inputs() {
+			if in.Namespace != "" && !slices.Contains(o.watchNamespaces, in.Namespace) {
+				return fmt.Errorf("--watch-namespaces: kind %s reads its input %s in namespace %s; add it to --watch-namespaces, with a RoleBinding there that lets stencil get, list and watch %s", k.GroupVersionKind().Kind, name, in.Namespace, in.TypeRef().PluralResource())
+			}
+		}
+	}
 	cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 	for _, ns := range o.watchNamespaces {
 		cacheOpts.DefaultNamespaces[ns] = cache.Config{}
