@@ -126,18 +126,9 @@ func placeError(err error, folder string) error {
 	return &placed
 }
 
-// renderChecked renders cr, validating every object with v when v is set.
-// A type v has no schema for is reported on warn once and not checked.
-func renderChecked(cr resource, v *renderschema.Validator, warn io.Writer) ([]*unstructured.Unstructured, error) {
-	plan, err := renderPlanChecked(cr, v, warn, render.GraphInput{})
-	if err != nil {
-		return nil, err
-	}
-	return plan.Objects, nil
-}
-
-// renderPlanChecked is renderChecked with the live objects a graph kind
-// reads.
+// renderPlanChecked renders cr with the live objects a graph kind reads,
+// validating every object with v when v is set. A type v has no schema for
+// is reported on warn once and not checked.
 func renderPlanChecked(cr resource, v *renderschema.Validator, warn io.Writer, in render.GraphInput) (*render.Plan, error) {
 	if v == nil {
 		return cr.kind.RenderGraph(cr.obj, in)
