@@ -11,6 +11,7 @@ import (
 
 	"github.com/stencil-operator/stencil/internal/testkind"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -24,7 +25,7 @@ func TestCacheStripsManagedFieldsOfCustomResourcesOnly(t *testing.T) {
 	}
 	opts := CacheOptions([]*render.Kind{kind})
 	owned := &unstructured.Unstructured{}
-	owned.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply}, {Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate}})
+	owned.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: engine.FieldManager, Operation: metav1.ManagedFieldsOperationApply}, {Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate}})
 	if out, err := opts.DefaultTransform(owned.DeepCopy()); err != nil || len(out.(*unstructured.Unstructured).GetManagedFields()) != 2 {
 		t.Errorf("owned objects lose managedFields entries other than status writes (%v); the drift check needs them", err)
 	}
@@ -52,14 +53,14 @@ func TestCacheStripsManagedFieldsOfCustomResourcesOnly(t *testing.T) {
 // TestObjectMapLeavesOutManagedFields: status templates get objects without
 // managedFields, typed or not, and the object converted is left as it was.
 func TestObjectMapLeavesOutManagedFields(t *testing.T) {
-	fields := []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply}}
+	fields := []metav1.ManagedFieldsEntry{{Manager: engine.FieldManager, Operation: metav1.ManagedFieldsOperationApply}}
 	typed := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", ManagedFields: fields}}
 	u := &unstructured.Unstructured{}
 	u.SetName("web")
 	u.SetManagedFields(fields)
 	for _, obj := range []client.Object{typed, u} {
 		t.Run(fmt.Sprintf("%T", obj), func(t *testing.T) {
-			m, err := objectMap(obj)
+			m, err := engine.ObjectMap(obj)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/reconciler/shard"
 )
 
 // A resource moved from one shard to another (its label changed) must be
@@ -48,19 +49,11 @@ func (r *Reconciler) noteClaim(nn types.NamespacedName, held bool) {
 	switch {
 	case held && !had:
 		r.claims.Store(nn, true)
-		claimedResources.WithLabelValues(r.kind.GroupVersionKind().Kind, claimName(r.shards)).Inc()
+		claimedResources.WithLabelValues(r.kind.GroupVersionKind().Kind, shard.ClaimName(r.shards)).Inc()
 	case !held && had:
 		r.claims.Delete(nn)
-		claimedResources.WithLabelValues(r.kind.GroupVersionKind().Kind, claimName(r.shards)).Dec()
+		claimedResources.WithLabelValues(r.kind.GroupVersionKind().Kind, shard.ClaimName(r.shards)).Dec()
 	}
-}
-
-// claimName is a shard's value of the claim label.
-func claimName(s *Shards) string {
-	if s.Name == "" {
-		return "default"
-	}
-	return s.Name
 }
 
 // claimed reports whether this shard holds cr's claim, taking it when no
@@ -71,7 +64,7 @@ func (r *Reconciler) claimed(ctx context.Context, cr client.Object) (bool, error
 	if r.shards == nil {
 		return true, nil
 	}
-	mine := claimName(r.shards)
+	mine := shard.ClaimName(r.shards)
 	if cr.GetLabels()[v1alpha1.LabelClaim] == mine {
 		r.noteClaim(client.ObjectKeyFromObject(cr), true)
 		return true, nil
@@ -109,10 +102,10 @@ func (r *Reconciler) claimed(ctx context.Context, cr client.Object) (bool, error
 		return false, err
 	}
 	if holder != "" {
-		ctrl.LoggerFrom(ctx).Info("Took over the claim of a shard that has had no leader", "shard", holder, "lease", r.leases.leases.leaseFor(holder).String())
+		ctrl.LoggerFrom(ctx).Info("Took over the claim of a shard that has had no leader", "shard", holder, "lease", r.leases.Leases.LeaseFor(holder).String())
 		r.recorder.Eventf(cr, nil, corev1.EventTypeWarning, "ClaimTakenOver", "Claim",
 			"Shard %s took this resource over from shard %s, whose leader Lease %s showed no leader for at least %s: that shard no longer runs (the Lease now names %s, so a paused leader of it cannot come back)",
-			mine, holder, r.leases.leases.leaseFor(holder), r.leases.leases.Wait, takeoverHolder(mine))
+			mine, holder, r.leases.Leases.LeaseFor(holder), r.leases.Leases.Wait, shard.TakeoverHolder(mine))
 	}
 	// Whether it has objects elsewhere, from this fresh read (the cache's
 	// copy may lag): the first prune lists them from the API server.
@@ -146,7 +139,7 @@ func (r *Reconciler) takeClaim(ctx context.Context, fresh v1alpha1.Object, mine 
 	}
 	delete(marks, v1alpha1.AnnotationClaimLease)
 	if r.leases != nil {
-		marks[v1alpha1.AnnotationClaimLease] = r.leases.leases.leaseFor(mine).Name
+		marks[v1alpha1.AnnotationClaimLease] = r.leases.Leases.LeaseFor(mine).Name
 	}
 	fresh.SetAnnotations(marks)
 	err := r.client.Patch(ctx, fresh, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
@@ -174,7 +167,7 @@ func (r *Reconciler) release(ctx context.Context, nn types.NamespacedName) error
 	if err != nil {
 		return err
 	}
-	if fresh.GetLabels()[v1alpha1.LabelClaim] != claimName(r.shards) || sel.Matches(labels.Set(fresh.GetLabels())) {
+	if fresh.GetLabels()[v1alpha1.LabelClaim] != shard.ClaimName(r.shards) || sel.Matches(labels.Set(fresh.GetLabels())) {
 		return nil
 	}
 	if err := r.writable(); err != nil {
@@ -201,7 +194,7 @@ func (r *Reconciler) releaseMoved(ctx context.Context) error {
 	if r.shards == nil {
 		return nil
 	}
-	resources, err := ListResources(ctx, r.reader, r.scheme, r.kind.GroupVersionKind(), client.MatchingLabels{v1alpha1.LabelClaim: claimName(r.shards)})
+	resources, err := ListResources(ctx, r.reader, r.scheme, r.kind.GroupVersionKind(), client.MatchingLabels{v1alpha1.LabelClaim: shard.ClaimName(r.shards)})
 	if err != nil {
 		return fmt.Errorf("listing the %s this shard claims: %w", r.kind.GroupVersionKind().Kind, err)
 	}
@@ -237,7 +230,7 @@ func (r *Reconciler) pruneAfterClaim(ctx context.Context, cr v1alpha1.Object, de
 		// The cache's copy may not show the claim's mark yet.
 		marked = marked || v.(bool) || len(cr.StencilStatus().Inventory) > 0
 	}
-	pruned, err := r.pruneFrom(ctx, cr, desired, marked, false)
+	pruned, err := r.applier.PruneFrom(ctx, cr, desired, marked, false)
 	if err == nil && marked {
 		err = r.clearPrunePending(ctx, cr)
 	}
@@ -259,7 +252,7 @@ func (r *Reconciler) clearPrunePending(ctx context.Context, cr v1alpha1.Object) 
 	if _, marked := fresh.GetAnnotations()[v1alpha1.AnnotationPrunePending]; !marked {
 		return nil
 	}
-	if r.shards != nil && fresh.GetLabels()[v1alpha1.LabelClaim] != claimName(r.shards) {
+	if r.shards != nil && fresh.GetLabels()[v1alpha1.LabelClaim] != shard.ClaimName(r.shards) {
 		return nil
 	}
 	before := fresh.DeepCopyObject().(client.Object)
@@ -277,4 +270,21 @@ func (r *Reconciler) clearPrunePending(ctx context.Context, cr v1alpha1.Object) 
 		return fmt.Errorf("removing %s after the prune that lists from the API server: %w", v1alpha1.AnnotationPrunePending, err)
 	}
 	return nil
+}
+
+// holderGone reports whether the shard holder, whose claim on cr this shard
+// waits for, has had no leader for the leases' Wait (and cannot come back).
+// When it has not, why says so.
+func (r *Reconciler) holderGone(ctx context.Context, cr client.Object, holder string) (bool, string, error) {
+	if r.leases == nil {
+		return false, "this process runs without leader election, so it takes no claim over", nil
+	}
+	switch under := cr.GetAnnotations()[v1alpha1.AnnotationClaimLease]; under {
+	case "":
+		return false, fmt.Sprintf("shard %s took the claim without leader election, so nothing tells whether it runs", holder), nil
+	case r.leases.Leases.LeaseFor(holder).Name:
+	default:
+		return false, fmt.Sprintf("shard %s took the claim under the Lease %s, not %s, which this process would watch", holder, under, r.leases.Leases.LeaseFor(holder)), nil
+	}
+	return r.leases.Gone(ctx, holder, shard.ClaimName(r.shards))
 }

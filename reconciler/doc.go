@@ -1,28 +1,43 @@
-// Package reconciler is the one generic reconciler that serves every kind,
-// one controller per kind, named after it. Each reconcile runs, in order:
+// Package reconciler is the kind reconciler: the one generic reconciler
+// that serves every kind, one controller per kind, named after it. It
+// composes the packages beside it, none of which imports it:
 //
-//	render → apply → prune → status
+//	reconciler/engine     server-side apply, ownership, drift, prune (the SSA engine)
+//	reconciler/rollout    paced rollouts of template changes
+//	reconciler/shard      shards, claim names, takeover of a stopped shard's claims
+//	reconciler/decorator  the decorator controller (composes engine; set up beside this one)
+//
+// A custom resource flows through one reconcile like this (Reconcile in
+// reconciler.go, run for the phases):
+//
+//	claim (claim.go, shard)       is the resource this shard's? take its claim
+//	render (graph.go, render)     the spec into desired objects; a graph kind only the nodes whose turn came
+//	act as (tenant.go)            the resource's ServiceAccount writes, when the install says so
+//	gate (rollout)                a change of the templates alone waits for its turn
+//	apply (engine)                server-side apply of what needs it; drift, conflicts
+//	prune (engine)                the objects the render no longer holds
+//	status (status.go, health.go) conditions, inventory, drift, health; one merge patch
 //
 // Invariants:
 //   - It never touches text/template; package render turns a custom
 //     resource into objects.
-//   - Objects are server-side-applied with field manager "stencil"; status
-//     is merge-patched with "stencil-status", only what changed.
+//   - Objects are server-side-applied with field manager "stencil"
+//     (engine.FieldManager); status is merge-patched with "stencil-status"
+//     (StatusFieldManager), only what changed.
 //   - An object is applied only when it is missing, its desired hash
 //     changed, or our manager lost a field it owned right after our last
 //     apply (drift). A converged resource costs no request.
 //   - Nothing is pruned after a failed render, a failed apply, or an empty
 //     render of a resource that had objects. A prune needs the owner label,
-//     a second proof of ownership and a UID precondition.
+//     a second proof of ownership and a UID precondition (engine).
 //   - Owned types are watched metadata-only, and the cache holds only
 //     objects labelled app.kubernetes.io/managed-by=stencil.
 //   - A graph kind (graph.go) renders only the nodes whose turn has come,
 //     from a snapshot: its objects from the cache, its inputs read from
-//     the API server. The objects of the nodes that wait are kept as they
-//     are (prune skips them); its resources are deleted stage by stage,
-//     last stage first, through the finalizer.
-//   - Decorators (decorator*.go) run only when an install enables them,
-//     each in its scope (decorator_scope.go): one that is off watches and
-//     writes nothing; one that runs writes outside its scope only to give
-//     up what it set there.
+//     the API server. While any node waits nothing is pruned; its
+//     resources are deleted stage by stage, last stage first, through the
+//     finalizer.
+//
+// The layering (engine, rollout and shard import none of the others;
+// decorator imports only engine) is checked by internal/layering's test.
 package reconciler

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -46,7 +47,7 @@ func (r *Reconciler) renderPlan(ctx context.Context, cr v1alpha1.Object) (*rende
 		return &render.Plan{Objects: objs}, nil
 	}
 	in := render.GraphInput{
-		Live:   cachedSnapshot{ctx: ctx, c: r.client, types: r.applier.types},
+		Live:   cachedSnapshot{ctx: ctx, c: r.client, types: r.applier.Types},
 		Inputs: readSnapshot{ctx: ctx, c: r.inputReader(cr), who: r.inputIdentity(cr), meta: r.inputCache, memo: r.inputMemo},
 		Random: rand.Reader,
 	}
@@ -88,11 +89,11 @@ func (r *Reconciler) inputIdentity(cr v1alpha1.Object) string {
 type cachedSnapshot struct {
 	ctx   context.Context
 	c     client.Reader
-	types cachedTypes
+	types engine.CachedTypes
 }
 
 func (s cachedSnapshot) Get(gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
-	obj := s.types.newObject(gvk)
+	obj := s.types.NewObject(gvk)
 	err := s.c.Get(s.ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -100,7 +101,7 @@ func (s cachedSnapshot) Get(gvk schema.GroupVersionKind, namespace, name string)
 	if err != nil {
 		return nil, err
 	}
-	m, err := objectMap(obj)
+	m, err := engine.ObjectMap(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -369,13 +370,13 @@ func (r *Reconciler) deleteInOrder(ctx context.Context, cr v1alpha1.Object) ([]v
 	}
 	var left []found
 	top := math.MinInt
-	for _, gvk := range r.pruneTypes(cr, false) {
-		items, err := r.listToPrune(ctx, cr, gvk, true)
+	for _, gvk := range r.applier.PruneTypes(cr, false) {
+		items, err := r.applier.ListToPrune(ctx, cr, gvk, true)
 		if err != nil {
 			return nil, fmt.Errorf("listing %s to delete: %w", gvk.Kind, err)
 		}
 		for _, item := range items {
-			if item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled || !r.ownedBy(item, cr) {
+			if item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled || !r.applier.OwnedBy(item, cr) {
 				continue
 			}
 			left = append(left, found{gvk, item})
@@ -397,7 +398,7 @@ func (r *Reconciler) deleteInOrder(ctx context.Context, cr v1alpha1.Object) ([]v
 		}
 		// Foreground: the object stays until its dependents are gone (a
 		// Deployment's pods), so that the stage before it outlives them.
-		if err := r.deleteOwnedWith(ctx, f.gvk, f.item, metav1.DeletePropagationForeground); err != nil {
+		if err := r.applier.DeleteOwnedWith(ctx, f.gvk, f.item, metav1.DeletePropagationForeground); err != nil {
 			return deleted, err
 		}
 		deleted = append(deleted, v1alpha1.InventoryEntry{APIVersion: f.gvk.GroupVersion().String(), Kind: f.gvk.Kind, Namespace: f.item.GetNamespace(), Name: f.item.GetName()})

@@ -7,21 +7,10 @@ import (
 	"strconv"
 	"strings"
 
-	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"github.com/stencil-operator/stencil/reconciler/engine"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
-
-// objectHealth is what kstatus says of a rendered object.
-type objectHealth struct {
-	// object is the object as "Kind name", message what kstatus says of it.
-	object, message string
-	// hint is the kubectl command that shows more.
-	hint string
-	// current: healthy; failed: kstatus gives up on it (else it is on its
-	// way).
-	current, failed bool
-}
 
 // health judges the rendered objects of the types the kind judges
 // (render.TypeRef.JudgesHealth) by the kstatus rules, with no request: as
@@ -30,8 +19,8 @@ type objectHealth struct {
 // healthy, failed ones first. An object the cache does not hold yet is not
 // healthy yet; its event brings the resource back. An object the cache
 // cannot read is not healthy either, and the error (to retry) says why.
-func (r *Reconciler) health(ctx context.Context, res *result) ([]objectHealth, error) {
-	var failed, waiting []objectHealth
+func (r *Reconciler) health(ctx context.Context, res *result) ([]engine.ObjectHealth, error) {
+	var failed, waiting []engine.ObjectHealth
 	var errs []error
 	for _, d := range res.desired {
 		if !r.kind.JudgesHealth(d.GroupVersionKind()) {
@@ -40,9 +29,9 @@ func (r *Reconciler) health(ctx context.Context, res *result) ([]objectHealth, e
 		h, err := r.judgeLive(ctx, d, res)
 		errs = append(errs, err)
 		switch {
-		case h.failed:
+		case h.Failed:
 			failed = append(failed, h)
-		case !h.current:
+		case !h.Current:
 			waiting = append(waiting, h)
 		}
 	}
@@ -50,31 +39,31 @@ func (r *Reconciler) health(ctx context.Context, res *result) ([]objectHealth, e
 }
 
 // judgeLive judges the live object d (see health).
-func (r *Reconciler) judgeLive(ctx context.Context, d *unstructured.Unstructured, res *result) (objectHealth, error) {
+func (r *Reconciler) judgeLive(ctx context.Context, d *unstructured.Unstructured, res *result) (engine.ObjectHealth, error) {
 	m, err := r.wholeMap(ctx, d, res)
 	if err != nil {
-		h := unjudged(d)
-		h.message = "cannot read it from the cache: " + err.Error()
+		h := engine.Unjudged(d)
+		h.Message = "cannot read it from the cache: " + err.Error()
 		return h, err
 	}
 	var rv uint64
 	if m != nil {
-		rv = resourceVersion(&unstructured.Unstructured{Object: m})
+		rv = engine.ResourceVersion(&unstructured.Unstructured{Object: m})
 	}
-	if _, fresh := res.live[idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())]; fresh {
-		h := judgeMap(d, m)
-		r.applier.rememberHealth(d, rv, h)
+	if _, fresh := res.live[engine.IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())]; fresh {
+		h := engine.JudgeMap(d, m)
+		r.applier.RememberHealth(d, rv, h)
 		return h, nil
 	}
-	if h := r.applier.pendingHealth(d, rv); h != nil {
+	if h := r.applier.PendingHealth(d, rv); h != nil {
 		return *h, nil
 	}
 	if m == nil {
-		h := unjudged(d)
-		h.message = "not seen yet"
+		h := engine.Unjudged(d)
+		h.Message = "not seen yet"
 		return h, nil
 	}
-	return judgeMap(d, m), nil
+	return engine.JudgeMap(d, m), nil
 }
 
 // wholeMap is the live object d of a type cached whole, as a map: as this
@@ -82,13 +71,13 @@ func (r *Reconciler) judgeLive(ctx context.Context, d *unstructured.Unstructured
 // does not hold it yet. Each object is converted once per reconcile (the
 // status template and health both read it).
 func (r *Reconciler) wholeMap(ctx context.Context, d *unstructured.Unstructured, res *result) (map[string]any, error) {
-	id := idOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())
+	id := engine.IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())
 	if m, ok := res.maps[id]; ok {
 		return m, nil
 	}
 	obj, ok := res.live[id]
 	if !ok {
-		obj = r.applier.types.newObject(d.GroupVersionKind())
+		obj = r.applier.Types.NewObject(d.GroupVersionKind())
 		err := r.client.Get(ctx, client.ObjectKeyFromObject(d), obj)
 		if client.IgnoreNotFound(err) != nil {
 			return nil, fmt.Errorf("reading %s %s: %w", d.GetKind(), d.GetName(), err)
@@ -100,7 +89,7 @@ func (r *Reconciler) wholeMap(ctx context.Context, d *unstructured.Unstructured,
 	var m map[string]any
 	if obj != nil {
 		var err error
-		if m, err = objectMap(obj); err != nil {
+		if m, err = engine.ObjectMap(obj); err != nil {
 			return nil, err
 		}
 	}
@@ -111,36 +100,13 @@ func (r *Reconciler) wholeMap(ctx context.Context, d *unstructured.Unstructured,
 	return m, nil
 }
 
-// judgeMap is what kstatus says of m, the live object d. An object kstatus
-// cannot judge (a status of an unexpected shape) has failed its health
-// check (waiting would not change it), and the message says why; it does
-// not fail the reconcile.
-func judgeMap(d *unstructured.Unstructured, m map[string]any) objectHealth {
-	h := unjudged(d)
-	u := &unstructured.Unstructured{Object: m}
-	u.SetGroupVersionKind(d.GroupVersionKind())
-	verdict, err := kstatus.Compute(u)
-	if err != nil {
-		h.message, h.failed = "cannot judge its health: "+err.Error(), true
-		return h
-	}
-	h.message = strings.TrimSuffix(verdict.Message, ".")
-	h.current = verdict.Status == kstatus.CurrentStatus
-	h.failed = verdict.Status == kstatus.FailedStatus
-	return h
-}
-
-func unjudged(d *unstructured.Unstructured) objectHealth {
-	return objectHealth{object: d.GetKind() + " " + d.GetName(), hint: "kubectl describe " + kubectlObject(d)}
-}
-
 // healthMessage says which objects are not healthy yet (failed ones
 // first) and what stencil does: it waits for their status to change,
 // without polling.
-func healthMessage(applied int, unhealthy []objectHealth) string {
+func healthMessage(applied int, unhealthy []engine.ObjectHealth) string {
 	failed := 0
 	for _, h := range unhealthy {
-		if h.failed {
+		if h.Failed {
 			failed++
 		}
 	}
@@ -159,14 +125,14 @@ func healthMessage(applied int, unhealthy []objectHealth) string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		b.WriteString(h.object + ": " + h.message)
+		b.WriteString(h.Object + ": " + h.Message)
 	}
 	if len(unhealthy) > shown {
 		b.WriteString("; and " + strconv.Itoa(len(unhealthy)-shown) + " more")
 	}
 	b.WriteString(". ")
 	if failed > 0 {
-		b.WriteString("See why with " + unhealthy[0].hint + ". ")
+		b.WriteString("See why with " + unhealthy[0].Hint + ". ")
 	}
 	b.WriteString("stencil looks again when their status changes.")
 	return b.String()

@@ -6,21 +6,17 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/managedfields"
-	"k8s.io/client-go/applyconfigurations"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/structured-merge-diff/v6/typed"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/reconciler/engine"
 )
 
 // While a paced rollout holds a resource back, its objects stay as the
@@ -55,12 +51,6 @@ type heldObject struct {
 
 // heldObjects are a waiting resource's objects, by inventory entry.
 type heldObjects map[v1alpha1.InventoryEntry]heldObject
-
-// builtinTypes converts built-in objects to typed values, for extraction:
-// parsed once, on first use (the schemas cost memory).
-var builtinTypes = sync.OnceValue(func() managedfields.TypeConverter {
-	return applyconfigurations.NewTypeConverter(clientgoscheme.Scheme)
-})
 
 // hold keeps the objects of cr, which waits for its turn in a paced
 // rollout, as the previous templates made them, and records in res what
@@ -111,8 +101,8 @@ func (r *Reconciler) rememberAll(ctx context.Context, cr v1alpha1.Object, res *r
 			return nil, err
 		}
 		held[e] = h
-		if !createOnly(h.ref) {
-			writeOwned(digest, h.ref, h.ref.GetAnnotations()[v1alpha1.AnnotationDesiredHash], h.owned)
+		if !engine.CreateOnly(h.ref) {
+			engine.WriteOwned(digest, h.ref, h.ref.GetAnnotations()[v1alpha1.AnnotationDesiredHash], h.owned)
 		}
 	}
 	// An empty record (fields left to others under policy Report) cannot
@@ -127,10 +117,10 @@ func (r *Reconciler) rememberAll(ctx context.Context, cr v1alpha1.Object, res *r
 // it is gone, or of a type the cache does not hold.
 func (r *Reconciler) cachedEntry(ctx context.Context, e v1alpha1.InventoryEntry) (client.Object, error) {
 	gvk := schema.FromAPIVersionAndKind(e.APIVersion, e.Kind)
-	if !r.applier.types.declared(gvk) {
+	if !r.applier.Types.Declared(gvk) {
 		return nil, nil // not watched for drift
 	}
-	live := r.applier.types.newObject(gvk)
+	live := r.applier.Types.NewObject(gvk)
 	err := r.client.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: e.Name}, live)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -146,13 +136,13 @@ func (r *Reconciler) cachedEntry(ctx context.Context, e v1alpha1.InventoryEntry)
 func (r *Reconciler) remember(ctx context.Context, e v1alpha1.InventoryEntry, uid types.UID) (heldObject, error) {
 	full := &unstructured.Unstructured{}
 	full.SetGroupVersionKind(schema.FromAPIVersionAndKind(e.APIVersion, e.Kind))
-	if err := r.applier.reader.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: e.Name}, full); err != nil {
+	if err := r.applier.Reader.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: e.Name}, full); err != nil {
 		return heldObject{}, fmt.Errorf("reading %s %s to keep it while the rollout waits: %w", e.Kind, e.Name, err)
 	}
 	if full.GetUID() != uid {
-		return heldObject{}, fmt.Errorf("%s %s was replaced while stencil read it: %w", e.Kind, e.Name, errChangedWhileRead)
+		return heldObject{}, fmt.Errorf("%s %s was replaced while stencil read it: %w", e.Kind, e.Name, engine.ErrChangedWhileRead)
 	}
-	owned := ownedRecord(full.GetManagedFields(), FieldManager)
+	owned := engine.OwnedRecord(full.GetManagedFields(), engine.FieldManager)
 	ref := &unstructured.Unstructured{}
 	ref.SetGroupVersionKind(full.GroupVersionKind())
 	ref.SetNamespace(e.Namespace)
@@ -160,7 +150,7 @@ func (r *Reconciler) remember(ctx context.Context, e v1alpha1.InventoryEntry, ui
 	ref.SetLabels(full.GetLabels())
 	ref.SetAnnotations(full.GetAnnotations())
 	h := heldObject{uid: uid, owned: owned, ref: ref, desired: full}
-	obj, err := extractOwned(full, owned)
+	obj, err := engine.ExtractOwned(full, owned)
 	if err != nil {
 		return heldObject{}, fmt.Errorf("%s %s: %w", e.Kind, e.Name, err)
 	}
@@ -169,7 +159,7 @@ func (r *Reconciler) remember(ctx context.Context, e v1alpha1.InventoryEntry, ui
 	}
 	if obj != nil {
 		h.desired = obj
-		if !createOnly(ref) {
+		if !engine.CreateOnly(ref) {
 			h.obj = obj
 		}
 	}
@@ -177,75 +167,45 @@ func (r *Reconciler) remember(ctx context.Context, e v1alpha1.InventoryEntry, ui
 	return h, nil
 }
 
-// extractOwned is the part of full that the record owned holds, with
-// full's UID as the apply's precondition; nil when full's type has no
-// built-in schema.
-func extractOwned(full *unstructured.Unstructured, owned []string) (*unstructured.Unstructured, error) {
-	// status (never ours) and managedFields out first: a field a newer API
-	// server added there is not in client-go's schemas, and would fail the
-	// conversion.
-	trimmed := full.DeepCopy()
-	delete(trimmed.Object, "status")
-	trimmed.SetManagedFields(nil)
-	tv, err := builtinTypes().ObjectToTyped(trimmed, typed.AllowDuplicates)
-	if err != nil {
-		return nil, nil //nolint:nilerr // no schema: reported, never corrected
-	}
-	set, err := parseRecord(owned)
-	if err != nil {
-		return nil, err
-	}
-	m, ok := tv.ExtractItems(set.Leaves(), typed.WithAppendKeyFields()).AsValue().Unstructured().(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("extracting the fields stencil owns: not an object")
-	}
-	obj := &unstructured.Unstructured{Object: m}
-	obj.SetGroupVersionKind(full.GroupVersionKind())
-	obj.SetNamespace(full.GetNamespace())
-	obj.SetName(full.GetName())
-	obj.SetUID(full.GetUID())
-	return obj, nil
-}
-
 // keep reports the fields of h that our manager no longer owns on live,
 // but those the template hands over, and applies h again (without the
 // handed-over fields another manager took) when correct says so and h can
 // be (see heldObject.obj), unless a fight over the object defers it.
 func (r *Reconciler) keep(ctx context.Context, h heldObject, live client.Object, correct bool, res *result) error {
-	missing, err := missingFields(h.owned, ownedRecord(live.GetManagedFields(), FieldManager), nil)
+	missing, err := engine.MissingFields(h.owned, engine.OwnedRecord(live.GetManagedFields(), engine.FieldManager), nil)
 	if err != nil || missing.Empty() {
 		return err
 	}
-	if over := handOver(h.ref); over != nil {
+	if over := engine.HandOver(h.ref); over != nil {
 		missing = missing.RecursiveDifference(over)
 	}
-	report, err := r.applier.report(ctx, h.desired, missing)
+	report, err := r.applier.Report(ctx, h.desired, missing)
 	if err != nil || len(report.Fields) == 0 {
 		return err
 	}
-	key, now := keyOf(h.ref), time.Now()
-	if f, fighting := r.applier.fights.fighting(key, now); !correct || h.obj == nil || fighting && now.Before(f.until) {
+	key, now := engine.KeyOf(h.ref), time.Now()
+	if f, fighting := r.applier.Fights.Fighting(key, now); !correct || h.obj == nil || fighting && now.Before(f.Until) {
 		res.drift = append(res.drift, report) // left as it is: reported
 		return nil
 	}
 	if err := r.writable(); err != nil {
 		return err
 	}
-	body, err := withoutHandedOver(h.obj.DeepCopy(), h.ref, live.GetManagedFields())
+	body, err := engine.WithoutHandedOver(h.obj.DeepCopy(), h.ref, live.GetManagedFields())
 	if err != nil {
 		return err
 	}
-	if _, err := r.applier.applyOne(ctx, body, false, nil); err != nil {
+	if _, err := r.applier.ApplyOne(ctx, body, false, nil); err != nil {
 		// Replaced or gone since the cache showed it: the UID in the body
 		// makes the API server refuse (a conflict, or metadata.uid
 		// immutable); the retry looks again.
 		if apierrors.IsConflict(err) || apierrors.IsInvalid(err) && strings.Contains(err.Error(), "metadata.uid") {
-			return fmt.Errorf("%w: %w", errChangedWhileRead, err)
+			return fmt.Errorf("%w: %w", engine.ErrChangedWhileRead, err)
 		}
 		return err
 	}
 	report.Reverted = true
-	r.applier.fights.corrected(key, report, now)
+	r.applier.Fights.Corrected(key, report, now)
 	res.drift = append(res.drift, report)
 	return nil
 }

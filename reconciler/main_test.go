@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -24,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/fence"
@@ -380,31 +378,5 @@ func resourceOf(path string) string {
 	}
 }
 
-// metric is the value of the sample of a stencil metric whose labels are
-// exactly these, from the registry the operator under test serves (0 when
-// there is none).
-func metric(t *testing.T, name string, labels map[string]string) float64 {
-	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			if maps.Equal(got, labels) {
-				if m.GetCounter() != nil {
-					return m.GetCounter().GetValue()
-				}
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
-}
+// metric is the value of a stencil metric's sample (see testutil.Metric).
+var metric = testutil.Metric

@@ -10,23 +10,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/reconciler/engine"
 )
 
 // The metrics stencil serves beside controller-runtime's, on the manager's
 // /metrics endpoint. Each is labelled with the kind of custom resource.
 var (
-	appliedObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "stencil_applied_objects_total",
-		Help: "Objects server-side-applied: created, changed by a new render, or re-applied after drift.",
-	}, []string{"kind"})
-	prunedObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "stencil_pruned_objects_total",
-		Help: "Objects deleted because the render no longer holds them.",
-	}, []string{"kind"})
-	revertedObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "stencil_drift_reverted_objects_total",
-		Help: "Objects whose fields another manager had taken and stencil re-applied (drift policy Correct).",
-	}, []string{"kind"})
 	fightsStarted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "stencil_fights_total",
 		Help: "Fights started: objects whose fields another writer took back 3 times in a row after stencil reverted them, from when stencil paces its corrections.",
@@ -39,20 +28,17 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(appliedObjects, prunedObjects, revertedObjects, fightsStarted, unseenRechecks, unhealthy, rolledOut, rolloutResources, rolloutHalted)
+	metrics.Registry.MustRegister(fightsStarted, unseenRechecks, unhealthy)
 }
 
 // startCounters makes the counters of kind exist at zero, so that a
 // dashboard's rate or increase has a start, and every series is served
 // before its first event.
 func startCounters(kind string) {
-	for _, c := range []*prometheus.CounterVec{appliedObjects, prunedObjects, revertedObjects, fightsStarted, unseenRechecks, rolledOut} {
+	engine.StartObjectCounters(kind)
+	for _, c := range []*prometheus.CounterVec{fightsStarted, unseenRechecks} {
 		c.WithLabelValues(kind)
 	}
-	for _, state := range []string{"rolling", "waiting"} {
-		rolloutResources.WithLabelValues(kind, state)
-	}
-	rolloutHalted.WithLabelValues(kind)
 }
 
 // countFights adds the fights one reconcile started, and the corrections
@@ -62,21 +48,21 @@ func countFights(kind string, started, corrections int) {
 		fightsStarted.WithLabelValues(kind).Add(float64(started))
 	}
 	if corrections > 0 {
-		revertedObjects.WithLabelValues(kind).Add(float64(corrections))
+		engine.RevertedObjects.WithLabelValues(kind).Add(float64(corrections))
 	}
 }
 
 // countObjects adds what one reconcile applied, pruned and reverted.
 func countObjects(kind string, res *result) {
-	appliedObjects.WithLabelValues(kind).Add(float64(len(res.applied)))
-	prunedObjects.WithLabelValues(kind).Add(float64(len(res.pruned)))
+	engine.AppliedObjects.WithLabelValues(kind).Add(float64(len(res.applied)))
+	engine.PrunedObjects.WithLabelValues(kind).Add(float64(len(res.pruned)))
 	reverted := 0
 	for _, d := range res.drift {
 		if d.Reverted {
 			reverted++
 		}
 	}
-	revertedObjects.WithLabelValues(kind).Add(float64(reverted))
+	engine.RevertedObjects.WithLabelValues(kind).Add(float64(reverted))
 }
 
 // watchedConditions are the conditions whose unhealthy state is counted.

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/reconciler/engine"
 )
 
 func TestUnhealthyResources(t *testing.T) {
@@ -79,9 +80,9 @@ func TestCountObjects(t *testing.T) {
 		kind := "Count" + tt.name
 		countObjects(kind, &result{applied: objs(nil, nil), pruned: []v1alpha1.InventoryEntry{{Kind: "Service", Name: "web"}}, drift: tt.drift})
 		got := []float64{
-			testutil.ToFloat64(appliedObjects.WithLabelValues(kind)),
-			testutil.ToFloat64(prunedObjects.WithLabelValues(kind)),
-			testutil.ToFloat64(revertedObjects.WithLabelValues(kind)),
+			testutil.ToFloat64(engine.AppliedObjects.WithLabelValues(kind)),
+			testutil.ToFloat64(engine.PrunedObjects.WithLabelValues(kind)),
+			testutil.ToFloat64(engine.RevertedObjects.WithLabelValues(kind)),
 		}
 		if got[0] != 2 || got[1] != 1 || got[2] != tt.wantReverted {
 			t.Errorf("%s: applied, pruned, reverted = %v; want 2, 1, %v", tt.name, got, tt.wantReverted)

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -23,7 +24,7 @@ func (r *Reconciler) kindStatus(ctx context.Context, cr v1alpha1.Object, res *re
 	}
 	live := render.LiveState{Owned: map[string]any{}, Observed: map[string][]map[string]any{}}
 	for _, d := range res.desired {
-		if !r.applier.types.whole[d.GroupVersionKind()] || !r.kind.ReadsWhole(d.GroupVersionKind()) {
+		if !r.applier.Types.Whole[d.GroupVersionKind()] || !r.kind.ReadsWhole(d.GroupVersionKind()) {
 			// Cached whole for another reason (a graph kind reads it): the
 			// status template sees only what its kind declares it reads.
 			continue
@@ -38,7 +39,7 @@ func (r *Reconciler) kindStatus(ctx context.Context, cr v1alpha1.Object, res *re
 		live.Owned[d.GetKind()+"/"+d.GetName()] = m
 	}
 	for _, t := range r.kind.Declaration().Observes {
-		items, err := r.listOwned(ctx, t.GroupVersionKind(), cr.GetUID(), client.InNamespace(cr.GetNamespace()))
+		items, err := r.applier.ListOwned(ctx, t.GroupVersionKind(), cr.GetUID(), client.InNamespace(cr.GetNamespace()))
 		if err != nil {
 			return nil, fmt.Errorf("listing %s for status: %w", t.Kind, err)
 		}
@@ -47,7 +48,7 @@ func (r *Reconciler) kindStatus(ctx context.Context, cr v1alpha1.Object, res *re
 			if item.GetDeletionTimestamp() != nil {
 				continue
 			}
-			m, err := objectMap(item)
+			m, err := engine.ObjectMap(item)
 			if err != nil {
 				return nil, err
 			}

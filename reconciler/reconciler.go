@@ -29,15 +29,15 @@ import (
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/fence"
+	"github.com/stencil-operator/stencil/reconciler/engine"
+	"github.com/stencil-operator/stencil/reconciler/rollout"
+	"github.com/stencil-operator/stencil/reconciler/shard"
 	"github.com/stencil-operator/stencil/render"
 )
 
-// Field managers: one for the objects stencil applies, one for the custom
-// resources' status.
-const (
-	FieldManager       = "stencil"
-	StatusFieldManager = "stencil-status"
-)
+// StatusFieldManager is the field manager of the custom resources' status,
+// which is merge-patched (the engine's FieldManager applies their objects).
+const StatusFieldManager = "stencil-status"
 
 // finalizer is set on custom resources whose render holds cluster-scoped
 // objects, which no ownerReference can clean up, and on those of graph
@@ -51,14 +51,14 @@ type Reconciler struct {
 	client   client.Client
 	reader   client.Reader // uncached: what the cache cannot be trusted with
 	recorder events.EventRecorder
-	applier  *applier
+	applier  *engine.Applier
 	written  sync.Map // client.ObjectKey → writtenStatus
 	// statusWrites tells the watch events of our status writes from others'.
-	statusWrites ownWrites[client.ObjectKey]
+	statusWrites engine.OwnWrites[client.ObjectKey]
 	owners       sync.Map // owner UID → request, to map observed objects to their custom resource
 	// waiters are the resources that found an object held by another
 	// owner; its deletion brings them back.
-	waiters waiters
+	waiters engine.Waiters
 	// rewrites paces the reconciles again that follow another writer's
 	// change to an object while stencil wrote it: at once at first, then
 	// backing off while it keeps happening (a fight).
@@ -67,7 +67,7 @@ type Reconciler struct {
 	// conflict began: the retry backs off with its age.
 	conflicts sync.Map // types.NamespacedName → time.Time
 	// rollout paces template changes (nil: not at all).
-	rollout *rollout
+	rollout *rollout.Gate
 	// identities says which ServiceAccount writes the kind's objects;
 	// tenants makes its clients (nil: stencil writes them itself).
 	identities Identities
@@ -78,14 +78,14 @@ type Reconciler struct {
 	// mayWrite is Options.MayWrite (nil: always).
 	mayWrite func() error
 	// shards is Options.Shards (nil: unsharded, no claims).
-	shards *Shards
+	shards *shard.Shards
 	scheme *runtime.Scheme
 	// justClaimed holds the resources this shard claimed and has not
 	// pruned since (see prune in run).
 	justClaimed sync.Map // types.NamespacedName → bool: it had an inventory when claimed
 	// leases tells whether a shard that holds a claim still runs (nil:
 	// claims are never taken over).
-	leases *leaseWatch
+	leases *shard.LeaseWatch
 	// claims is the set of resources this shard holds (for the gauge).
 	claims sync.Map // types.NamespacedName → bool
 	// recheck wakes the resources whose applies the watch has not shown
@@ -144,7 +144,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 		// Gone, or moved to another shard: then it waits for this claim.
 		if err := r.release(ctx, req.NamespacedName); err != nil {
 			if errors.Is(err, fence.ErrFenced) {
-				return fenced(ctx, err)
+				return fence.Requeue(ctx, err)
 			}
 			return reconcile.Result{}, err
 		}
@@ -155,20 +155,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 			r.held.Delete(req.NamespacedName) // another shard's now
 		}
 		if errors.Is(err, fence.ErrFenced) {
-			return fenced(ctx, err)
+			return fence.Requeue(ctx, err)
 		}
 		return reconcile.Result{RequeueAfter: claimRetry}, err
 	}
 	// Its objects' events find it by this UID (see ownerOf).
 	r.owners.Store(cr.GetUID(), req.NamespacedName)
 	if !cr.GetDeletionTimestamp().IsZero() {
-		r.rollout.forget(req.NamespacedName)
+		r.rollout.Forget(req.NamespacedName)
 		if err := r.writable(); err != nil {
-			return fenced(ctx, err)
+			return fence.Requeue(ctx, err)
 		}
 		err := r.finalizeAndReport(ctx, cr)
 		if errors.Is(err, fence.ErrFenced) {
-			return fenced(ctx, err)
+			return fence.Requeue(ctx, err)
 		}
 		if _, ok := errors.AsType[*stageLeft](err); ok {
 			// The deletions' events bring it back; this is the backstop
@@ -197,7 +197,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (reconcile.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	var err error
-	r.rollout.leave(client.ObjectKeyFromObject(cr)) // the gate adds it again if it still waits
+	r.rollout.Leave(client.ObjectKeyFromObject(cr)) // the gate adds it again if it still waits
 	plan, err := r.renderPlan(ctx, cr)
 	if err != nil {
 		log.Info("Render failed", "error", err.Error())
@@ -221,7 +221,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		return reconcile.Result{}, reconcile.TerminalError(res.fail(renderFailure(err), true, err))
 	}
 	res.desired, res.graphWaiting = plan.Objects, plan.Waiting
-	if len(res.graphWaiting) == 0 && EmptyRender(cr, res.desired) {
+	if len(res.graphWaiting) == 0 && engine.EmptyRender(cr, res.desired) {
 		res.record(v1alpha1.ReasonEmptyRender, true, errEmptyRender)
 		return reconcile.Result{}, nil
 	}
@@ -243,7 +243,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	if waiting, err := r.awaitTurn(ctx, cr, res, digest); err != nil || waiting {
 		if err == nil {
 			err = r.hold(ctx, cr, res)
-			if errors.Is(err, errChangedWhileRead) {
+			if errors.Is(err, engine.ErrChangedWhileRead) {
 				res.quiet = true
 				return reconcile.Result{RequeueAfter: time.Second}, nil
 			}
@@ -251,7 +251,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		return reconcile.Result{RequeueAfter: wait.Jitter(rolloutBackstop, 0.2)}, nil
+		return reconcile.Result{RequeueAfter: wait.Jitter(rollout.Backstop, 0.2)}, nil
 	}
 	r.held.Delete(client.ObjectKeyFromObject(cr)) // its turn came, or never had to
 	if err := r.writable(); err != nil {
@@ -266,33 +266,33 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 		}
 		return reconcile.Result{}, res.failQuietly(ctx, v1alpha1.ReasonFinalizerFailed, err)
 	}
-	out, err := r.applier.apply(ctx, cr, res.desired)
+	out, err := r.applier.Apply(ctx, cr, res.desired)
 	if errors.Is(err, fence.ErrFenced) {
 		return reconcile.Result{}, err // nothing counted: finish ends it quietly
 	}
-	res.applied, res.live, res.drift, res.othersWrote, res.fights = out.applied, out.live, out.drift, out.othersWrote, out.deferred
-	for _, d := range out.deferred {
-		res.drift = append(res.drift, d.drift)
+	res.applied, res.live, res.drift, res.othersWrote, res.fights = out.Applied, out.Live, out.Drift, out.OthersWrote, out.Deferred
+	for _, d := range out.Deferred {
+		res.drift = append(res.drift, d.Drift)
 	}
-	countFights(r.kind.GroupVersionKind().Kind, out.fightsStarted, out.fightCorrections)
-	for _, o := range out.adopted {
+	countFights(r.kind.GroupVersionKind().Kind, out.FightsStarted, out.FightCorrections)
+	for _, o := range out.Adopted {
 		log.Info("Adopted an existing object on request", "object", o)
 		r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Adopted", "Adopt", "Took over %s, which was annotated %s", o, v1alpha1.AnnotationAdopt)
 	}
-	if errors.Is(err, errAdoptionRaced) || errors.Is(err, errChangedWhileRead) {
+	if errors.Is(err, engine.ErrAdoptionRaced) || errors.Is(err, engine.ErrChangedWhileRead) {
 		log.Info("An object changed between stencil's read and its apply; looking again", "error", err.Error())
 		res.quiet = true
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 	if err != nil {
 		// Rejections before the failure are told with it.
-		return reconcile.Result{}, res.failQuietly(ctx, v1alpha1.ReasonApplyFailed, errors.Join(append([]error{err}, out.rejected...)...))
+		return reconcile.Result{}, res.failQuietly(ctx, v1alpha1.ReasonApplyFailed, errors.Join(append([]error{err}, out.Rejected...)...))
 	}
 	if retry, blocked := r.leaveBlocked(ctx, cr, res, out); blocked {
 		return reconcile.Result{RequeueAfter: retry}, nil
 	}
 	res.templates, res.renderDigest = r.kind.Templates(), digest
-	res.ownedFields = r.applier.ownedDigest(res.desired)
+	res.ownedFields = r.applier.OwnedDigest(res.desired)
 	// While nodes of a graph wait, nothing is pruned: their objects stay as
 	// they are, whatever they carry (an object from before the kind had a
 	// graph has no node annotation).
@@ -314,14 +314,14 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	if len(res.applied)+len(res.pruned) > 0 {
 		log.V(1).Info("Reconciled", "applied", len(res.applied), "pruned", len(res.pruned), "cr", klog.KObj(cr))
 	}
-	return reconcile.Result{RequeueAfter: nextLook(res, out.waiting)}, nil
+	return reconcile.Result{RequeueAfter: nextLook(res, out.Waiting)}, nil
 }
 
 // awaitTurn asks the rollout gate whether this reconcile may apply a change
 // that the templates alone bring. When it may not, res records why and the
 // reconcile leaves the objects as they are.
 func (r *Reconciler) awaitTurn(ctx context.Context, cr v1alpha1.Object, res *result, digest string) (bool, error) {
-	change := r.rollout.templateChange(cr, digest)
+	change := r.rollout.TemplateChange(cr, digest)
 	if change {
 		intact, err := r.intact(ctx, cr)
 		if err != nil {
@@ -330,26 +330,26 @@ func (r *Reconciler) awaitTurn(ctx context.Context, cr v1alpha1.Object, res *res
 		}
 		change = intact
 	}
-	v, err := r.rollout.admit(ctx, client.ObjectKeyFromObject(cr), cr.GetGeneration(), change)
+	v, err := r.rollout.Admit(ctx, client.ObjectKeyFromObject(cr), cr.GetGeneration(), change)
 	if err != nil {
 		res.quiet = true
 		return false, err
 	}
-	if !v.since.IsZero() {
-		res.rollout = &v1alpha1.RolloutStatus{Templates: r.kind.Templates(), Started: metav1.NewTime(v.since)}
+	if !v.Since.IsZero() {
+		res.rollout = &v1alpha1.RolloutStatus{Templates: r.kind.Templates(), Started: metav1.NewTime(v.Since)}
 	}
 	switch {
-	case v.started:
+	case v.Started:
 		ctrl.LoggerFrom(ctx).Info("Rolling out a change of the templates", "templates", r.kind.Templates(), "from", cr.StencilStatus().Templates)
 		r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "RollingOut", "Apply",
 			"Applying version %s of the templates, which changes this resource's objects; stencil rolls such changes out to at most %d %s resources at a time",
-			r.kind.Templates(), r.rollout.opts.Batch, r.kind.GroupVersionKind().Kind)
-	case v.halted:
-		res.waiting = &pending{reason: v1alpha1.ReasonRolloutHalted, message: r.rollout.waitMessage(v), templates: r.kind.Templates()}
-	case v.wait:
-		res.waiting = &pending{reason: v1alpha1.ReasonRolloutWaiting, message: r.rollout.waitMessage(v), templates: r.kind.Templates()}
+			r.kind.Templates(), r.rollout.Opts.Batch, r.kind.GroupVersionKind().Kind)
+	case v.Halted:
+		res.waiting = &pending{reason: v1alpha1.ReasonRolloutHalted, message: r.rollout.WaitMessage(v), templates: r.kind.Templates()}
+	case v.Wait:
+		res.waiting = &pending{reason: v1alpha1.ReasonRolloutWaiting, message: r.rollout.WaitMessage(v), templates: r.kind.Templates()}
 	}
-	return v.wait, nil
+	return v.Wait, nil
 }
 
 // intact reports whether the objects a resource was last applied with (its
@@ -366,17 +366,17 @@ func (r *Reconciler) intact(ctx context.Context, cr v1alpha1.Object) (bool, erro
 		o.SetNamespace(e.Namespace)
 		o.SetName(e.Name)
 		gvk := o.GroupVersionKind()
-		if !r.applier.types.declared(gvk) {
+		if !r.applier.Types.Declared(gvk) {
 			continue // no informer for it; prune reads such types itself
 		}
 		if r.kind.JudgesHealth(gvk) {
 			h, err := r.judgeLive(ctx, o, probe)
-			if err != nil || !h.current {
+			if err != nil || !h.Current {
 				return false, err
 			}
 			continue
 		}
-		err := r.client.Get(ctx, client.ObjectKeyFromObject(o), r.applier.types.newObject(gvk))
+		err := r.client.Get(ctx, client.ObjectKeyFromObject(o), r.applier.Types.NewObject(gvk))
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
@@ -393,9 +393,9 @@ func (r *Reconciler) settleRollout(ctx context.Context, cr v1alpha1.Object, res 
 	f := res.healthFailure()
 	failed := ""
 	if f != nil && f.stalled {
-		failed = describeFailure(f.reason, f.err.Error())
+		failed = rollout.DescribeFailure(f.reason, f.err.Error())
 	}
-	why, halted := r.rollout.settle(client.ObjectKeyFromObject(cr), res.generation, f == nil, failed)
+	why, halted := r.rollout.Settle(client.ObjectKeyFromObject(cr), res.generation, f == nil, failed)
 	if !halted {
 		return
 	}
@@ -420,7 +420,7 @@ func nextLook(res *result, waiting bool) time.Duration {
 		next = cacheBackstop
 	}
 	for _, d := range res.fights {
-		next = soonest(next, max(time.Until(d.until), time.Millisecond))
+		next = soonest(next, max(time.Until(d.Until), time.Millisecond))
 	}
 	return next
 }
@@ -434,40 +434,40 @@ func nextLook(res *result, waiting bool) time.Duration {
 // Objects in the way wait for their holder: at once when a cached holder is
 // deleted (waiters), else after a backoff; a conflict with an object on its
 // way out (a deleted predecessor's) resolves itself, so it is not Stalled.
-func (r *Reconciler) leaveBlocked(ctx context.Context, cr v1alpha1.Object, res *result, out applyOutcome) (time.Duration, bool) {
+func (r *Reconciler) leaveBlocked(ctx context.Context, cr v1alpha1.Object, res *result, out engine.ApplyOutcome) (time.Duration, bool) {
 	log := ctrl.LoggerFrom(ctx)
 	nn := client.ObjectKeyFromObject(cr)
 	var retry time.Duration
-	if len(out.immutable) > 0 {
-		log.Info("The API server refused to change immutable fields; nothing pruned", "objects", len(out.immutable))
-		res.also(v1alpha1.ReasonImmutableField, true, errors.Join(out.immutable...))
+	if len(out.Immutable) > 0 {
+		log.Info("The API server refused to change immutable fields; nothing pruned", "objects", len(out.Immutable))
+		res.also(v1alpha1.ReasonImmutableField, true, errors.Join(out.Immutable...))
 	}
-	if len(out.recreating) > 0 {
-		for _, o := range out.recreating {
+	if len(out.Recreating) > 0 {
+		for _, o := range out.Recreating {
 			log.Info("Deleted an object to create it anew", "object", o)
 			r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Recreated", "Recreate", "Deleted %s; stencil creates it anew", o)
 		}
-		res.also(v1alpha1.ReasonRecreating, false, fmt.Errorf("deleted %s; stencil creates them anew", strings.Join(out.recreating, ", ")))
+		res.also(v1alpha1.ReasonRecreating, false, fmt.Errorf("deleted %s; stencil creates them anew", strings.Join(out.Recreating, ", ")))
 		retry = recreateBackstop
 	}
-	if len(out.conflicts) > 0 {
-		for _, c := range out.conflicts {
-			r.waiters.add(c.id, nn)
+	if len(out.Conflicts) > 0 {
+		for _, c := range out.Conflicts {
+			r.waiters.Add(c.ID, nn)
 		}
-		log.Info("Left objects that are not this resource's untouched; nothing pruned", "conflicts", len(out.conflicts))
-		res.also(v1alpha1.ReasonOwnershipConflict, !goingAway(out.conflicts), conflictsError(out.conflicts))
+		log.Info("Left objects that are not this resource's untouched; nothing pruned", "conflicts", len(out.Conflicts))
+		res.also(v1alpha1.ReasonOwnershipConflict, !engine.GoingAway(out.Conflicts), engine.ConflictsError(out.Conflicts))
 		began, _ := r.conflicts.LoadOrStore(nn, time.Now())
 		retry = soonest(retry, backoff(time.Since(began.(time.Time))))
 	} else {
 		r.conflicts.Delete(nn)
 	}
-	if len(out.rejected) > 0 {
-		log.Info("The API server rejected objects as invalid; applied the others, nothing pruned", "rejected", len(out.rejected))
-		res.also(v1alpha1.ReasonRejected, true, errors.Join(out.rejected...))
+	if len(out.Rejected) > 0 {
+		log.Info("The API server rejected objects as invalid; applied the others, nothing pruned", "rejected", len(out.Rejected))
+		res.also(v1alpha1.ReasonRejected, true, errors.Join(out.Rejected...))
 		retry = soonest(retry, rejectedRetry)
 	}
-	blocked := len(out.immutable)+len(out.recreating)+len(out.conflicts)+len(out.rejected) > 0
-	return soonest(retry, nextLook(res, out.waiting)), blocked
+	blocked := len(out.Immutable)+len(out.Recreating)+len(out.Conflicts)+len(out.Rejected) > 0
+	return soonest(retry, nextLook(res, out.Waiting)), blocked
 }
 
 // rejectedRetry: a resource with an object the API server rejected looks
@@ -499,7 +499,7 @@ func backoff(lasted time.Duration) time.Duration {
 // the fix.
 func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map[string]any, res *result, ret reconcile.Result, err error) (reconcile.Result, error) {
 	if errors.Is(err, fence.ErrFenced) {
-		return fenced(ctx, err)
+		return fence.Requeue(ctx, err)
 	}
 	countObjects(r.kind.GroupVersionKind().Kind, res)
 	if res.quiet {
@@ -514,7 +514,7 @@ func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map
 	defer cancel()
 	werr := r.writeStatus(wctx, cr, current, res)
 	if errors.Is(werr, fence.ErrFenced) {
-		return fenced(ctx, werr)
+		return fence.Requeue(ctx, werr)
 	}
 	err = errors.Join(err, werr)
 	if res.paced > 0 && err == nil {
@@ -545,27 +545,14 @@ func (r *Reconciler) writable() error {
 	return r.mayWrite()
 }
 
-// fencedRetry is how soon a reconcile whose write the fence refused is
-// tried again: the leader election's retry period.
-const fencedRetry = 2 * time.Second
-
-// fenced ends a reconcile whose write the fence refused: this process may
-// no longer be the leader. That is no failure of the resource: its status
-// says nothing (it could not be written anyway), no error is counted and no
-// backoff grows; the reconcile is tried again when the Lease may be renewed.
-func fenced(ctx context.Context, err error) (reconcile.Result, error) {
-	ctrl.LoggerFrom(ctx).Info("Not written: this process has not renewed its leader Lease recently; trying again", "error", err.Error())
-	return reconcile.Result{RequeueAfter: fencedRetry}, nil
-}
-
 // forget drops what this process remembers of a deleted custom resource.
 func (r *Reconciler) forget(nn types.NamespacedName) {
 	unhealthy.forget(r.kind.GroupVersionKind().Kind, nn)
 	r.written.Delete(nn)
 	r.rewrites.Forget(nn)
-	r.waiters.forget(nn)
+	r.waiters.Forget(nn)
 	r.conflicts.Delete(nn)
-	r.rollout.forget(nn)
+	r.rollout.Forget(nn)
 	r.held.Delete(nn)
 	r.inputs.forget(nn)
 	r.owners.Range(func(uid, owner any) bool {
@@ -597,16 +584,16 @@ type result struct {
 	kindStatus map[string]any
 	// unhealthy are the applied objects that kstatus does not call
 	// current yet, failed ones first.
-	unhealthy []objectHealth
+	unhealthy []engine.ObjectHealth
 	// paced: a status write that only told of health was put off until
 	// this much later (see statusPace).
 	paced time.Duration
 	// maps are the live objects of types cached whole that this reconcile
-	// read, by idOf, as maps (nil: not in the cache).
+	// read, by IDOf, as maps (nil: not in the cache).
 	maps map[string]map[string]any
 	// fights are the corrections that wait because another writer keeps
 	// changing the fields back.
-	fights []deferredCorrection
+	fights []engine.DeferredCorrection
 	// templates and renderDigest: the version of the templates and the
 	// render this reconcile applied in full (empty otherwise).
 	templates, renderDigest string
@@ -662,7 +649,7 @@ func (res *result) healthFailure() *failure {
 		return nil
 	}
 	f := &failure{reason: v1alpha1.ReasonProgressing, err: errors.New(healthMessage(len(res.desired), res.unhealthy))}
-	if res.unhealthy[0].failed {
+	if res.unhealthy[0].Failed {
 		f.reason, f.stalled = v1alpha1.ReasonHealthCheckFailed, true
 	}
 	return f
@@ -796,7 +783,7 @@ func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) ([]v1alph
 			return pruned, err
 		}
 	} else {
-		pruned, err = r.prune(ctx, cr, nil, true)
+		pruned, err = r.applier.Prune(ctx, cr, nil, true)
 	}
 	if err != nil {
 		return pruned, fmt.Errorf("cleaning up before deletion: %w", err)

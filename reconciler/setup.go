@@ -31,6 +31,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/reconciler/engine"
+	"github.com/stencil-operator/stencil/reconciler/rollout"
+	"github.com/stencil-operator/stencil/reconciler/shard"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -47,21 +50,12 @@ type Options struct {
 	ReconcileTimeout time.Duration
 	// Rollout paces changes that the templates alone bring to converged
 	// resources; the zero value applies them at once.
-	Rollout RolloutOptions
+	Rollout rollout.Options
 	// MayWrite, when set, says whether this process may write now (the
 	// leader fence: an error wrapping fence.ErrFenced when it may not). A
 	// reconcile asks before it writes anything and, refused, leaves the
 	// resource as it is and tries again soon.
 	MayWrite func() error
-	// Decorators are the decorators (by name) that run, each in its
-	// scope. The others are off, unless disabled: they watch and write
-	// nothing (see SetupDecorators).
-	Decorators map[string]DecoratorScope
-	// DisabledDecorators are decorators (by name) that give up everything
-	// they set: their labels and annotations on every parent, and their
-	// children. The way to remove a decorator: run with it disabled, then
-	// delete its folder.
-	DisabledDecorators []string
 	// Identities says which ServiceAccount of a resource's namespace
 	// writes its objects; the zero value: stencil itself.
 	Identities Identities
@@ -72,7 +66,7 @@ type Options struct {
 	// Shards, when set, makes this process one shard of several: it
 	// claims each resource before it writes for it and gives the claim up
 	// when the resource moves to another shard (see claim.go).
-	Shards *Shards
+	Shards *shard.Shards
 }
 
 // DefaultReconcileTimeout bounds a reconcile when Options leave it unset.
@@ -173,6 +167,16 @@ func statusOnly(e metav1.ManagedFieldsEntry) bool {
 	return true
 }
 
+// newApplier is the applier of kind k's objects.
+func newApplier(mgr ctrl.Manager, k *render.Kind, types engine.CachedTypes, firstApplies *engine.Claims) *engine.Applier {
+	a := &engine.Applier{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Types: types, Claims: firstApplies, Fights: engine.NewFights(),
+		OwnerKind: k.GroupVersionKind(), Recorder: mgr.GetEventRecorder("stencil")}
+	for _, t := range k.Declaration().Owns {
+		a.Owns = append(a.Owns, engine.OwnedType{GVK: t.GroupVersionKind(), ClusterScoped: t.ClusterScoped})
+	}
+	return a
+}
+
 // ClientOptions makes the manager's client read unstructured objects (the
 // owned types whose status templates read them whole) from the cache too;
 // controller-runtime's default sends those reads to the API server.
@@ -186,12 +190,12 @@ func ClientOptions() client.Options {
 // metadata only otherwise, indexed by owner UID.
 func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 	types := cachedTypesOf(kinds, mgr.GetScheme())
-	firstApplies := &claims{}
-	var leases *leaseWatch // one per process: a shard's Lease is read once for all kinds
+	firstApplies := &engine.Claims{}
+	var leases *shard.LeaseWatch // one per process: a shard's Lease is read once for all kinds
 	if opts.Shards != nil && opts.Shards.Leases != nil {
-		leases = newLeaseWatch(*opts.Shards.Leases, mgr.GetAPIReader(), mgr.GetClient())
+		leases = shard.NewLeaseWatch(*opts.Shards.Leases, mgr.GetAPIReader(), mgr.GetClient())
 	}
-	if err := indexOwnerUID(mgr, types); err != nil {
+	if err := engine.IndexOwnerUID(mgr.GetFieldIndexer(), types); err != nil {
 		return err
 	}
 	inputs, err := inputCache(mgr, kinds, opts.Namespaces)
@@ -208,9 +212,9 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 			client:     mgr.GetClient(),
 			reader:     mgr.GetAPIReader(),
 			recorder:   mgr.GetEventRecorder("stencil"),
-			applier:    &applier{client: mgr.GetClient(), reader: mgr.GetAPIReader(), types: types, claims: firstApplies, fights: newFights()},
+			applier:    newApplier(mgr, k, types, firstApplies),
 			rewrites:   newRewrites(),
-			rollout:    newRollout(gvk.Kind, k.Templates(), opts.Rollout),
+			rollout:    rollout.New(gvk.Kind, k.Templates(), opts.Rollout),
 			mayWrite:   opts.MayWrite,
 			shards:     opts.Shards,
 			leases:     leases,
@@ -223,8 +227,8 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 		if opts.Identities.Default != "" || len(opts.Identities.ByKind) > 0 {
 			r.tenants = newTenants(mgr.GetConfig(), mgr.GetScheme())
 		}
-		r.rollout.newObject = func() client.Object { return k.New() }
-		r.rollout.list = listOf(mgr.GetClient(), mgr.GetScheme(), gvk)
+		r.rollout.NewObject = func() client.Object { return k.New() }
+		r.rollout.List = listOf(mgr.GetClient(), mgr.GetScheme(), gvk)
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(strings.ToLower(gvk.Kind)).
 			For(k.New(), builder.WithPredicates(predicate.Funcs{UpdateFunc: r.notOwnStatusWrite})).
@@ -233,13 +237,13 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 				SkipNameValidation:      &opts.SkipNameValidation,
 				ReconciliationTimeout:   cmp.Or(opts.ReconcileTimeout, DefaultReconcileTimeout),
 			})
-		b = b.WatchesRawSource(source.Channel(r.rollout.wake, &handler.EnqueueRequestForObject{}))
+		b = b.WatchesRawSource(source.Channel(r.rollout.Wake, &handler.EnqueueRequestForObject{}))
 		b = b.WatchesRawSource(source.Channel(r.recheck, &handler.EnqueueRequestForObject{}))
 		for _, t := range k.Declaration().Owns {
 			b = r.watchOwned(b, t.GroupVersionKind())
 		}
 		for _, t := range k.Declaration().Observes {
-			b = b.Watches(types.newObject(t.GroupVersionKind()), handler.EnqueueRequestsFromMapFunc(r.ownerByUID))
+			b = b.Watches(types.NewObject(t.GroupVersionKind()), handler.EnqueueRequestsFromMapFunc(r.ownerByUID))
 		}
 		for _, gvk := range inputTypes(k) {
 			b = b.WatchesRawSource(source.Kind[client.Object](inputs, metadataOf(gvk), r.inputHandler(gvk)))
@@ -356,29 +360,9 @@ func ListResources(ctx context.Context, c client.Reader, scheme *runtime.Scheme,
 	return out, nil
 }
 
-// ownerUIDIndex indexes the cached objects of every declared type by their
-// owner UID label, so that prune and status find a resource's objects
-// without scanning the cache.
-const ownerUIDIndex = "stencil.dev/owner-uid"
-
-func indexOwnerUID(mgr ctrl.Manager, types cachedTypes) error {
-	for gvk := range types.whole {
-		err := mgr.GetFieldIndexer().IndexField(context.Background(), types.newObject(gvk), ownerUIDIndex, func(o client.Object) []string {
-			if uid := o.GetLabels()[v1alpha1.LabelOwnerUID]; uid != "" {
-				return []string{uid}
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("indexing %s by owner: %w", gvk.Kind, err)
-		}
-	}
-	return nil
-}
-
 // watchOwned watches an owned type through its one informer.
 func (r *Reconciler) watchOwned(b *builder.Builder, gvk schema.GroupVersionKind) *builder.Builder {
-	owned := r.applier.types.newObject(gvk)
+	owned := r.applier.Types.NewObject(gvk)
 	if _, metadataOnly := owned.(*metav1.PartialObjectMetadata); metadataOnly {
 		return b.WatchesMetadata(owned, r.ownedObjectHandler(gvk))
 	}
@@ -388,8 +372,8 @@ func (r *Reconciler) watchOwned(b *builder.Builder, gvk schema.GroupVersionKind)
 // notOwnStatusWrite drops the update event of our own status write: this
 // process knows what it wrote (see currentStatus).
 func (r *Reconciler) notOwnStatusWrite(e event.UpdateEvent) bool {
-	key, rv := client.ObjectKeyFromObject(e.ObjectNew), resourceVersion(e.ObjectNew)
-	return !r.statusWrites.note(key, rv, func() bool {
+	key, rv := client.ObjectKeyFromObject(e.ObjectNew), engine.ResourceVersion(e.ObjectNew)
+	return !r.statusWrites.Note(key, rv, func() bool {
 		v, ok := r.written.Load(key)
 		if !ok || v.(writtenStatus).resourceVersion != rv {
 			return false
@@ -414,13 +398,13 @@ func (r *Reconciler) recheckUnseen(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 		}
-		owners := r.applier.writes.unseenSince(time.Now().Add(-cacheBackstop))
+		owners := r.applier.Writes.UnseenSince(time.Now().Add(-cacheBackstop))
 		if len(owners) > 0 {
 			ctrl.LoggerFrom(ctx).Info("The watch has not shown some applies; looking at their resources again",
 				"kind", kind.Kind, "resources", len(owners), "first", owners[:min(len(owners), 3)], "after", cacheBackstop)
 		}
 		for _, owner := range owners {
-			gk, nn, ok := render.ParseOwnerAnnotation(owner)
+			gk, nn, ok := v1alpha1.ParseOwnerAnnotation(owner)
 			if !ok || gk != kind {
 				ctrl.LoggerFrom(ctx).Error(nil, "An applied object names an owner of another kind; not looked at again", "kind", kind.Kind, "owner", owner)
 				continue
@@ -458,7 +442,7 @@ func (r *Reconciler) ownerByUID(_ context.Context, obj client.Object) []reconcil
 // wake another tenant's resource at will. Before the first reconcile of a
 // resource its UID is unknown; that reconcile reads its objects anyway.
 func (r *Reconciler) ownerOf(_ context.Context, obj client.Object) []reconcile.Request {
-	gk, owner, ok := render.ParseOwnerAnnotation(obj.GetAnnotations()[v1alpha1.AnnotationOwner])
+	gk, owner, ok := v1alpha1.ParseOwnerAnnotation(obj.GetAnnotations()[v1alpha1.AnnotationOwner])
 	nn := types.NamespacedName(owner)
 	if !ok || gk != r.kind.GroupVersionKind().GroupKind() || !sameTenant(obj, nn) {
 		return nil
@@ -486,22 +470,39 @@ func (r *Reconciler) ownedObjectHandler(gvk schema.GroupVersionKind) handler.Eve
 	enqueue := handler.EnqueueRequestsFromMapFunc(r.ownerOf)
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if !r.applier.ownWrite(gvk.String(), e.Object) || r.kind.HasGraph() {
+			if !r.applier.OwnWrite(gvk.String(), e.Object) || r.kind.HasGraph() {
 				enqueue.Create(ctx, e, q)
 			}
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if !r.applier.ownWrite(gvk.String(), e.ObjectNew) || r.kind.HasGraph() {
+			if !r.applier.OwnWrite(gvk.String(), e.ObjectNew) || r.kind.HasGraph() {
 				enqueue.Update(ctx, e, q)
 			}
 		},
 		GenericFunc: enqueue.Generic,
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.applier.forgetDeleted(gvk.String(), e.Object)
+			r.applier.ForgetDeleted(gvk.String(), e.Object)
 			enqueue.Delete(ctx, e, q)
-			for _, req := range r.waiters.take(idOf(gvk, e.Object.GetNamespace(), e.Object.GetName())) {
+			for _, req := range r.waiters.Take(engine.IDOf(gvk, e.Object.GetNamespace(), e.Object.GetName())) {
 				q.Add(req)
 			}
 		},
 	}
+}
+
+// cachedTypesOf says how the cache holds the types kinds own or observe:
+// whole when a kind's status template reads them, its health is judged by
+// them or its graph reads them; else metadata only.
+func cachedTypesOf(kinds []*render.Kind, scheme *runtime.Scheme) engine.CachedTypes {
+	t := engine.CachedTypes{Whole: map[schema.GroupVersionKind]bool{}, Scheme: scheme}
+	for _, k := range kinds {
+		for _, ref := range k.Declaration().Owns {
+			// A graph kind's templates read its objects whole.
+			t.Whole[ref.GroupVersionKind()] = t.Whole[ref.GroupVersionKind()] || ref.Status || ref.JudgesHealth() || k.HasGraph()
+		}
+		for _, ref := range k.Declaration().Observes {
+			t.Whole[ref.GroupVersionKind()] = true
+		}
+	}
+	return t
 }

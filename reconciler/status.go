@@ -2,6 +2,8 @@ package reconciler
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -66,19 +69,19 @@ func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, curren
 	written.SetGroupVersionKind(r.kind.GroupVersionKind())
 	written.SetNamespace(cr.GetNamespace())
 	written.SetName(cr.GetName())
-	r.statusWrites.begin(key)
+	r.statusWrites.Begin(key)
 	err = r.client.Status().Patch(ctx, written, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(StatusFieldManager))
 	if err != nil {
-		r.statusWrites.end(key, nil)
+		r.statusWrites.End(key, nil)
 		return fmt.Errorf("writing status: %w", client.IgnoreNotFound(err))
 	}
-	r.written.Store(key, writtenStatus{resourceVersion: resourceVersion(written), status: status, at: time.Now()})
-	others, seen := r.statusWrites.end(key, written)
+	r.written.Store(key, writtenStatus{resourceVersion: engine.ResourceVersion(written), status: status, at: time.Now()})
+	others, seen := r.statusWrites.End(key, written)
 	if others {
 		res.othersWrote = true
 	}
 	if seen {
-		r.statusCached(key, resourceVersion(written))
+		r.statusCached(key, engine.ResourceVersion(written))
 	}
 	r.recordTransitions(cr, before.Conditions, after.Conditions)
 	return nil
@@ -218,10 +221,10 @@ func (r *Reconciler) currentStatus(cr v1alpha1.Object) (map[string]any, error) {
 	key := client.ObjectKeyFromObject(cr)
 	if v, ok := r.written.Load(key); ok {
 		w := v.(writtenStatus)
-		if w.status != nil && resourceVersion(cr) >= w.resourceVersion {
+		if w.status != nil && engine.ResourceVersion(cr) >= w.resourceVersion {
 			r.statusCached(key, w.resourceVersion) // a key is never reconciled twice at once
 		}
-		if resourceVersion(cr) < w.resourceVersion && w.status != nil {
+		if engine.ResourceVersion(cr) < w.resourceVersion && w.status != nil {
 			status := runtime.DeepCopyJSON(w.status)
 			shared := v1alpha1.Status{}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(status, &shared); err != nil {
@@ -268,7 +271,7 @@ func (r *Reconciler) recordTransitions(cr v1alpha1.Object, before, after []metav
 		if !healthy(c) && !progressing { // progressing after a failure: the failure is over
 			eventType = corev1.EventTypeWarning
 		}
-		r.recorder.Eventf(cr, nil, eventType, c.Reason, "Reconcile", "%s", cut(c.Message, maxEventNote))
+		r.recorder.Eventf(cr, nil, eventType, c.Reason, "Reconcile", "%s", engine.Cut(c.Message, maxEventNote))
 	}
 }
 
@@ -329,12 +332,12 @@ func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPo
 func waitingStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPolicy) *v1alpha1.Status {
 	after := before.DeepCopy()
 	if ready := meta.FindStatusCondition(after.Conditions, v1alpha1.ConditionReady); ready != nil && ready.Status == metav1.ConditionTrue {
-		ready.Message = cut("The objects applied with version "+before.Templates+" of the templates are healthy; version "+
+		ready.Message = engine.Cut("The objects applied with version "+before.Templates+" of the templates are healthy; version "+
 			res.waiting.templates+" changes them and waits for its turn (see the Reconciling condition).", v1alpha1.MaxMessageBytes)
 	}
 	meta.RemoveStatusCondition(&after.Conditions, v1alpha1.ConditionStalled)
 	meta.SetStatusCondition(&after.Conditions, metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue,
-		Reason: res.waiting.reason, Message: cut(res.waiting.message, v1alpha1.MaxMessageBytes), ObservedGeneration: res.generation})
+		Reason: res.waiting.reason, Message: engine.Cut(res.waiting.message, v1alpha1.MaxMessageBytes), ObservedGeneration: res.generation})
 	switch {
 	case len(res.drift) > 0:
 		setDriftedCondition(after, res, policy)
@@ -350,7 +353,7 @@ func setReadyCondition(s *v1alpha1.Status, res *result) {
 	c := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: res.generation,
 		Reason: v1alpha1.ReasonReconciled, Message: "All " + strconv.Itoa(len(res.desired)) + " rendered objects are applied and healthy."}
 	if f := res.healthFailure(); f != nil {
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, f.reason, cut(failureMessage(s, f), v1alpha1.MaxMessageBytes)
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, f.reason, engine.Cut(failureMessage(s, f), v1alpha1.MaxMessageBytes)
 	}
 	meta.SetStatusCondition(&s.Conditions, c)
 }
@@ -407,7 +410,7 @@ func setProgressConditions(s *v1alpha1.Status, res *result) {
 		return
 	}
 	c := metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue, Reason: f.reason, ObservedGeneration: res.generation,
-		Message: cut(failureMessage(s, f), v1alpha1.MaxMessageBytes)}
+		Message: engine.Cut(failureMessage(s, f), v1alpha1.MaxMessageBytes)}
 	other := v1alpha1.ConditionStalled
 	if f.stalled {
 		c.Type, other = other, c.Type
@@ -433,7 +436,7 @@ func setDriftedCondition(s *v1alpha1.Status, res *result, policy v1alpha1.DriftP
 	switch {
 	case len(res.fights) > 0:
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonFighting
-		c.Message = res.fights[0].describe() + "."
+		c.Message = res.fights[0].Describe() + "."
 		if len(res.fights) > 1 {
 			c.Message += " And " + strconv.Itoa(len(res.fights)-1) + " more objects (see status.drift)."
 		}
@@ -486,4 +489,18 @@ func mergeInventory(inv []v1alpha1.InventoryEntry, applied []*unstructured.Unstr
 		}
 	}
 	return out
+}
+
+// renderDigest is a digest of a render: every object's identity and desired
+// hash, in order.
+func renderDigest(objs []*unstructured.Unstructured) string {
+	h := sha256.New()
+	for _, o := range objs {
+		hash := o.GetAnnotations()[v1alpha1.AnnotationDesiredHash]
+		if engine.CreateOnly(o) {
+			hash = "" // never applied again: its render (a generated value) may differ every time
+		}
+		_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\n", o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName(), hash)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:12]
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/reconciler/engine"
 )
 
 func TestComputeStatus(t *testing.T) {
@@ -27,7 +28,7 @@ func TestComputeStatus(t *testing.T) {
 	cm.SetName("a")
 	drift := []v1alpha1.ObjectDrift{{APIVersion: "v1", Kind: "ConfigMap", Name: "a", Fields: []v1alpha1.FieldDrift{{Path: ".data.x"}}}}
 	reverted := []v1alpha1.ObjectDrift{{APIVersion: "v1", Kind: "ConfigMap", Name: "a", Fields: []v1alpha1.FieldDrift{{Path: ".data.x"}}, Reverted: true}}
-	fights := []deferredCorrection{{drift: drift[0]}}
+	fights := []engine.DeferredCorrection{{Drift: drift[0]}}
 	oldInventory := []v1alpha1.InventoryEntry{{APIVersion: "v1", Kind: "Service", Namespace: "ns", Name: "old"}}
 	corrected := metav1.Condition{Type: v1alpha1.ConditionDrifted, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDriftFixed, Message: "earlier"}
 
@@ -35,8 +36,8 @@ func TestComputeStatus(t *testing.T) {
 		return &failure{reason: reason, stalled: stalled, err: errors.New(msg)}
 	}
 	pruned := []v1alpha1.InventoryEntry{oldInventory[0]}
-	progressing := []objectHealth{{object: "Deployment web", message: "Available: 0/1"}}
-	failedHealth := []objectHealth{{object: "Deployment web", message: "Progress deadline exceeded", failed: true}}
+	progressing := []engine.ObjectHealth{{Object: "Deployment web", Message: "Available: 0/1"}}
+	failedHealth := []engine.ObjectHealth{{Object: "Deployment web", Message: "Progress deadline exceeded", Failed: true}}
 
 	tests := []struct {
 		name          string
@@ -107,7 +108,7 @@ func TestComputeStatus(t *testing.T) {
 func TestStatusRecordsTheTemplatesApplied(t *testing.T) {
 	before := v1alpha1.Status{Templates: "sha256:old", RenderDigest: "sha256:r1"}
 	started := &v1alpha1.RolloutStatus{Templates: "sha256:new", Started: metav1.Now()}
-	unhealthy := []objectHealth{{object: "Deployment web", message: "Available: 0/1"}}
+	unhealthy := []engine.ObjectHealth{{Object: "Deployment web", Message: "Available: 0/1"}}
 	reached := computeStatus(&before, &result{generation: 1, templates: "sha256:new", renderDigest: "sha256:r2", rollout: started, unhealthy: unhealthy}, v1alpha1.DriftCorrect)
 	if reached.Templates != "sha256:new" || reached.RenderDigest != "sha256:r2" || reached.Rollout == nil {
 		t.Errorf("after an apply the rollout reached: %q %q %v", reached.Templates, reached.RenderDigest, reached.Rollout)
@@ -170,7 +171,7 @@ func TestComputeStatusIsStable(t *testing.T) {
 	cm.SetName("a")
 	for name, res := range map[string]*result{
 		"success":     {generation: 3, desired: objs(cm)},
-		"progressing": {generation: 3, desired: objs(cm), unhealthy: []objectHealth{{object: "Deployment web", message: "Replicas: 0/1"}}},
+		"progressing": {generation: 3, desired: objs(cm), unhealthy: []engine.ObjectHealth{{Object: "Deployment web", Message: "Replicas: 0/1"}}},
 		"stalled":     {generation: 3, desired: objs(cm), failure: &failure{reason: v1alpha1.ReasonOwnershipConflict, stalled: true, err: errors.New("not ours")}},
 	} {
 		first := computeStatus(&v1alpha1.Status{}, res, v1alpha1.DriftCorrect)
@@ -234,20 +235,20 @@ func TestRecordTransitions(t *testing.T) {
 }
 
 func TestHealthMessage(t *testing.T) {
-	waiting := objectHealth{object: "Deployment web", message: "Available: 0/1", hint: "kubectl describe deployment.apps web -n ns"}
-	failed := objectHealth{object: "Job migrate", message: "Job Failed. failed: 1/1", hint: "kubectl describe job.batch migrate -n ns", failed: true}
+	waiting := engine.ObjectHealth{Object: "Deployment web", Message: "Available: 0/1", Hint: "kubectl describe deployment.apps web -n ns"}
+	failed := engine.ObjectHealth{Object: "Job migrate", Message: "Job Failed. failed: 1/1", Hint: "kubectl describe job.batch migrate -n ns", Failed: true}
 	tests := []struct {
 		name      string
-		unhealthy []objectHealth
+		unhealthy []engine.ObjectHealth
 		want      string
 	}{
-		{"one waiting", []objectHealth{waiting},
+		{"one waiting", []engine.ObjectHealth{waiting},
 			"All 3 rendered objects are applied, but 1 not ready yet: Deployment web: Available: 0/1. stencil looks again when their status changes."},
-		{"failed first, with how to look", []objectHealth{failed, waiting},
+		{"failed first, with how to look", []engine.ObjectHealth{failed, waiting},
 			"All 3 rendered objects are applied, but 1 failed and 1 not ready yet: Job migrate: Job Failed. failed: 1/1; Deployment web: Available: 0/1. See why with kubectl describe job.batch migrate -n ns. stencil looks again when their status changes."},
-		{"only failed", []objectHealth{failed},
+		{"only failed", []engine.ObjectHealth{failed},
 			"All 3 rendered objects are applied, but 1 failed: Job migrate: Job Failed. failed: 1/1. See why with kubectl describe job.batch migrate -n ns. stencil looks again when their status changes."},
-		{"many", []objectHealth{waiting, waiting, waiting, waiting, waiting},
+		{"many", []engine.ObjectHealth{waiting, waiting, waiting, waiting, waiting},
 			"All 3 rendered objects are applied, but 5 not ready yet: Deployment web: Available: 0/1; Deployment web: Available: 0/1; Deployment web: Available: 0/1; and 2 more. stencil looks again when their status changes."},
 	}
 	for _, tt := range tests {
@@ -302,58 +303,6 @@ func TestHealthPace(t *testing.T) {
 	}
 }
 
-// TestPendingHealth: while the cache holds an older version of an object
-// than our last apply produced, health is judged by what that apply
-// returned, for cacheGrace at most; never for another render.
-func TestPendingHealth(t *testing.T) {
-	t.Run("of another version", func(t *testing.T) {
-		d := &unstructured.Unstructured{}
-		d.SetAnnotations(map[string]string{v1alpha1.AnnotationDesiredHash: "h1"})
-		a := &applier{fights: newFights()}
-		a.baselines.Store(keyOf(d), baseline{hash: "h1", resourceVersion: 10, appliedAt: time.Now()})
-		a.rememberHealth(d, 9, objectHealth{message: "an older version"})
-		if got := a.pendingHealth(d, 0); got != nil {
-			t.Errorf("pendingHealth = %+v for another version than the baseline's", got)
-		}
-		a.forgetDeleted(d.GroupVersionKind().String(), d)
-		a.rememberHealth(d, 10, objectHealth{message: "after the deletion"})
-		if got := a.pendingHealth(d, 0); got != nil {
-			t.Errorf("pendingHealth = %+v after the object was deleted", got)
-		}
-	})
-	d := &unstructured.Unstructured{}
-	d.SetAPIVersion("apps/v1")
-	d.SetKind("Deployment")
-	d.SetNamespace("ns")
-	d.SetName("web")
-	d.SetAnnotations(map[string]string{v1alpha1.AnnotationDesiredHash: "h1"})
-	applied := &objectHealth{object: "Deployment web", message: "Deployment generation is 2, but latest observed generation is 1"}
-	tests := []struct {
-		name      string
-		appliedAt time.Time
-		hash      string
-		cached    uint64
-		want      bool
-	}{
-		{"the cache lags behind", time.Now(), "h1", 9, true},
-		{"not in the cache yet", time.Now(), "h1", 0, true},
-		{"the cache caught up", time.Now(), "h1", 10, false},
-		{"another render", time.Now(), "h0", 9, false},
-		{"too long ago", time.Now().Add(-cacheGrace), "h1", 9, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			a := &applier{}
-			a.baselines.Store(keyOf(d), baseline{hash: tt.hash, owned: []string{"{}"}, resourceVersion: 10, appliedAt: tt.appliedAt})
-			a.rememberHealth(d, 10, *applied)
-			got := a.pendingHealth(d, tt.cached)
-			if (got != nil) != tt.want || got != nil && got.message != applied.message {
-				t.Errorf("pendingHealth = %+v, want it %v", got, tt.want)
-			}
-		})
-	}
-}
-
 // status.rollout says which version reached the resource while the rollout
 // counts it: the gate's word after a reconcile that got through (nil once
 // its spec changed), kept after a failure of the same spec, dropped after
@@ -362,7 +311,7 @@ func TestPendingHealth(t *testing.T) {
 func TestComputeStatusRollout(t *testing.T) {
 	reached := &v1alpha1.RolloutStatus{Templates: "sha256:new", Started: metav1.Now()}
 	before := &v1alpha1.Status{ObservedGeneration: 1, Rollout: reached}
-	progressing := []objectHealth{{}}
+	progressing := []engine.ObjectHealth{{}}
 	failed := &failure{reason: v1alpha1.ReasonOwnershipConflict, err: errors.New("taken"), stalled: true}
 	for _, tt := range []struct {
 		name string

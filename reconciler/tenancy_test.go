@@ -16,7 +16,6 @@ import (
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
-	"github.com/stencil-operator/stencil/render"
 )
 
 // A tenant who may write objects in its own namespace can put any labels
@@ -30,7 +29,7 @@ func TestForgedOwnerWakesNoOtherTenant(t *testing.T) {
 	time.Sleep(2 * time.Second) // the Deployment controller's status writes settle
 	forged := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "forged",
 		Labels:      map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil, v1alpha1.LabelOwnerUID: string(w.UID)},
-		Annotations: map[string]string{v1alpha1.AnnotationOwner: render.OwnerAnnotation(testv1alpha1.GroupVersion.WithKind("Widget"), victim, "w")},
+		Annotations: map[string]string{v1alpha1.AnnotationOwner: v1alpha1.OwnerAnnotation(testv1alpha1.GroupVersion.WithKind("Widget"), victim, "w")},
 	}}
 	if err := k8s.Create(t.Context(), forged); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/reconciler/engine"
 )
 
 // A resource's objects can be written as a ServiceAccount of its namespace
@@ -167,23 +168,6 @@ func describeAccess(k accessKey, r schema.GroupVersionResource) string {
 	return k.verb + " " + resource + " " + where
 }
 
-// writerKey carries, in a reconcile's context, the client that writes the
-// resource's objects.
-type writerKey struct{}
-
-func withWriter(ctx context.Context, c client.Client) context.Context {
-	return context.WithValue(ctx, writerKey{}, c)
-}
-
-// writer is the client that writes the objects of the resource being
-// reconciled: its ServiceAccount's, else fallback (stencil's).
-func writer(ctx context.Context, fallback client.Client) client.Client {
-	if c, ok := ctx.Value(writerKey{}).(client.Client); ok {
-		return c
-	}
-	return fallback
-}
-
 // actAs puts into ctx the client of the ServiceAccount that writes cr's
 // objects, and checks that it may write desired's: when it may not, res
 // records why (Stalled, reason Forbidden) and act is false.
@@ -205,5 +189,5 @@ func (r *Reconciler) actAs(ctx context.Context, cr v1alpha1.Object, desired []*u
 			cr.GetNamespace(), sa, strings.Join(denied, ", nor ")))
 		return ctx, false, nil
 	}
-	return withWriter(ctx, c), true, nil
+	return engine.WithWriter(ctx, c), true, nil
 }

@@ -32,23 +32,6 @@ func newOwner(gvk schema.GroupVersionKind, obj v1alpha1.Object) owner {
 	return owner{gvk: gvk, namespace: obj.GetNamespace(), name: obj.GetName(), uid: obj.GetUID(), shard: obj.GetLabels()[v1alpha1.LabelShard]}
 }
 
-// OwnerAnnotation is the value of [v1alpha1.AnnotationOwner] for the custom
-// resource of kind gvk at namespace/name.
-func OwnerAnnotation(gvk schema.GroupVersionKind, namespace, name string) string {
-	return gvk.Kind + "." + gvk.Group + "/" + namespace + "/" + name
-}
-
-// ParseOwnerAnnotation splits an [OwnerAnnotation] value into the owner's
-// kind, group, namespace and name.
-func ParseOwnerAnnotation(value string) (schema.GroupKind, types.NamespacedName, bool) {
-	parts := strings.SplitN(value, "/", 3)
-	if len(parts) != 3 {
-		return schema.GroupKind{}, types.NamespacedName{}, false
-	}
-	kind, group, _ := strings.Cut(parts[0], ".")
-	return schema.GroupKind{Group: group, Kind: kind}, types.NamespacedName{Namespace: parts[1], Name: parts[2]}, true
-}
-
 // checkHandOver checks the value of [v1alpha1.AnnotationHandOver]: dotted
 // paths of map keys, comma-separated, never into metadata (which carries
 // stencil's own stamp) or apiVersion and kind.
@@ -114,7 +97,7 @@ func stamp(o *unstructured.Unstructured, own owner) error {
 	ann := maps.Clone(o.GetAnnotations())
 	delete(ann, sourceAnnotation)
 	delete(ann, v1alpha1.AnnotationDesiredHash)
-	ann[v1alpha1.AnnotationOwner] = OwnerAnnotation(own.gvk, own.namespace, own.name)
+	ann[v1alpha1.AnnotationOwner] = v1alpha1.OwnerAnnotation(own.gvk, own.namespace, own.name)
 	o.SetAnnotations(ann)
 
 	// A kept object (prune disabled) gets no ownerReference: the garbage

@@ -20,6 +20,7 @@ import (
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/reconciler"
+	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -128,7 +129,7 @@ func runDiff(ctx context.Context, file, namespace string, stdin io.Reader, out i
 				return false, err
 			}
 			d, err := diffObjectOf(ctx, c, o, live, cr.obj.StencilDriftPolicy() == v1alpha1.DriftReport)
-			if errors.Is(err, reconciler.ErrNotOurs) {
+			if errors.Is(err, engine.ErrNotOurs) {
 				d, err = "# "+err.Error()+"\n", nil
 			}
 			if err != nil {
@@ -165,12 +166,12 @@ func readLive(ctx context.Context, c client.Reader, o *unstructured.Unstructured
 // does not exist).
 func diffObjectOf(ctx context.Context, c client.Client, o, live *unstructured.Unstructured, report bool) (string, error) {
 	name := o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
-	body, applies, err := reconciler.PreviewBody(o, live, report)
+	body, applies, err := engine.PreviewBody(o, live, report)
 	if err != nil || !applies {
 		return "", err
 	}
 	merged := body.DeepCopy()
-	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(merged), client.FieldOwner(reconciler.FieldManager), client.ForceOwnership, client.DryRunAll)
+	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(merged), client.FieldOwner(engine.FieldManager), client.ForceOwnership, client.DryRunAll)
 	if err != nil {
 		return "", fmt.Errorf("dry-run apply of %s: %w", name, err)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/kinds"
-	"github.com/stencil-operator/stencil/reconciler"
+	"github.com/stencil-operator/stencil/reconciler/decorator"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -179,7 +179,7 @@ func formatDecoratorDrift(name string, parent *unstructured.Unstructured) (strin
 		where = parent.GetNamespace() + "/" + where
 	}
 	fmt.Fprintf(out, "decorator %s on %s %s\n", name, parent.GetKind(), where)
-	labels, annotations, err := reconciler.DecoratorHolds(parent, name)
+	labels, annotations, err := decorator.Holds(parent, name)
 	if err != nil {
 		return "", err
 	}
@@ -192,14 +192,14 @@ func formatDecoratorDrift(name string, parent *unstructured.Unstructured) (strin
 	for _, k := range annotations {
 		fmt.Fprintf(out, "  holds annotation %s\n", k)
 	}
-	raw, ok := parent.GetAnnotations()[reconciler.DecoratorStatusAnnotation(name)]
+	raw, ok := parent.GetAnnotations()[decorator.StatusAnnotation(name)]
 	if !ok {
 		out.WriteString("No drift recorded.\n")
 		return out.String(), nil
 	}
-	st := reconciler.DecoratorStatus{}
+	st := decorator.Status{}
 	if err := json.Unmarshal([]byte(raw), &st); err != nil {
-		return "", fmt.Errorf("reading annotation %s: %w", reconciler.DecoratorStatusAnnotation(name), err)
+		return "", fmt.Errorf("reading annotation %s: %w", decorator.StatusAnnotation(name), err)
 	}
 	if st.Reverted == 0 {
 		out.WriteString("No drift recorded.\n")

@@ -19,6 +19,7 @@ import (
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/reconciler"
+	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -139,7 +140,7 @@ func diffResource(ctx context.Context, c client.Client, live *liveObjects, k *re
 		return d
 	}
 	objs := plan.Objects
-	if len(plan.Waiting) == 0 && reconciler.EmptyRender(cr, objs) {
+	if len(plan.Waiting) == 0 && engine.EmptyRender(cr, objs) {
 		d.err = fmt.Errorf("renders no objects; stencil will not prune its %d objects (reason %s)", len(cr.StencilStatus().Inventory), v1alpha1.ReasonEmptyRender)
 		return d
 	}
@@ -154,13 +155,13 @@ func diffResource(ctx context.Context, c client.Client, live *liveObjects, k *re
 			return d
 		}
 		diff, err := diffObjectOf(ctx, c, o, current, cr.StencilDriftPolicy() == v1alpha1.DriftReport)
-		if errors.Is(err, reconciler.ErrNotOurs) || err == nil && current != nil && current.GetDeletionTimestamp() != nil {
+		if errors.Is(err, engine.ErrNotOurs) || err == nil && current != nil && current.GetDeletionTimestamp() != nil {
 			// Someone else's, or on its way out: the operator leaves it
 			// (OwnershipConflict) until it goes, and prunes nothing.
 			inTheWay = append(inTheWay, name)
 		}
 		switch {
-		case errors.Is(err, reconciler.ErrNotOurs):
+		case errors.Is(err, engine.ErrNotOurs):
 			d.left = append(d.left, err.Error())
 			continue
 		case err != nil:
@@ -183,7 +184,7 @@ func diffResource(ctx context.Context, c client.Client, live *liveObjects, k *re
 	var prunable []string
 	for _, item := range owned {
 		gvk := item.GroupVersionKind()
-		if !rendered[groupKey(gvk.Group, gvk.Kind, item.GetNamespace(), item.GetName())] && reconciler.Prunable(k.GroupVersionKind(), cr, item) {
+		if !rendered[groupKey(gvk.Group, gvk.Kind, item.GetNamespace(), item.GetName())] && engine.Prunable(k.GroupVersionKind(), cr, item) {
 			prunable = append(prunable, gvk.Kind+" "+objectName(item.GetNamespace(), item.GetName()))
 		}
 	}

@@ -26,6 +26,9 @@ import (
 	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/metricsauth"
 	"github.com/stencil-operator/stencil/reconciler"
+	"github.com/stencil-operator/stencil/reconciler/decorator"
+	"github.com/stencil-operator/stencil/reconciler/rollout"
+	"github.com/stencil-operator/stencil/reconciler/shard"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -44,9 +47,9 @@ type managerOptions struct {
 	qps              float32
 	burst            int
 	compression      bool
-	rollout          reconciler.RolloutOptions
+	rollout          rollout.Options
 	decorators       decoratorFlags
-	shards           reconciler.Shards
+	shards           shard.Shards
 	identities       reconciler.Identities
 	watchNamespaces  []string
 }
@@ -78,8 +81,8 @@ func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 	// limit would only slow convergence.
 	fs.Float32Var(&o.qps, "kube-api-qps", 500, "Client-side limit on requests per second to the API server.")
 	fs.IntVar(&o.burst, "kube-api-burst", 1000, "Client-side burst of requests to the API server.")
-	fs.IntVar(&o.rollout.Batch, "rollout-batch", reconciler.DefaultRolloutBatch, "Resources per kind that a change of the templates alone (a new stencil version) reaches at a time: the next one gets it when one of those is Ready. 0 applies such changes to every resource at once. Spec changes are never held back.")
-	fs.DurationVar(&o.rollout.Deadline, "rollout-deadline", reconciler.DefaultRolloutDeadline, "How long a resource that a template change reached may take to become Ready before the rollout of its kind halts.")
+	fs.IntVar(&o.rollout.Batch, "rollout-batch", rollout.DefaultBatch, "Resources per kind that a change of the templates alone (a new stencil version) reaches at a time: the next one gets it when one of those is Ready. 0 applies such changes to every resource at once. Spec changes are never held back.")
+	fs.DurationVar(&o.rollout.Deadline, "rollout-deadline", rollout.DefaultDeadline, "How long a resource that a template change reached may take to become Ready before the rollout of its kind halts.")
 	fs.StringSliceVar(&o.decorators.enabled, "decorators", nil, "Decorators (by name) to run, e.g. replicaset-podcount,namespace-defaults. A decorator not named is off: it watches and writes nothing (docs/add-decorator.md).")
 	fs.StringArrayVar(&o.decorators.namespaces, "decorator-namespace-selector", nil, `<decorator>=<label selector>: the decorator decorates only the objects in the namespaces whose labels match (a Namespace: its own labels), e.g. replicaset-podcount=stencil.dev/podcount=on. Once per decorator.`)
 	fs.StringArrayVar(&o.decorators.objects, "decorator-object-selector", nil, `<decorator>=<label selector>: the decorator decorates, and caches, only the objects whose labels match. Once per decorator.`)
@@ -94,15 +97,15 @@ func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 
 // scopes are the enabled decorators and their scopes, from the flags. The
 // names are checked against the loaded decorators by
-// reconciler.SetupDecorators.
-func (f decoratorFlags) scopes() (map[string]reconciler.DecoratorScope, error) {
-	scopes := map[string]reconciler.DecoratorScope{}
+// decorator.Setup.
+func (f decoratorFlags) scopes() (map[string]decorator.Scope, error) {
+	scopes := map[string]decorator.Scope{}
 	for _, name := range f.enabled {
 		if name = strings.TrimSpace(name); name != "" {
-			scopes[name] = reconciler.DecoratorScope{}
+			scopes[name] = decorator.Scope{}
 		}
 	}
-	set := func(flag string, values []string, put func(*reconciler.DecoratorScope, labels.Selector)) error {
+	set := func(flag string, values []string, put func(*decorator.Scope, labels.Selector)) error {
 		seen := map[string]bool{}
 		for _, v := range values {
 			name, expr, ok := strings.Cut(v, "=")
@@ -129,10 +132,10 @@ func (f decoratorFlags) scopes() (map[string]reconciler.DecoratorScope, error) {
 		}
 		return nil
 	}
-	if err := set("decorator-namespace-selector", f.namespaces, func(s *reconciler.DecoratorScope, sel labels.Selector) { s.Namespaces = sel }); err != nil {
+	if err := set("decorator-namespace-selector", f.namespaces, func(s *decorator.Scope, sel labels.Selector) { s.Namespaces = sel }); err != nil {
 		return nil, err
 	}
-	if err := set("decorator-object-selector", f.objects, func(s *reconciler.DecoratorScope, sel labels.Selector) { s.Objects = sel }); err != nil {
+	if err := set("decorator-object-selector", f.objects, func(s *decorator.Scope, sel labels.Selector) { s.Objects = sel }); err != nil {
 		return nil, err
 	}
 	return scopes, nil
@@ -164,7 +167,7 @@ func checkIdentities(ids reconciler.Identities, loaded []*render.Kind) error {
 // namespaceScoped restricts the cache to the namespaces of
 // --watch-namespaces (a namespace-scoped install), and refuses what needs
 // more: decorators, and kinds that own cluster-scoped types.
-func namespaceScoped(cacheOpts *cache.Options, o managerOptions, loaded []*render.Kind, scopes map[string]reconciler.DecoratorScope) error {
+func namespaceScoped(cacheOpts *cache.Options, o managerOptions, loaded []*render.Kind, scopes map[string]decorator.Scope) error {
 	if len(scopes) > 0 || len(o.decorators.disabled) > 0 {
 		return errors.New("--watch-namespaces: decorators work across namespaces; run them in a cluster-wide stencil")
 	}
@@ -259,7 +262,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err := o.shards.Check(); err != nil {
 		return err
 	}
-	shard, err := o.shards.Selector()
+	selector, err := o.shards.Selector()
 	if err != nil {
 		return err
 	}
@@ -301,7 +304,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err := checkIdentities(o.identities, loaded); err != nil {
 		return err
 	}
-	cacheOpts := reconciler.ShardCacheOptions(loaded, shard)
+	cacheOpts := reconciler.ShardCacheOptions(loaded, selector)
 	if len(o.watchNamespaces) > 0 {
 		if err := namespaceScoped(&cacheOpts, o, loaded, scopes); err != nil {
 			return err
@@ -326,7 +329,8 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w (are the CRDs installed? `make install` installs them)", err)
 	}
-	opts := reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite, Decorators: scopes, DisabledDecorators: o.decorators.disabled, Identities: o.identities, Namespaces: o.watchNamespaces}
+	opts := reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite, Identities: o.identities, Namespaces: o.watchNamespaces}
+	decOpts := decorator.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, MayWrite: mayWrite, Enabled: scopes, Disabled: o.decorators.disabled}
 	if len(o.shards.Known) > 0 {
 		opts.Shards = &o.shards
 		if o.leaderElect {
@@ -334,7 +338,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 			if err != nil {
 				return err
 			}
-			opts.Shards.Leases = &reconciler.ShardLeases{Namespace: ns, Base: leaderElectionID, Wait: takeoverWait}
+			opts.Shards.Leases = &shard.Leases{Namespace: ns, Base: leaderElectionID, Wait: takeoverWait}
 		}
 	}
 	if err := reconciler.Setup(mgr, loaded, opts); err != nil {
@@ -342,9 +346,9 @@ func runManager(ctx context.Context, o managerOptions) error {
 	}
 	if o.shards.Name != "" {
 		// The default shard runs the decorators: one writer of their labels.
-		decorators, opts.Decorators, opts.DisabledDecorators = nil, nil, nil
+		decorators, decOpts.Enabled, decOpts.Disabled = nil, nil, nil
 	}
-	if err := reconciler.SetupDecorators(mgr, decorators, opts); err != nil {
+	if err := decorator.Setup(mgr, decorators, decOpts); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -353,7 +357,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
-	log.Info("Starting manager", "host", cfg.Host, "kinds", len(loaded), "decorators", slices.Sorted(maps.Keys(opts.Decorators)), "disabledDecorators", opts.DisabledDecorators, "leaderElection", o.leaderElect)
+	log.Info("Starting manager", "host", cfg.Host, "kinds", len(loaded), "decorators", slices.Sorted(maps.Keys(decOpts.Enabled)), "disabledDecorators", decOpts.Disabled, "leaderElection", o.leaderElect)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}

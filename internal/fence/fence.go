@@ -30,10 +30,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // ErrFenced is the error of a write the fence refused.
@@ -241,4 +244,17 @@ var refused = prometheus.NewCounter(prometheus.CounterOpts{
 
 func init() {
 	metrics.Registry.MustRegister(refused)
+}
+
+// fencedRetry is how soon a reconcile whose write the fence refused is
+// tried again: the leader election's retry period.
+const retry = 2 * time.Second
+
+// Requeue ends a reconcile whose write the fence refused: this process may
+// no longer be the leader. That is no failure of the resource: its status
+// says nothing (it could not be written anyway), no error is counted and no
+// backoff grows; the reconcile is tried again when the Lease may be renewed.
+func Requeue(ctx context.Context, err error) (reconcile.Result, error) {
+	ctrl.LoggerFrom(ctx).Info("Not written: this process has not renewed its leader Lease recently; trying again", "error", err.Error())
+	return reconcile.Result{RequeueAfter: retry}, nil
 }

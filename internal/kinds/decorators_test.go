@@ -18,7 +18,7 @@ import (
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/testutil"
-	"github.com/stencil-operator/stencil/reconciler"
+	"github.com/stencil-operator/stencil/reconciler/decorator"
 )
 
 var eventually = testutil.Eventually
@@ -141,11 +141,11 @@ func TestReplicaSetPodCount(t *testing.T) {
 	var managers []string
 	for _, e := range rs.ManagedFields {
 		managers = append(managers, e.Manager)
-		if e.Manager == reconciler.DecoratorManager("replicaset-podcount") && !strings.Contains(e.FieldsV1.GetRawString(), `"f:pod-count"`) {
+		if e.Manager == decorator.Manager("replicaset-podcount") && !strings.Contains(e.FieldsV1.GetRawString(), `"f:pod-count"`) {
 			t.Errorf("stencil's fields on the ReplicaSet: %s, want only pod-count", e.FieldsV1.GetRawString())
 		}
 	}
-	if !slices.Contains(managers, "kube-controller-manager") || !slices.Contains(managers, reconciler.DecoratorManager("replicaset-podcount")) {
+	if !slices.Contains(managers, "kube-controller-manager") || !slices.Contains(managers, decorator.Manager("replicaset-podcount")) {
 		t.Errorf("managers of the ReplicaSet: %v; want kube-controller-manager's and stencil's", managers)
 	}
 
@@ -325,7 +325,7 @@ func TestPodCountTakesNoForeignLabel(t *testing.T) {
 		t.Errorf("pod-count=%q, want their 42", got)
 	}
 	for _, e := range rs.ManagedFields {
-		if e.Manager == reconciler.DecoratorManager("replicaset-podcount") && strings.Contains(e.FieldsV1.GetRawString(), `"f:pod-count"`) {
+		if e.Manager == decorator.Manager("replicaset-podcount") && strings.Contains(e.FieldsV1.GetRawString(), `"f:pod-count"`) {
 			t.Errorf("stencil holds pod-count: %s", e.FieldsV1.GetRawString())
 		}
 	}

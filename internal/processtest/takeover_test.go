@@ -20,7 +20,7 @@ import (
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/testutil"
-	"github.com/stencil-operator/stencil/reconciler"
+	"github.com/stencil-operator/stencil/reconciler/shard"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -38,7 +38,7 @@ func TestDeadShardsClaimsAreTakenOver(t *testing.T) {
 	kind := setup(t)
 	const ns = "takeover"
 	known := []string{"c", "d"}
-	leases := &reconciler.ShardLeases{Namespace: ns, Base: "stencil", Wait: 4 * time.Second}
+	leases := &shard.Leases{Namespace: ns, Base: "stencil", Wait: 4 * time.Second}
 	if err := k8s.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestDeadShardsClaimsAreTakenOver(t *testing.T) {
 
 	cCtx, stopC := context.WithCancel(t.Context())
 	defer stopC()
-	if err := testutil.StartShard(cCtx, cluster.Config, scheme, []*render.Kind{kind}, reconciler.Shards{Name: "c", Known: known, Leases: leases}, nil); err != nil {
+	if err := testutil.StartShard(cCtx, cluster.Config, scheme, []*render.Kind{kind}, shard.Shards{Name: "c", Known: known, Leases: leases}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var widgets []*testv1alpha1.Widget
@@ -99,7 +99,7 @@ func TestDeadShardsClaimsAreTakenOver(t *testing.T) {
 		patch(w, `{"metadata":{"labels":`+strings.Replace(claim, "{", `{"stencil.dev/shard":"d",`, 1)+`,"annotations":`+annotations+`}}`)
 	}
 	wd := &writes{}
-	if err := testutil.StartShard(t.Context(), cluster.Config, scheme, []*render.Kind{kind}, reconciler.Shards{Name: "d", Known: known, Leases: leases}, wd.wrap); err != nil {
+	if err := testutil.StartShard(t.Context(), cluster.Config, scheme, []*render.Kind{kind}, shard.Shards{Name: "d", Known: known, Leases: leases}, wd.wrap); err != nil {
 		t.Fatal(err)
 	}
 

@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stencil-operator/stencil/reconciler"
+	"github.com/stencil-operator/stencil/reconciler/decorator"
+	"github.com/stencil-operator/stencil/reconciler/shard"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -31,8 +33,8 @@ func StartOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme
 }
 
 // StartShard is StartOperator as one shard of several (see
-// reconciler.Shards).
-func StartShard(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, shards reconciler.Shards, wrap func(http.RoundTripper) http.RoundTripper) error {
+// shard.Shards).
+func StartShard(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, shards shard.Shards, wrap func(http.RoundTripper) http.RoundTripper) error {
 	if os.Getenv("STENCIL_TEST_NO_CLAIMS") != "" { // to see the test fail without claims
 		return start(ctx, cfg, scheme, kinds, decorators{}, &shards, false, wrap)
 	}
@@ -42,9 +44,9 @@ func StartShard(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, k
 // StartWithDecorators is StartOperator with decorators too, each enabled
 // on every object of its type.
 func StartWithDecorators(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, decs []*render.Decorator, wrap func(http.RoundTripper) http.RoundTripper) error {
-	enabled := map[string]reconciler.DecoratorScope{}
+	enabled := map[string]decorator.Scope{}
 	for _, d := range decs {
-		enabled[d.Name()] = reconciler.DecoratorScope{}
+		enabled[d.Name()] = decorator.Scope{}
 	}
 	return start(ctx, cfg, scheme, kinds, decorators{loaded: decs, enabled: enabled}, nil, false, wrap)
 }
@@ -52,20 +54,20 @@ func StartWithDecorators(ctx context.Context, cfg *rest.Config, scheme *runtime.
 // StartDecorators runs decorators only, enabled (each in its scope),
 // disabled or off as enabled and disabled say, as `stencil --decorators
 // --disable-decorator` does.
-func StartDecorators(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, decs []*render.Decorator, enabled map[string]reconciler.DecoratorScope, disabled []string, wrap func(http.RoundTripper) http.RoundTripper) error {
+func StartDecorators(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, decs []*render.Decorator, enabled map[string]decorator.Scope, disabled []string, wrap func(http.RoundTripper) http.RoundTripper) error {
 	return start(ctx, cfg, scheme, nil, decorators{loaded: decs, enabled: enabled, disabled: disabled}, nil, false, wrap)
 }
 
 // decorators are the decorators a manager loads, and which of them run.
 type decorators struct {
 	loaded   []*render.Decorator
-	enabled  map[string]reconciler.DecoratorScope
+	enabled  map[string]decorator.Scope
 	disabled []string
 }
 
 // start runs a manager for kinds and decorators, as one shard when shards
 // is set (claims only when claim).
-func start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, decs decorators, shards *reconciler.Shards, claim bool, wrap func(http.RoundTripper) http.RoundTripper) error {
+func start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, decs decorators, shards *shard.Shards, claim bool, wrap func(http.RoundTripper) http.RoundTripper) error {
 	if os.Getenv("STENCIL_TEST_DEBUG") != "" {
 		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
 	} else {
@@ -90,14 +92,15 @@ func start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds 
 	if err != nil {
 		return err
 	}
-	opts := reconciler.Options{MaxConcurrentReconciles: 4, SkipNameValidation: true, Decorators: decs.enabled, DisabledDecorators: decs.disabled}
+	opts := reconciler.Options{MaxConcurrentReconciles: 4, SkipNameValidation: true}
 	if claim {
 		opts.Shards = shards
 	}
 	if err := reconciler.Setup(mgr, kinds, opts); err != nil {
 		return err
 	}
-	if err := reconciler.SetupDecorators(mgr, decs.loaded, opts); err != nil {
+	decOpts := decorator.Options{MaxConcurrentReconciles: 4, SkipNameValidation: true, Enabled: decs.enabled, Disabled: decs.disabled}
+	if err := decorator.Setup(mgr, decs.loaded, decOpts); err != nil {
 		return err
 	}
 	go func() {

@@ -28,7 +28,7 @@ import (
 	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/localcluster"
 	"github.com/stencil-operator/stencil/internal/testutil"
-	"github.com/stencil-operator/stencil/reconciler"
+	"github.com/stencil-operator/stencil/reconciler/shard"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -38,10 +38,10 @@ func TestMain(m *testing.M) {
 	os.Exit(localcluster.RunTests(m, localcluster.Options{APIServerOnly: true}, &cluster))
 }
 
-// shard is the shard the stencil of this test reconciles, so that it
+// stencilShard is the shard the stencil of this test reconciles, so that it
 // leaves the hand-written operators' MyWebs (which carry no shard label)
 // alone.
-const shard = "stencil"
+const stencilShard = "stencil"
 
 // contenders: the namespace of each operator's MyWebs, and the first node
 // port of its MyWebs (node ports are unique in a cluster).
@@ -49,7 +49,7 @@ var contenders = []struct {
 	namespace string
 	port      int32
 }{
-	{shard, 30100},
+	{stencilShard, 30100},
 	{string(handwritten.VariantApply), 30200},
 	{string(handwritten.VariantGetUpdate), 30300},
 }
@@ -126,7 +126,7 @@ func start(ctx context.Context, t *testing.T) client.Client {
 		}
 	}
 	kind := myWebKind(t)
-	if err := testutil.StartShard(ctx, cluster.Config, scheme, []*render.Kind{kind}, reconciler.Shards{Name: shard, Known: []string{shard}}, nil); err != nil {
+	if err := testutil.StartShard(ctx, cluster.Config, scheme, []*render.Kind{kind}, shard.Shards{Name: stencilShard, Known: []string{stencilShard}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, v := range []handwritten.Variant{handwritten.VariantApply, handwritten.VariantGetUpdate} {
@@ -163,8 +163,8 @@ func createWebs(ctx context.Context, t *testing.T, c client.Client, namespace st
 	for i, spec := range specs {
 		web := &operatorv1.MyWeb{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("web-%d", i)}, Spec: spec}
 		web.Spec.NodePortNumber = port + int32(i)
-		if namespace == shard {
-			web.Labels = map[string]string{v1alpha1.LabelShard: shard}
+		if namespace == stencilShard {
+			web.Labels = map[string]string{v1alpha1.LabelShard: stencilShard}
 		}
 		if err := c.Create(ctx, web); err != nil {
 			t.Fatal(err)
@@ -230,13 +230,13 @@ func compareAll(ctx context.Context, t *testing.T, c client.Client) {
 			for _, obj := range []struct{ apiVersion, kind, name string }{
 				{"v1", "ConfigMap", name + "-html"}, {"apps/v1", "Deployment", name}, {"v1", "Service", name},
 			} {
-				want := normalized(ctx, t, c, obj.apiVersion, obj.kind, shard, obj.name)
+				want := normalized(ctx, t, c, obj.apiVersion, obj.kind, stencilShard, obj.name)
 				got := normalized(ctx, t, c, obj.apiVersion, obj.kind, hw.namespace, obj.name)
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("%s %s/%s differs from stencil's (-stencil +%s):\n%s", obj.kind, hw.namespace, obj.name, hw.namespace, diff)
 				}
 			}
-			want, got := statusOf(ctx, t, c, shard, name), statusOf(ctx, t, c, hw.namespace, name)
+			want, got := statusOf(ctx, t, c, stencilShard, name), statusOf(ctx, t, c, hw.namespace, name)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("MyWeb %s/%s's status differs from stencil's (-stencil +%s):\n%s", hw.namespace, name, hw.namespace, diff)
 			}

@@ -1,0 +1,17 @@
+// Package decorator is the decorator controller: one controller per
+// decorator that an install enables, which writes labels and annotations
+// onto parent objects it does not own (as its own field manager, Manager)
+// and may create child objects, owned by the parent. It composes the apply
+// engine's helpers (package engine) for field records and own writes; it
+// shares no state with the kind reconciler.
+//
+// Invariants:
+//   - A decorator that is off watches and writes nothing. One that runs
+//     writes only in its scope (decorator_scope.go), and outside it only to
+//     give up what it set there.
+//   - It never takes a label or annotation another manager holds, and
+//     gives up exactly the keys it holds (read from managedFields), so a
+//     disabled decorator leaves nothing behind.
+//   - Its children are pruned only when they carry its owner reference to
+//     the parent and its label.
+package decorator

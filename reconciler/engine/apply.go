@@ -1,0 +1,660 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+// FieldManager is the field manager of the objects stencil applies.
+const FieldManager = "stencil"
+
+// Applier server-side-applies rendered objects, and only those that need it.
+//
+// An object needs an apply when it is missing, when its desired-hash
+// annotation differs from the new render, or when our field manager no longer
+// owns every field it owned right after our last apply of that render (its
+// baseline): another manager took a field. Baselines come from apply
+// responses, so values the API server normalises and list keys it fills in
+// are never mistaken for drift. A fresh process takes the live records as
+// baselines when the resource's status vouches for them (see
+// restoreBaselines), else learns each baseline once, with a server-side
+// dry-run apply; after that a converged object costs no request.
+type Applier struct {
+	Client    client.Client
+	Reader    client.Reader
+	baselines sync.Map // ObjectKey → baseline
+	health    sync.Map // ObjectKey → appliedHealth
+	// Types says how the cache holds each owned type.
+	Types CachedTypes
+	// Writes tells the watch events of our own applies from others'.
+	Writes OwnWrites[ObjectKey]
+	// Claims, shared by every kind, let one resource at a time create an
+	// object name.
+	Claims *Claims
+	// Fights paces the corrections of objects another writer keeps
+	// changing back.
+	Fights *Fights
+	// refused remembers the object ids whose create-first apply was
+	// refused (they exist and are not in the cache: someone else's, as a
+	// rule): their next check reads first, rather than try again.
+	refused sync.Map // id → struct{}
+	// noVersionOnCreate remembers the types whose API server refuses a
+	// create that names a version (see exists): their objects are read
+	// first and then applied as they are.
+	noVersionOnCreate sync.Map // gvk → struct{}
+	// OwnerKind is the type of the custom resources whose objects this
+	// applier applies, and owns the types they declare (prune looks there).
+	OwnerKind schema.GroupVersionKind
+	Owns      []OwnedType
+	// Recorder tells a resource, in events, what prune left in place.
+	Recorder events.EventRecorder
+}
+
+// OwnedType is a type of object the owners declare.
+type OwnedType struct {
+	GVK           schema.GroupVersionKind
+	ClusterScoped bool
+}
+
+type ObjectKey struct {
+	gvk            string
+	namespace, uid string
+	name           string
+}
+
+type baseline struct {
+	hash string
+	// owned is our manager's managedFields record right after the apply:
+	// compact, and compared byte for byte before anything is parsed.
+	owned []string
+	// held are desired fields left out of the apply because other managers
+	// hold them (policy Report): drift, though our manager never owned them.
+	held *fieldpath.Set
+	// resourceVersion our apply produced, and when; 0 after a dry run.
+	resourceVersion uint64
+	appliedAt       time.Time
+}
+
+// appliedHealth is what kstatus said of the object of version
+// resourceVersion that our apply returned (types whose health the kind
+// judges): what to judge by until the cache catches up.
+type appliedHealth struct {
+	resourceVersion uint64
+	health          ObjectHealth
+}
+
+// cacheGrace is how long stencil trusts that the cache only lags behind an
+// apply of its own. Past it, an object the cache still does not hold is
+// looked up again: its events may have been missed (a watch that expired and
+// re-listed after the object was already deleted).
+const cacheGrace = 10 * time.Second
+
+func KeyOf(o *unstructured.Unstructured) ObjectKey {
+	return objectKeyOf(o.GroupVersionKind().String(), o)
+}
+
+func objectKeyOf(gvk string, o metav1.Object) ObjectKey {
+	return ObjectKey{gvk: gvk, namespace: o.GetNamespace(), name: o.GetName(), uid: o.GetLabels()[v1alpha1.LabelOwnerUID]}
+}
+
+// ApplyOutcome is what apply did.
+type ApplyOutcome struct {
+	// Applied are the desired objects it applied.
+	Applied []*unstructured.Unstructured
+	// Live are the API server's answers for the applied objects of types
+	// cached whole, by IDOf: fresher than the cache, for the status template.
+	Live  map[string]client.Object
+	Drift []v1alpha1.ObjectDrift
+	// Conflicts are the desired objects it left alone: they exist and are
+	// not this resource's.
+	Conflicts []Conflict
+	// OthersWrote: another write to an applied object was seen while our
+	// apply was in flight; reconcile again.
+	OthersWrote bool
+	// Waiting: the cache has not caught up with an earlier apply yet.
+	Waiting bool
+	// Adopted names the objects it took over on a person's request.
+	Adopted []string
+	// Immutable are the refusals of applies that would change a field that
+	// cannot change; the other objects were still applied.
+	Immutable []error
+	// Rejected are the applies the API server rejected as invalid, which
+	// no retry of the same render fixes; the other objects were still
+	// applied.
+	Rejected []error
+	// Recreating names the objects deleted to be created anew.
+	Recreating []string
+	// Deferred are the corrections that wait because of a fight, and
+	// fightsStarted counts the fights this apply started.
+	Deferred      []DeferredCorrection
+	FightsStarted int
+	// FightCorrections counts the corrections made during fights (their
+	// drift is not reported anew).
+	FightCorrections int
+}
+
+// verdict is what check decided about one desired object.
+type verdict struct {
+	// stale: apply it (missing, or a new render).
+	stale bool
+	// missing are the fields our manager should own but no longer does.
+	missing *fieldpath.Set
+	// conflict: the object exists and is not this resource's; leave it.
+	conflict *Conflict
+	// live is the cached object, when the cache holds it.
+	live client.Object
+	// waiting: our last apply of this render is not in the cache yet.
+	waiting bool
+	// adopting: the object is not ours yet, and a person asked that it be.
+	adopting bool
+	// resourceVersion, when set, is the version of the object that was
+	// read from the API server (adopting, or an object of this resource
+	// that the cache does not hold), and the apply carries it: if the
+	// object changed since (an adoption withdrawn, another controller set),
+	// the API server refuses it.
+	resourceVersion string
+	// creating: the cache does not hold the object and this process never
+	// applied it. It is applied only if it does not exist (absentVersion);
+	// if it does, checkUnseen decides. That saves a read per new object,
+	// and two processes (shards) that render one name cannot both create
+	// it: the second apply is refused.
+	creating bool
+	// claimed: this resource holds the claim on the object's first apply
+	// until the apply returns.
+	claimed bool
+}
+
+// cachedVersion is the resourceVersion of the object as the cache holds
+// it: 0 when it does not, or when v was read from the API server instead.
+func (v verdict) cachedVersion() uint64 {
+	if v.live == nil || (v.resourceVersion != "" && !v.adopting) {
+		return 0
+	}
+	return ResourceVersion(v.live)
+}
+
+// Apply brings every desired object that is this resource's to its desired
+// state and reports what it applied, the drift it found, the objects it
+// left alone because they are someone else's, those whose apply would
+// change an immutable field, and those the API server rejected as invalid.
+// It stops at any other error. After conflicts, immutable fields,
+// rejections or an error the caller must not prune.
+func (a *Applier) Apply(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) (ApplyOutcome, error) {
+	out := ApplyOutcome{Live: map[string]client.Object{}}
+	report := cr.StencilDriftPolicy() == v1alpha1.DriftReport
+	a.restoreBaselines(ctx, cr.StencilStatus().OwnedFields, desired)
+	for _, d := range desired {
+		err := a.applyObject(ctx, d, report || CreateOnly(d), &out)
+		if fields := immutableFields(err); len(fields) > 0 {
+			if err := a.recreate(ctx, d, fields, err, &out); err != nil {
+				return out, err
+			}
+			continue
+		}
+		if rejected(err) {
+			out.Rejected = append(out.Rejected, err)
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// rejected: the API server refused the object itself as invalid (422) or
+// too large (413): the same render is refused again, whatever the retry.
+// Not an address already allocated (a Service's node port or cluster IP,
+// which another object may give up), nor a webhook's denial (its own
+// rules, which may change): those are retried as any failure.
+func rejected(err error) bool {
+	if err == nil {
+		return false
+	}
+	if apierrors.IsRequestEntityTooLargeError(err) {
+		return true
+	}
+	msg := err.Error()
+	return apierrors.IsInvalid(err) && !strings.Contains(msg, "already allocated") && !strings.Contains(msg, "admission webhook")
+}
+
+// applyObject checks d and applies it when it needs it, adding to out.
+func (a *Applier) applyObject(ctx context.Context, d *unstructured.Unstructured, report bool, out *ApplyOutcome) error {
+	v, err := a.check(ctx, d)
+	if v.claimed {
+		defer a.Claims.release(IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName()))
+	}
+	if err != nil {
+		return err
+	}
+	if v.creating {
+		var done bool
+		if v, done, err = a.createFirstApply(ctx, d, v, report, out); done || err != nil {
+			return err
+		}
+	}
+	return a.applyChecked(ctx, d, v, report, out)
+}
+
+// createFirstApply applies d, which the cache does not hold, only if it
+// does not exist. If it exists, or the apply failed for another reason
+// (which an existing object, someone else's, may also cause: admission sees
+// it), one read tells whose it is, and the verdict it returns is checked as
+// any other. done: nothing more to do (applied, or failed with the error).
+func (a *Applier) createFirstApply(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) (verdict, bool, error) {
+	applyErr := a.applyStale(ctx, d, v, report, out)
+	if applyErr == nil {
+		return v, true, nil
+	}
+	refused := exists(applyErr, d)
+	if refused {
+		a.refused.Store(IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName()), struct{}{})
+	}
+	if refusesVersionOnCreate(applyErr) {
+		a.noVersionOnCreate.Store(d.GroupVersionKind(), struct{}{})
+		refused = true
+	}
+	v, err := a.checkUnseen(ctx, d)
+	switch {
+	case err != nil:
+		return v, true, err
+	case !refused && v.conflict == nil:
+		return v, true, applyErr
+	}
+	return v, false, nil
+}
+
+// applyChecked acts on d's verdict: it leaves a conflict alone, reports and
+// corrects drift, and applies d when it is stale.
+func (a *Applier) applyChecked(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) error {
+	if v.conflict != nil {
+		out.Conflicts = append(out.Conflicts, *v.conflict)
+		return nil //nolint:nilerr // a conflict is reported in status, and the other objects are still applied
+	}
+	out.Waiting = out.Waiting || v.waiting
+	stale, err := a.onDrift(ctx, d, v, report, out)
+	if err != nil || !stale {
+		return err
+	}
+	return a.applyStale(ctx, d, v, report, out)
+}
+
+// exists: a create-first apply of d was refused because d exists: a
+// conflict that names d (a quota's admission also answers with a conflict,
+// naming the quota).
+func exists(err error, d *unstructured.Unstructured) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsConflict(err) || !errors.As(err, &status) {
+		return false
+	}
+	details := status.Status().Details
+	return details != nil && details.Name == d.GetName() && details.Group == d.GroupVersionKind().Group
+}
+
+// refusesVersionOnCreate: the API server takes no version on a create (some
+// older ones did so for Services, kubernetes#106745, and said so).
+func refusesVersionOnCreate(err error) bool {
+	return apierrors.IsInternalError(err) && strings.Contains(err.Error(), "resourceVersion should not be set")
+}
+
+// createFirst: d's type takes a create-first apply.
+func (a *Applier) createFirst(d *unstructured.Unstructured) bool {
+	_, no := a.noVersionOnCreate.Load(d.GroupVersionKind())
+	return !no
+}
+
+// absentVersion is the resourceVersion of a create-first apply. The API
+// server creates an object that does not exist whatever version the apply
+// names, and refuses, with a conflict, to apply to an existing object whose
+// version differs (the optimistic lock of the API conventions). No storage
+// gives an object this version: it is the largest a version can be
+// (etcd's revisions, and kine's, count up from 1).
+const absentVersion = "18446744073709551615"
+
+// onDrift handles the fields d's verdict found missing: it reports them,
+// and corrects them unless report; in a fight it corrects only when the
+// wait is over, and shows the fight meanwhile. It returns whether d must be
+// applied.
+func (a *Applier) onDrift(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) (bool, error) {
+	now, key := time.Now(), KeyOf(d)
+	if v.missing == nil || v.missing.Empty() {
+		if f, fighting := a.Fights.calm(key, now); fighting {
+			out.Deferred = append(out.Deferred, f) // still shown until it is over
+		}
+		return v.stale, nil
+	}
+	if f, fighting := a.Fights.Fighting(key, now); fighting && !report {
+		if now.Before(f.Until) {
+			out.Deferred = append(out.Deferred, f)
+			return false, nil
+		}
+		// The fight goes on: correct again, without a new report.
+		f, _ = a.Fights.Corrected(key, f.Drift, now)
+		out.Deferred = append(out.Deferred, f)
+		out.FightCorrections++
+		return true, nil
+	}
+	drift, err := a.Report(ctx, d, v.missing)
+	if err != nil {
+		return false, err
+	}
+	drift.Reverted = !report
+	switch {
+	case len(drift.Fields) == 0:
+	case !drift.Reverted:
+		out.Drift = append(out.Drift, drift)
+	default:
+		f, started := a.Fights.Corrected(key, drift, now)
+		if started {
+			out.FightsStarted++
+			out.FightCorrections++
+			out.Deferred = append(out.Deferred, f)
+		} else {
+			out.Drift = append(out.Drift, drift)
+		}
+	}
+	return v.stale || !report, nil
+}
+
+// applyStale applies d. Under policy Report it leaves out the fields that
+// other managers hold (a new render must not revert what Report only
+// reports), and reports them.
+func (a *Applier) applyStale(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) error {
+	body, held := d, (*fieldpath.Set)(nil)
+	if v.live != nil {
+		var err error
+		if report {
+			body, held, err = withoutOthersFields(d, v.live.GetManagedFields(), FieldManager)
+		}
+		if err == nil {
+			body, err = WithoutHandedOver(body, d, v.live.GetManagedFields())
+		}
+		if err != nil {
+			return fmt.Errorf("reading the managers of %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+		}
+		if h := HandOver(d); h != nil && held != nil {
+			held = held.RecursiveDifference(h)
+		}
+	}
+	switch {
+	case v.creating:
+		body = body.DeepCopy()
+		body.SetResourceVersion(absentVersion)
+	case v.resourceVersion != "":
+		body = body.DeepCopy()
+		body.SetResourceVersion(v.resourceVersion)
+	}
+	key := KeyOf(d)
+	a.Writes.Begin(key)
+	live, err := a.ApplyOne(ctx, body, false, held)
+	if others := a.Writes.endAwaited(key, live, v.cachedVersion(), d.GetAnnotations()[v1alpha1.AnnotationOwner]); others {
+		out.OthersWrote = true
+	}
+	if err != nil && v.adopting && apierrors.IsConflict(err) {
+		return fmt.Errorf("%w: %w", ErrAdoptionRaced, err)
+	}
+	if err != nil && (v.creating && exists(err, d) || v.resourceVersion != "" && apierrors.IsConflict(err)) {
+		return fmt.Errorf("%w: %w", ErrChangedWhileRead, err)
+	}
+	if err != nil {
+		return err
+	}
+	if v.creating || v.resourceVersion != "" { // only a read-then-apply can follow a refusal
+		a.refused.Delete(IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName()))
+	}
+	out.Applied = append(out.Applied, d)
+	if v.adopting {
+		out.Adopted = append(out.Adopted, d.GetKind()+" "+quoted(d.GetNamespace(), d.GetName()))
+	}
+	if a.Types.Whole[d.GroupVersionKind()] {
+		out.Live[IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())] = live
+	}
+	if held != nil && !held.Empty() {
+		drift, err := a.Report(ctx, d, held)
+		if err != nil {
+			return err
+		}
+		if len(drift.Fields) > 0 {
+			out.Drift = append(out.Drift, drift)
+		}
+	}
+	return nil
+}
+
+// CreateOnly: d's template asks that it be created when missing and never
+// updated (v1alpha1.AnnotationSSA).
+func CreateOnly(d *unstructured.Unstructured) bool {
+	return d.GetAnnotations()[v1alpha1.AnnotationSSA] == v1alpha1.SSAIfNotPresent
+}
+
+// createOnlyDrift is the verdict on a create-only object that an earlier
+// render created: the fields our manager owned right after creating it and
+// no longer owns, if this process created it; else nothing is known.
+func (a *Applier) createOnlyDrift(d *unstructured.Unstructured, live client.Object) (verdict, error) {
+	b, ok := a.baselines.Load(KeyOf(d))
+	if !ok || b.(baseline).hash != live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] {
+		return verdict{live: live}, nil
+	}
+	missing, err := MissingFields(b.(baseline).owned, OwnedRecord(live.GetManagedFields(), FieldManager), nil)
+	return verdict{missing: missing, live: live}, err
+}
+
+// ErrChangedWhileRead: an object that stencil read before applying it
+// (it was not in the cache) changed, or was created, after the read, and
+// the API server refused the apply; the next reconcile looks at it again.
+var ErrChangedWhileRead = errors.New("the object changed while stencil read it")
+
+// ErrAdoptionRaced: an object being adopted changed after stencil read it
+// (its adopt annotation withdrawn, say), and the API server refused the
+// apply; the next reconcile looks at it again.
+var ErrAdoptionRaced = errors.New("the object changed while stencil adopted it")
+
+// check compares a desired object with the cached metadata of the live one.
+func (a *Applier) check(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
+	live, err := a.cached(ctx, d)
+	hash := d.GetAnnotations()[v1alpha1.AnnotationDesiredHash]
+	switch {
+	case apierrors.IsNotFound(err):
+		// Our apply may not be in the cache yet: a deletion would have
+		// dropped the baseline (see forgetDeleted).
+		if a.appliedNewer(d, hash, 0) {
+			return verdict{waiting: true}, nil
+		}
+		id := IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())
+		if holder, ok := a.Claims.claim(id, d.GetAnnotations()[v1alpha1.AnnotationOwner]); !ok {
+			c := conflictWith(d, &metav1.PartialObjectMetadata{})
+			c.holder = "it is being created for " + holder
+			return verdict{conflict: &c}, nil
+		}
+		if _, refused := a.refused.Load(id); refused || !a.createFirst(d) {
+			v, err := a.checkUnseen(ctx, d)
+			v.claimed = true
+			return v, err
+		}
+		return verdict{stale: true, creating: true, claimed: true}, nil
+	case err != nil:
+		return verdict{}, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	case !ownedFor(live, d) && !adoptedBy(live, d):
+		c := conflictWith(d, live)
+		return verdict{conflict: &c}, nil
+	case live.GetDeletionTimestamp() != nil:
+		// Ours, and on its way out (finalizers hold it): an apply would
+		// only update what is about to go. Its deletion brings us back.
+		c := conflictWith(d, live)
+		return verdict{conflict: &c}, nil
+	case !ownedFor(live, d):
+		return verdict{stale: true, live: live, adopting: true, resourceVersion: live.GetResourceVersion()}, nil
+	case CreateOnly(d) && live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != hash:
+		// Created from an earlier render, and never applied again. Its
+		// drift is measured against what that render's apply owned, when
+		// this process remembers it; a dry run of the new render could
+		// itself be refused (an immutable Job template) and would count
+		// the fields the new render adds as drift.
+		return a.createOnlyDrift(d, live)
+	case live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != hash:
+		if a.appliedNewer(d, hash, ResourceVersion(live)) {
+			return verdict{waiting: true}, nil
+		}
+		return verdict{stale: true, live: live}, nil
+	case a.appliedNewer(d, hash, ResourceVersion(live)):
+		// The cache has not caught up with our last apply: the reconcile
+		// looks again at cacheBackstop (its update event is dropped as our
+		// own, and may have cleared the unseen write already).
+		return verdict{waiting: true}, nil
+	}
+	base, err := a.baseline(ctx, d, hash)
+	if err != nil {
+		return verdict{}, err
+	}
+	missing, err := MissingFields(base.owned, OwnedRecord(live.GetManagedFields(), FieldManager), base.held)
+	if h := HandOver(d); h != nil && missing != nil {
+		missing = missing.RecursiveDifference(h) // taken as the template allows: not drift
+	}
+	return verdict{missing: missing, live: live}, err
+}
+
+// cached reads the live object from the cache that holds its type: whole
+// or metadata-only.
+func (a *Applier) cached(ctx context.Context, d *unstructured.Unstructured) (client.Object, error) {
+	live := a.Types.NewObject(d.GroupVersionKind())
+	return live, a.Client.Get(ctx, client.ObjectKeyFromObject(d), live)
+}
+
+// baseline is what our manager owns right after applying d: remembered from
+// our last apply, or learnt once with a dry run.
+func (a *Applier) baseline(ctx context.Context, d *unstructured.Unstructured, hash string) (baseline, error) {
+	if b, ok := a.baselines.Load(KeyOf(d)); ok && b.(baseline).hash == hash {
+		return b.(baseline), nil
+	}
+	if _, err := a.ApplyOne(ctx, d, true, nil); err != nil {
+		return baseline{}, err
+	}
+	b, _ := a.baselines.Load(KeyOf(d))
+	return b.(baseline), nil
+}
+
+// ApplyOne server-side-applies d with force, or dry-runs it, records the
+// fields our manager owns afterwards (and held, the fields left out for
+// other managers) as d's baseline, and returns the API server's answer: the
+// whole object for types cached whole, else only its metadata (the API
+// server sends no more, and there is less to decode).
+func (a *Applier) ApplyOne(ctx context.Context, d *unstructured.Unstructured, dryRun bool, held *fieldpath.Set) (client.Object, error) {
+	body, err := d.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	}
+	live := a.Types.NewObject(d.GroupVersionKind())
+	live.SetNamespace(d.GetNamespace())
+	live.SetName(d.GetName())
+	opts := []client.PatchOption{client.FieldOwner(FieldManager), client.ForceOwnership}
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	if err := writer(ctx, a.Client).Patch(ctx, live, client.RawPatch(types.ApplyPatchType, body), opts...); err != nil {
+		return nil, fmt.Errorf("applying %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	}
+	b := baseline{hash: d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: OwnedRecord(live.GetManagedFields(), FieldManager), held: held}
+	if !dryRun {
+		b.resourceVersion, b.appliedAt = ResourceVersion(live), time.Now()
+	}
+	a.baselines.Store(KeyOf(d), b)
+	return live, nil
+}
+
+// OwnWrite reports whether o, as a watch delivered it, is our own apply's
+// result: the very version our last apply produced, or, while an apply is in
+// flight, any version (noted, and judged when the apply returns).
+func (a *Applier) OwnWrite(gvk string, o metav1.Object) bool {
+	key := objectKeyOf(gvk, o)
+	return a.Writes.Note(key, ResourceVersion(o), func() bool {
+		v, ok := a.baselines.Load(key)
+		return ok && v.(baseline).resourceVersion != 0 && v.(baseline).resourceVersion == ResourceVersion(o)
+	})
+}
+
+// appliedNewer reports whether we applied this very render, less than
+// cacheGrace ago, and the cache only lags behind: our apply produced a
+// resourceVersion newer than the cached one (0: not in the cache).
+// resourceVersions are comparable integers on the API servers stencil
+// supports; when one is not, apply again.
+func (a *Applier) appliedNewer(d *unstructured.Unstructured, hash string, cached uint64) bool {
+	v, ok := a.baselines.Load(KeyOf(d))
+	if !ok {
+		return false
+	}
+	b := v.(baseline)
+	return b.hash == hash && b.resourceVersion > 0 && cached < b.resourceVersion && time.Since(b.appliedAt) < cacheGrace
+}
+
+func ResourceVersion(o metav1.Object) uint64 {
+	rv, err := strconv.ParseUint(o.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return rv
+}
+
+// PendingHealth is the health of our last apply of d while the cache holds
+// an older version of it (cached: 0 when it holds none), less than
+// cacheGrace after that apply; nil otherwise. The cache drops the event of
+// our own write, so judging its older version would say what was, not what is.
+func (a *Applier) PendingHealth(d *unstructured.Unstructured, cached uint64) *ObjectHealth {
+	v, ok := a.baselines.Load(KeyOf(d))
+	if !ok {
+		return nil
+	}
+	b := v.(baseline)
+	if b.hash != d.GetAnnotations()[v1alpha1.AnnotationDesiredHash] || cached >= b.resourceVersion || time.Since(b.appliedAt) >= cacheGrace {
+		return nil
+	}
+	v, ok = a.health.Load(KeyOf(d))
+	if !ok || v.(appliedHealth).resourceVersion != b.resourceVersion {
+		return nil
+	}
+	h := v.(appliedHealth).health
+	return &h
+}
+
+// RememberHealth records h, what kstatus said of the object of version rv
+// that our apply of d returned, for pendingHealth. It is kept beside the
+// baseline, not in it, so that it cannot bring back a baseline that a
+// deletion dropped meanwhile; without the baseline of that version it is
+// never read.
+func (a *Applier) RememberHealth(d *unstructured.Unstructured, rv uint64, h ObjectHealth) {
+	a.health.Store(KeyOf(d), appliedHealth{resourceVersion: rv, health: h})
+}
+
+// ForgetDeleted drops the baseline of an object that was deleted, so that the
+// next reconcile applies it again instead of waiting for the cache.
+func (a *Applier) ForgetDeleted(gvk string, o metav1.Object) {
+	a.forgetKey(objectKeyOf(gvk, o))
+}
+
+// forget drops the baseline of a pruned object.
+func (a *Applier) forget(gvk, namespace, name string, uid types.UID) {
+	a.forgetKey(ObjectKey{gvk: gvk, namespace: namespace, name: name, uid: string(uid)})
+}
+
+// forgetKey drops all this process remembers of one object.
+func (a *Applier) forgetKey(key ObjectKey) {
+	a.Writes.forget(key)
+	a.baselines.Delete(key)
+	a.health.Delete(key)
+	a.Fights.forget(key)
+}

@@ -1,0 +1,42 @@
+// Package engine is stencil's server-side apply engine: given the desired
+// objects of one owner (a custom resource) and the owner's inventory, it
+// applies what needs it, reports drift, and prunes what the owner no longer
+// renders. It knows nothing of templates, kinds, shards or rollouts; the
+// kind reconciler (package reconciler) and the decorator controller
+// (package decorator) compose it.
+//
+// What it owns:
+//   - Apply (apply.go): server-side apply with field manager FieldManager,
+//     and only when an object is missing, its desired hash changed, or our
+//     manager lost a field it owned right after our last apply (its
+//     baseline, baselines.go). A converged object costs no request.
+//   - Ownership (ownership.go): an object is applied only when it is the
+//     owner's (owner label plus controller ownerReference, or owner
+//     annotation when cluster-scoped), or on a person's request
+//     (adoption); else it is a Conflict. Claims let one owner at a time
+//     create an object name.
+//   - Hand-over (handover.go): fields a template hands over are applied
+//     once and then left to the manager that takes them.
+//   - Immutable fields (immutable.go): when an apply is refused for a field
+//     that cannot change, the object is deleted and created anew, but only
+//     when its template allows it (stencil.dev/force) and it holds no data
+//     or the template allows losing it; else the refusal is reported.
+//   - Drift (drift.go, fields.go): which fields another manager took, as
+//     kubectl diff would show them; fights (fights.go) pace the corrections
+//     of an object another writer keeps changing back.
+//   - Own writes (ownwrites.go): the watch events of the engine's own
+//     applies are told from others', so they wake nobody.
+//   - Prune (prune.go): deletes the owner's objects that the render no
+//     longer holds.
+//   - Object health (objhealth.go): what kstatus says of an applied object.
+//
+// Invariants:
+//   - It never modifies or deletes an object that is not the owner's. A
+//     prune needs the owner label, a second proof of ownership, and a UID
+//     precondition.
+//   - It never prunes on its own initiative: the caller decides when (never
+//     after a failed or empty render; see EmptyRender).
+//   - Everything it remembers (baselines, health, fights) is a cache: a new
+//     process relearns it, from the live objects or with one dry-run apply.
+//   - Values of Secrets never reach its reports (drift masks them).
+package engine

@@ -1,0 +1,212 @@
+package engine_test
+
+import (
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/reconciler/engine"
+)
+
+// newWidget creates a Widget (the owner: its objects' ownerReferences
+// point at it) and returns it with its render.
+func newWidget(t testing.TB, ns string, spec testv1alpha1.WidgetSpec) (*testv1alpha1.Widget, []*unstructured.Unstructured) {
+	t.Helper()
+	w := &testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: spec}
+	if err := k8s.Create(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	desired, err := widget.Render(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, desired
+}
+
+// converge applies desired until an apply finds nothing to do (the cache
+// has shown every earlier apply), and returns the requests that took.
+func converge(t testing.TB, h *harness, w v1alpha1.Object, desired []*unstructured.Unstructured) map[string]int {
+	t.Helper()
+	sent := map[string]int{}
+	testutil.Eventually(t, 30*time.Second, "an apply with nothing to do", func() error {
+		out, err := h.Apply(t.Context(), w, desired)
+		for k, v := range h.requests.take() {
+			sent[k] += v
+		}
+		switch {
+		case err != nil:
+			return err
+		case len(out.Conflicts) > 0:
+			t.Fatalf("conflicts: %v", engine.ConflictsError(out.Conflicts))
+		case out.Waiting || len(out.Applied) > 0:
+			return errNotYet
+		}
+		return nil
+	})
+	return sent
+}
+
+var errNotYet = apierrors.NewServiceUnavailable("not converged yet")
+
+// TestConvergedSetCostsNothing: the first apply creates every object, with
+// field manager stencil; once the cache has shown them, an apply of the same
+// render sends no request at all.
+func TestConvergedSetCostsNothing(t *testing.T) {
+	h, ns := newHarness(t), newNamespace(t)
+	w, desired := newWidget(t, ns, testv1alpha1.WidgetSpec{Message: "hello", Replicas: 1, Service: true})
+	converge(t, h, w, desired)
+	for _, d := range desired {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(d.GroupVersionKind())
+		if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(d), live); err != nil {
+			t.Fatalf("%s %s: %v", d.GetKind(), d.GetName(), err)
+		}
+		if engine.OwnedRecord(live.GetManagedFields(), engine.FieldManager) == nil {
+			t.Errorf("%s %s has no fields of manager %s", d.GetKind(), d.GetName(), engine.FieldManager)
+		}
+	}
+	h.requests.take()
+	for range 3 {
+		out, err := h.Apply(t.Context(), w, desired)
+		if err != nil || len(out.Applied) > 0 || out.Waiting {
+			t.Fatalf("apply of a converged set: applied %d, waiting %v, err %v", len(out.Applied), out.Waiting, err)
+		}
+	}
+	if sent := h.requests.take(); len(sent) > 0 {
+		t.Errorf("3 applies of a converged set sent %v, want no request", sent)
+	}
+}
+
+// TestDriftIsReportedAndReverted: a field that another manager took from
+// stencil is reported as drift, with both values, and set back (drift
+// policy Correct, the default).
+func TestDriftIsReportedAndReverted(t *testing.T) {
+	h, ns := newHarness(t), newNamespace(t)
+	w, desired := newWidget(t, ns, testv1alpha1.WidgetSpec{Message: "hello", Replicas: 1})
+	converge(t, h, w, desired)
+	cm := &corev1.ConfigMap{}
+	if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web-config"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	taken := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"namespace": ns, "name": "web-config"}, "data": map[string]any{"message": "edited"}}}
+	if err := k8s.Patch(t.Context(), taken, client.Apply, client.FieldOwner("someone-else"), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+	var drift []v1alpha1.ObjectDrift
+	testutil.Eventually(t, 30*time.Second, "the drift found", func() error {
+		out, err := h.Apply(t.Context(), w, desired)
+		if err != nil {
+			return err
+		}
+		if drift = append(drift, out.Drift...); len(drift) == 0 {
+			return errNotYet
+		}
+		return nil
+	})
+	if drift[0].Kind != "ConfigMap" || drift[0].Name != "web-config" || len(drift[0].Fields) == 0 || drift[0].Fields[0].Manager != "someone-else" {
+		t.Errorf("drift = %+v; want ConfigMap web-config's data.message, taken by someone-else", drift)
+	}
+	if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(cm), cm); err != nil || cm.Data["message"] != "hello" {
+		t.Errorf("ConfigMap data = %v (%v); want message set back to hello", cm.Data, err)
+	}
+}
+
+// TestForeignObjectIsAConflict: an object of the render's name that is not
+// the owner's is left as it is, and reported as a conflict.
+func TestForeignObjectIsAConflict(t *testing.T) {
+	h, ns := newHarness(t), newNamespace(t)
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-config"}, Data: map[string]string{"message": "theirs"}}
+	if err := k8s.Create(t.Context(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	w, desired := newWidget(t, ns, testv1alpha1.WidgetSpec{Message: "hello", Replicas: 1})
+	out, err := h.Apply(t.Context(), w, desired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Conflicts) != 1 || out.Conflicts[0].ID != engine.IDOf(corev1.SchemeGroupVersion.WithKind("ConfigMap"), ns, "web-config") {
+		t.Errorf("conflicts = %v; want the ConfigMap web-config", engine.ConflictsError(out.Conflicts))
+	}
+	if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(foreign), foreign); err != nil || foreign.Data["message"] != "theirs" || len(foreign.OwnerReferences) > 0 {
+		t.Errorf("the foreign ConfigMap = %v %v (%v); want it untouched", foreign.Data, foreign.OwnerReferences, err)
+	}
+}
+
+// TestPruneDeletesOnlyWhatIsOwned: prune deletes the owner's object that the
+// render no longer holds, and keeps one that only copied the owner's
+// labels (no controller ownerReference: no proof of ownership).
+func TestPruneDeletesOnlyWhatIsOwned(t *testing.T) {
+	h, ns := newHarness(t), newNamespace(t)
+	w, desired := newWidget(t, ns, testv1alpha1.WidgetSpec{Message: "hello", Replicas: 1, Service: true})
+	converge(t, h, w, desired)
+	copied := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "copied-labels",
+		Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil, v1alpha1.LabelOwnerUID: string(w.GetUID())}}}
+	if err := k8s.Create(t.Context(), copied); err != nil {
+		t.Fatal(err)
+	}
+	var kept []*unstructured.Unstructured
+	for _, d := range desired {
+		if d.GetKind() != "Service" {
+			kept = append(kept, d)
+		}
+	}
+	testutil.Eventually(t, 30*time.Second, "the Service pruned", func() error {
+		if _, err := h.Prune(t.Context(), w, kept, false); err != nil {
+			return err
+		}
+		return k8sGone(t, &corev1.Service{}, ns, "web")
+	})
+	for _, o := range []client.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}} {
+		name := "web"
+		if _, ok := o.(*corev1.ConfigMap); ok {
+			name = "web-config"
+		}
+		if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, o); err != nil {
+			t.Errorf("%T %s: %v; want it kept (the render holds it)", o, name, err)
+		}
+	}
+	if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(copied), copied); err != nil {
+		t.Errorf("the ConfigMap that copied the owner's labels: %v; want it kept", err)
+	}
+}
+
+// k8sGone is nil when the object ns/name is gone.
+func k8sGone(t testing.TB, obj client.Object, ns, name string) error {
+	err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, obj)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err == nil {
+		return errNotYet
+	}
+	return err
+}
+
+// BenchmarkConvergedApply is the engine's cost of a converged resource's
+// reconcile (three objects): every object is judged from the cache against
+// its baseline, and nothing is sent.
+func BenchmarkConvergedApply(b *testing.B) {
+	h, ns := newHarness(b), newNamespace(b)
+	w, desired := newWidget(b, ns, testv1alpha1.WidgetSpec{Message: "hello", Replicas: 1, Service: true})
+	converge(b, h, w, desired)
+	h.requests.take()
+	b.ReportAllocs()
+	for b.Loop() {
+		if out, err := h.Apply(b.Context(), w, desired); err != nil || len(out.Applied) > 0 {
+			b.Fatalf("applied %d, err %v", len(out.Applied), err)
+		}
+	}
+	if sent := h.requests.take(); len(sent) > 0 {
+		b.Fatalf("converged applies sent %v", sent)
+	}
+}

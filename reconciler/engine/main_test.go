@@ -1,0 +1,167 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/localcluster"
+	"github.com/stencil-operator/stencil/internal/testkind"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/reconciler/engine"
+	"github.com/stencil-operator/stencil/render"
+)
+
+// The engine's tests run on one local control plane, without an operator:
+// each test drives an Applier of its own, over a cache as the operator's,
+// on the objects the Widget test kind renders.
+var (
+	cluster *localcluster.Cluster
+	// k8s is the tests' own client (cluster admin), separate from the
+	// engine's; it plays the other field managers.
+	k8s    client.Client
+	scheme = runtime.NewScheme()
+	widget *render.Kind
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(localcluster.RunTests(testingM{m}, localcluster.Options{}, &cluster))
+}
+
+type testingM struct{ m *testing.M }
+
+func (t testingM) Run() int {
+	if err := setUp(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "setting up:", err)
+		return 1
+	}
+	return t.m.Run()
+}
+
+func setUp(ctx context.Context) error {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, testv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	var err error
+	if k8s, err = client.New(cluster.Config, client.Options{Scheme: scheme}); err != nil {
+		return err
+	}
+	if err := testutil.InstallCRDs(ctx, k8s, testkind.CRDs()); err != nil {
+		return err
+	}
+	widget, err = render.Load(testkind.Widget())
+	return err
+}
+
+// harness is an Applier of Widgets' objects, over a cache of stencil's
+// objects (as the operator's), counting the requests it sends.
+type harness struct {
+	*engine.Applier
+	requests *requestCount
+}
+
+// newHarness starts an Applier whose cache and clients live until the test
+// ends.
+func newHarness(t testing.TB) *harness {
+	t.Helper()
+	count := &requestCount{}
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.WrapTransport = count.wrap
+	managed, err := labels.Parse(v1alpha1.LabelManagedBy + "=" + v1alpha1.ManagedByStencil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme, DefaultLabelSelector: managed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := engine.CachedTypes{Whole: map[schema.GroupVersionKind]bool{}, Scheme: scheme}
+	var owns []engine.OwnedType
+	for _, ref := range widget.Declaration().Owns {
+		types.Whole[ref.GroupVersionKind()] = ref.JudgesHealth()
+		owns = append(owns, engine.OwnedType{GVK: ref.GroupVersionKind(), ClusterScoped: ref.ClusterScoped})
+	}
+	if err := engine.IndexOwnerUID(c, types); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("the cache did not sync")
+	}
+	cached, err := client.New(cfg, client.Options{Scheme: scheme, Cache: &client.CacheOptions{Reader: c, Unstructured: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{requests: count, Applier: &engine.Applier{
+		Client: cached, Reader: reader, Types: types, Claims: &engine.Claims{}, Fights: engine.NewFights(),
+		OwnerKind: widget.GroupVersionKind(), Owns: owns, Recorder: events.NewFakeRecorder(100),
+	}}
+}
+
+// requestCount counts the requests other than watches, by "VERB path".
+type requestCount struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *requestCount) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Query().Get("watch") != "true" {
+			c.mu.Lock()
+			if c.counts == nil {
+				c.counts = map[string]int{}
+			}
+			c.counts[req.Method+" "+req.URL.Path]++
+			c.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+// take returns the counts so far and starts again from zero.
+func (c *requestCount) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	counts := c.counts
+	c.counts = nil
+	return counts
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// newNamespace creates a namespace of the test's own.
+func newNamespace(t testing.TB) string {
+	t.Helper()
+	ns := &corev1.Namespace{}
+	ns.GenerateName = "engine-"
+	if err := k8s.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}

@@ -1,0 +1,27 @@
+package reconciler
+
+import (
+	"testing"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// resource.
+func BenchmarkComputeStatus(b *testing.B) {
+	var objs []*unstructured.Unstructured
+	for _, kind := range []string{"ConfigMap", "Deployment", "Service"} {
+		o := &unstructured.Unstructured{}
+		o.SetAPIVersion("v1")
+		o.SetKind(kind)
+		o.SetNamespace("ns")
+		o.SetName("web")
+		objs = append(objs, o)
+	}
+	res := &result{generation: 1, desired: objs}
+	before := computeStatus(&v1alpha1.Status{}, res, v1alpha1.DriftCorrect)
+	b.ReportAllocs()
+	for b.Loop() {
+		computeStatus(before, res, v1alpha1.DriftCorrect)
+	}
+}
