@@ -62,13 +62,20 @@ lint: tools ## Run golangci-lint (.golangci.yml).
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: tools build ## Run every test tier: unit, integration and e2e, each on a real local control plane.
-	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
-	go test -count=1 -timeout $(TEST_TIMEOUT) -tags e2e ./e2e/...
+test: tools build ## Run every test tier: unit, integration and e2e, each on a real local control plane, several test processes at once (hack/testrun; about 5 minutes warm on 2 cores).
+	go run ./hack/testrun -timeout $(TEST_TIMEOUT) $(TEST_ARGS) ./...
+
+# The edit loop: the unit tests, and the SSA engine's integration tests on one
+# local control plane; not the kind reconciler's, the decorators' or e2e.
+FAST_PACKAGES := ./api/... ./render/... ./reconciler/engine/... ./reconciler/rollout/... ./reconciler/shard/... ./internal/layering/... ./internal/fence/... ./internal/metricsauth/... ./internal/cli/...
+
+.PHONY: test-fast
+test-fast: tools ## Run the unit tests and the SSA engine's integration tests (under 2 minutes warm): the edit loop; `make test` before a commit.
+	go run ./hack/testrun -timeout $(TEST_TIMEOUT) $(TEST_ARGS) $(FAST_PACKAGES)
 
 .PHONY: test-e2e
-test-e2e: tools build ## Run only the e2e suite (the real binary driven by kubectl).
-	go test -count=1 -timeout $(TEST_TIMEOUT) -tags e2e -v ./e2e/...
+test-e2e: tools build ## Run only the e2e suite (the real binary driven by kubectl), its shards side by side.
+	go run ./hack/testrun -timeout $(TEST_TIMEOUT) -v $(TEST_ARGS) ./e2e/...
 
 .PHONY: verify
 verify: generate manifests fmt ## Regenerate everything and fail if the tree changed.

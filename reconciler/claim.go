@@ -28,7 +28,7 @@ import (
 // label v1alpha1.LabelClaim, set with an optimistic lock), and the old shard
 // gives the claim up only once the resource has left its view, which its
 // workqueue tells it after any reconcile of that resource in flight (or,
-// when it no longer runs, the new shard takes the claim over: takeover.go).
+// when it no longer runs, the new shard takes the claim over: reconciler/shard/takeover.go).
 // Unsharded (Options.Shards nil) nothing of this happens.
 
 // claimedResources counts, per kind, the resources this shard holds.
@@ -57,7 +57,7 @@ func (r *Reconciler) noteClaim(nn types.NamespacedName, held bool) {
 }
 
 // claimed reports whether this shard holds cr's claim, taking it when no
-// shard does, or when the shard that does no longer runs (takeover.go).
+// shard does, or when the shard that does no longer runs (reconciler/shard/takeover.go).
 // false: another shard holds it and will give it up; the reconcile waits,
 // writing nothing.
 func (r *Reconciler) claimed(ctx context.Context, cr client.Object) (bool, error) {
