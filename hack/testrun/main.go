@@ -133,7 +133,7 @@ func runAll(patterns []string, tags string, parallel int, o options) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	built := time.Now()
 	if err := build(pkgs, tags, dir); err != nil {
 		return err
@@ -262,7 +262,7 @@ func runJobs(jobs []job, dir string, parallel int, o options) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil || o.verbose {
-				os.Stdout.Write(out)
+				_, _ = os.Stdout.Write(out)
 			}
 			if err != nil {
 				failed = append(failed, j.String())
@@ -294,8 +294,7 @@ func runJob(j job, dir string, o options) ([]byte, time.Duration, error) {
 }
 
 func stderrOf(err error) string {
-	var exit *exec.ExitError
-	if errors.As(err, &exit) && len(exit.Stderr) > 0 {
+	if exit, ok := errors.AsType[*exec.ExitError](err); ok && len(exit.Stderr) > 0 {
 		return ": " + string(exit.Stderr)
 	}
 	return ""

@@ -79,8 +79,7 @@ func packages(t *testing.T) []listed {
 	t.Helper()
 	out, err := exec.Command("go", "list", "-tags", "e2e", "-json=ImportPath,Imports", module+"...").Output()
 	if err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
+		if exit, ok := errors.AsType[*exec.ExitError](err); ok {
 			t.Fatalf("go list: %v: %s", err, exit.Stderr)
 		}
 		t.Fatalf("go list: %v", err)
