@@ -138,7 +138,7 @@ func runAll(patterns []string, tags string, parallel int, o options) error {
 	if err := build(pkgs, tags, dir); err != nil {
 		return err
 	}
-	fmt.Printf("built %d test binaries in %.0fs\n", len(pkgs), time.Since(built).Seconds())
+	fmt.Printf("vetted and built %d test binaries in %.0fs\n", len(pkgs), time.Since(built).Seconds())
 	jobs, err := plan(pkgs, o)
 	if err != nil {
 		return err
@@ -166,16 +166,23 @@ func testPackages(patterns []string, tags string) ([]pkg, error) {
 	return pkgs, nil
 }
 
-// build writes each package's test binary into dir, as <last element>.test.
+// build vets the packages (go test vets them before it runs them; go test
+// -c does not) and writes each package's test binary into dir, as
+// <last element>.test.
 func build(pkgs []pkg, tags, dir string) error {
-	args := []string{"test", "-tags", tags, "-c", "-o", dir + string(filepath.Separator)}
+	var paths []string
 	for _, p := range pkgs {
-		args = append(args, p.ImportPath)
+		paths = append(paths, p.ImportPath)
 	}
-	cmd := exec.Command("go", args...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("building the tests: %w", err)
+	for _, args := range [][]string{
+		append([]string{"vet", "-tags", tags}, paths...),
+		append([]string{"test", "-tags", tags, "-c", "-o", dir + string(filepath.Separator)}, paths...),
+	} {
+		cmd := exec.Command("go", args...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go %s: %w", args[0], err)
+		}
 	}
 	return nil
 }
