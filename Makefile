@@ -70,7 +70,7 @@ test: tools build ## Run every test tier: unit, integration and e2e, each on a r
 FAST_PACKAGES := ./api/... ./render/... ./reconciler/engine/... ./reconciler/rollout/... ./reconciler/shard/... ./internal/layering/... ./internal/fence/... ./internal/metricsauth/... ./internal/cli/...
 
 .PHONY: test-fast
-test-fast: tools ## Run the unit tests and the SSA engine's integration tests (under 2 minutes warm): the edit loop; `make test` before a commit.
+test-fast: tools ## Run the unit tests and the SSA engine's own integration tests (about 30 s warm): the edit loop; `make test` before a commit.
 	go run ./hack/testrun -timeout $(TEST_TIMEOUT) $(TEST_ARGS) $(FAST_PACKAGES)
 
 .PHONY: test-e2e

@@ -5,7 +5,7 @@
 //	reconciler/engine     server-side apply, ownership, drift, prune (the SSA engine)
 //	reconciler/rollout    paced rollouts of template changes
 //	reconciler/shard      shards, claim names, takeover of a stopped shard's claims
-//	reconciler/decorator  the decorator controller (composes engine; set up beside this one)
+//	reconciler/decorator  the decorator controller (set up beside this one; it never imports it)
 //
 // A custom resource flows through one reconcile like this (Reconcile in
 // reconciler.go, run for the phases):
@@ -38,6 +38,7 @@
 //     resources are deleted stage by stage, last stage first, through the
 //     finalizer.
 //
-// The layering (engine, rollout and shard import none of the others;
-// decorator imports only engine) is checked by internal/layering's test.
+// The layering (engine, rollout and shard import none of the others, only
+// api; decorator imports api, render and engine, never this package) is
+// checked by internal/layering's test.
 package reconciler

@@ -47,7 +47,7 @@ func (r *Reconciler) renderPlan(ctx context.Context, cr v1alpha1.Object) (*rende
 		return &render.Plan{Objects: objs}, nil
 	}
 	in := render.GraphInput{
-		Live:   cachedSnapshot{ctx: ctx, c: r.client, types: r.applier.Types},
+		Live:   cachedSnapshot{ctx: ctx, c: r.client, types: r.applier.Types()},
 		Inputs: readSnapshot{ctx: ctx, c: r.inputReader(cr), who: r.inputIdentity(cr), meta: r.inputCache, memo: r.inputMemo},
 		Random: rand.Reader,
 	}
@@ -398,7 +398,7 @@ func (r *Reconciler) deleteInOrder(ctx context.Context, cr v1alpha1.Object) ([]v
 		}
 		// Foreground: the object stays until its dependents are gone (a
 		// Deployment's pods), so that the stage before it outlives them.
-		if err := r.applier.DeleteOwnedWith(ctx, f.gvk, f.item, metav1.DeletePropagationForeground); err != nil {
+		if err := r.applier.DeleteOwned(ctx, cr, f.gvk, f.item, metav1.DeletePropagationForeground); err != nil {
 			return deleted, err
 		}
 		deleted = append(deleted, v1alpha1.InventoryEntry{APIVersion: f.gvk.GroupVersion().String(), Kind: f.gvk.Kind, Namespace: f.item.GetNamespace(), Name: f.item.GetName()})

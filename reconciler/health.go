@@ -77,7 +77,7 @@ func (r *Reconciler) wholeMap(ctx context.Context, d *unstructured.Unstructured,
 	}
 	obj, ok := res.live[id]
 	if !ok {
-		obj = r.applier.Types.NewObject(d.GroupVersionKind())
+		obj = r.applier.Types().NewObject(d.GroupVersionKind())
 		err := r.client.Get(ctx, client.ObjectKeyFromObject(d), obj)
 		if client.IgnoreNotFound(err) != nil {
 			return nil, fmt.Errorf("reading %s %s: %w", d.GetKind(), d.GetName(), err)

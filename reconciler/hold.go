@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"strings"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -37,16 +35,7 @@ import (
 // it.
 type heldObject struct {
 	uid types.UID
-	// owned is our manager's managedFields record when it was remembered.
-	owned []string
-	// obj holds those fields with their values, and the object's UID (a
-	// precondition of the apply): an apply of it restores them, and claims
-	// nothing more. Nil when the type has no built-in schema.
-	obj *unstructured.Unstructured
-	// ref is the object's identity, labels and annotations; desired the
-	// values drift reports compare with (obj, or the whole object when
-	// there is no schema).
-	ref, desired *unstructured.Unstructured
+	engine.Held
 }
 
 // heldObjects are a waiting resource's objects, by inventory entry.
@@ -101,8 +90,8 @@ func (r *Reconciler) rememberAll(ctx context.Context, cr v1alpha1.Object, res *r
 			return nil, err
 		}
 		held[e] = h
-		if !engine.CreateOnly(h.ref) {
-			engine.WriteOwned(digest, h.ref, h.ref.GetAnnotations()[v1alpha1.AnnotationDesiredHash], h.owned)
+		if !engine.CreateOnly(h.Ref) {
+			engine.WriteOwned(digest, h.Ref, h.Ref.GetAnnotations()[v1alpha1.AnnotationDesiredHash], h.Owned)
 		}
 	}
 	// An empty record (fields left to others under policy Report) cannot
@@ -117,10 +106,10 @@ func (r *Reconciler) rememberAll(ctx context.Context, cr v1alpha1.Object, res *r
 // it is gone, or of a type the cache does not hold.
 func (r *Reconciler) cachedEntry(ctx context.Context, e v1alpha1.InventoryEntry) (client.Object, error) {
 	gvk := schema.FromAPIVersionAndKind(e.APIVersion, e.Kind)
-	if !r.applier.Types.Declared(gvk) {
+	if !r.applier.Types().Declared(gvk) {
 		return nil, nil // not watched for drift
 	}
-	live := r.applier.Types.NewObject(gvk)
+	live := r.applier.Types().NewObject(gvk)
 	err := r.client.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: e.Name}, live)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -136,7 +125,7 @@ func (r *Reconciler) cachedEntry(ctx context.Context, e v1alpha1.InventoryEntry)
 func (r *Reconciler) remember(ctx context.Context, e v1alpha1.InventoryEntry, uid types.UID) (heldObject, error) {
 	full := &unstructured.Unstructured{}
 	full.SetGroupVersionKind(schema.FromAPIVersionAndKind(e.APIVersion, e.Kind))
-	if err := r.applier.Reader.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: e.Name}, full); err != nil {
+	if err := r.reader.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: e.Name}, full); err != nil {
 		return heldObject{}, fmt.Errorf("reading %s %s to keep it while the rollout waits: %w", e.Kind, e.Name, err)
 	}
 	if full.GetUID() != uid {
@@ -149,7 +138,7 @@ func (r *Reconciler) remember(ctx context.Context, e v1alpha1.InventoryEntry, ui
 	ref.SetName(e.Name)
 	ref.SetLabels(full.GetLabels())
 	ref.SetAnnotations(full.GetAnnotations())
-	h := heldObject{uid: uid, owned: owned, ref: ref, desired: full}
+	h := heldObject{uid: uid, Held: engine.Held{Owned: owned, Ref: ref, Desired: full}}
 	obj, err := engine.ExtractOwned(full, owned)
 	if err != nil {
 		return heldObject{}, fmt.Errorf("%s %s: %w", e.Kind, e.Name, err)
@@ -158,54 +147,21 @@ func (r *Reconciler) remember(ctx context.Context, e v1alpha1.InventoryEntry, ui
 		ctrl.LoggerFrom(ctx).V(1).Info("No built-in schema for an object kept for a paced rollout: its drift is reported, not corrected", "kind", e.Kind, "object", e.Name)
 	}
 	if obj != nil {
-		h.desired = obj
+		h.Desired = obj
 		if !engine.CreateOnly(ref) {
-			h.obj = obj
+			h.Obj = obj
 		}
 	}
 	full.SetManagedFields(nil)
 	return h, nil
 }
 
-// keep reports the fields of h that our manager no longer owns on live,
-// but those the template hands over, and applies h again (without the
-// handed-over fields another manager took) when correct says so and h can
-// be (see heldObject.obj), unless a fight over the object defers it.
+// keep holds h as the previous templates left it (engine.Applier.Keep),
+// and records the drift it found.
 func (r *Reconciler) keep(ctx context.Context, h heldObject, live client.Object, correct bool, res *result) error {
-	missing, err := engine.MissingFields(h.owned, engine.OwnedRecord(live.GetManagedFields(), engine.FieldManager), nil)
-	if err != nil || missing.Empty() {
-		return err
+	drift, err := r.applier.Keep(ctx, h.Held, live, correct, r.writable)
+	if drift != nil {
+		res.drift = append(res.drift, *drift)
 	}
-	if over := engine.HandOver(h.ref); over != nil {
-		missing = missing.RecursiveDifference(over)
-	}
-	report, err := r.applier.Report(ctx, h.desired, missing)
-	if err != nil || len(report.Fields) == 0 {
-		return err
-	}
-	key, now := engine.KeyOf(h.ref), time.Now()
-	if f, fighting := r.applier.Fights.Fighting(key, now); !correct || h.obj == nil || fighting && now.Before(f.Until) {
-		res.drift = append(res.drift, report) // left as it is: reported
-		return nil
-	}
-	if err := r.writable(); err != nil {
-		return err
-	}
-	body, err := engine.WithoutHandedOver(h.obj.DeepCopy(), h.ref, live.GetManagedFields())
-	if err != nil {
-		return err
-	}
-	if _, err := r.applier.ApplyOne(ctx, body, false, nil); err != nil {
-		// Replaced or gone since the cache showed it: the UID in the body
-		// makes the API server refuse (a conflict, or metadata.uid
-		// immutable); the retry looks again.
-		if apierrors.IsConflict(err) || apierrors.IsInvalid(err) && strings.Contains(err.Error(), "metadata.uid") {
-			return fmt.Errorf("%w: %w", engine.ErrChangedWhileRead, err)
-		}
-		return err
-	}
-	report.Reverted = true
-	r.applier.Fights.Corrected(key, report, now)
-	res.drift = append(res.drift, report)
-	return nil
+	return err
 }

@@ -366,7 +366,7 @@ func (r *Reconciler) intact(ctx context.Context, cr v1alpha1.Object) (bool, erro
 		o.SetNamespace(e.Namespace)
 		o.SetName(e.Name)
 		gvk := o.GroupVersionKind()
-		if !r.applier.Types.Declared(gvk) {
+		if !r.applier.Types().Declared(gvk) {
 			continue // no informer for it; prune reads such types itself
 		}
 		if r.kind.JudgesHealth(gvk) {
@@ -376,7 +376,7 @@ func (r *Reconciler) intact(ctx context.Context, cr v1alpha1.Object) (bool, erro
 			}
 			continue
 		}
-		err := r.client.Get(ctx, client.ObjectKeyFromObject(o), r.applier.Types.NewObject(gvk))
+		err := r.client.Get(ctx, client.ObjectKeyFromObject(o), r.applier.Types().NewObject(gvk))
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}

@@ -28,6 +28,9 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
+// TestDropStatusFields: the cache keeps an owned object's managedFields but
+// those of status writes of status fields only; a status write that also
+// set metadata, and a scale subresource's entry (an autoscaler's replicas),
 // stay.
 func TestDropStatusFields(t *testing.T) {
 	o := &unstructured.Unstructured{}

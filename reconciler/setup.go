@@ -168,13 +168,13 @@ func statusOnly(e metav1.ManagedFieldsEntry) bool {
 }
 
 // newApplier is the applier of kind k's objects.
-func newApplier(mgr ctrl.Manager, k *render.Kind, types engine.CachedTypes, firstApplies *engine.Claims) *engine.Applier {
-	a := &engine.Applier{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Types: types, Claims: firstApplies, Fights: engine.NewFights(),
+func newApplier(mgr ctrl.Manager, k *render.Kind, types engine.CachedTypes, firstApplies *engine.Claims) (*engine.Applier, error) {
+	opts := engine.Options{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Types: types, Claims: firstApplies,
 		OwnerKind: k.GroupVersionKind(), Recorder: mgr.GetEventRecorder("stencil")}
 	for _, t := range k.Declaration().Owns {
-		a.Owns = append(a.Owns, engine.OwnedType{GVK: t.GroupVersionKind(), ClusterScoped: t.ClusterScoped})
+		opts.Owns = append(opts.Owns, engine.OwnedType{GVK: t.GroupVersionKind(), ClusterScoped: t.ClusterScoped})
 	}
-	return a
+	return engine.New(opts)
 }
 
 // ClientOptions makes the manager's client read unstructured objects (the
@@ -207,12 +207,16 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 		gvk := k.GroupVersionKind()
 		unhealthy.track(gvk.Kind)
 		startCounters(gvk.Kind)
+		applier, err := newApplier(mgr, k, types, firstApplies)
+		if err != nil {
+			return fmt.Errorf("%s: %w", gvk.Kind, err)
+		}
 		r := &Reconciler{
 			kind:       k,
 			client:     mgr.GetClient(),
 			reader:     mgr.GetAPIReader(),
 			recorder:   mgr.GetEventRecorder("stencil"),
-			applier:    newApplier(mgr, k, types, firstApplies),
+			applier:    applier,
 			rewrites:   newRewrites(),
 			rollout:    rollout.New(gvk.Kind, k.Templates(), opts.Rollout),
 			mayWrite:   opts.MayWrite,
@@ -362,7 +366,7 @@ func ListResources(ctx context.Context, c client.Reader, scheme *runtime.Scheme,
 
 // watchOwned watches an owned type through its one informer.
 func (r *Reconciler) watchOwned(b *builder.Builder, gvk schema.GroupVersionKind) *builder.Builder {
-	owned := r.applier.Types.NewObject(gvk)
+	owned := r.applier.Types().NewObject(gvk)
 	if _, metadataOnly := owned.(*metav1.PartialObjectMetadata); metadataOnly {
 		return b.WatchesMetadata(owned, r.ownedObjectHandler(gvk))
 	}
@@ -398,7 +402,7 @@ func (r *Reconciler) recheckUnseen(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 		}
-		owners := r.applier.Writes.UnseenSince(time.Now().Add(-cacheBackstop))
+		owners := r.applier.UnseenSince(time.Now().Add(-cacheBackstop))
 		if len(owners) > 0 {
 			ctrl.LoggerFrom(ctx).Info("The watch has not shown some applies; looking at their resources again",
 				"kind", kind.Kind, "resources", len(owners), "first", owners[:min(len(owners), 3)], "after", cacheBackstop)

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
+// BenchmarkComputeStatus is building the status of a converged 3-object
 // resource.
 func BenchmarkComputeStatus(b *testing.B) {
 	var objs []*unstructured.Unstructured

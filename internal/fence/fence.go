@@ -246,7 +246,7 @@ func init() {
 	metrics.Registry.MustRegister(refused)
 }
 
-// fencedRetry is how soon a reconcile whose write the fence refused is
+// retry is how soon a reconcile whose write the fence refused is
 // tried again: the leader election's retry period.
 const retry = 2 * time.Second
 

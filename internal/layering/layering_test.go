@@ -149,3 +149,20 @@ func TestTheRuleCatchesABackwardImport(t *testing.T) {
 		}
 	}
 }
+
+// TestLowerTestsLinkNoController: the tests of the engine, rollouts and
+// shards link neither controller (through a shared test helper, say), so
+// they test those packages alone and stay fast.
+func TestLowerTestsLinkNoController(t *testing.T) {
+	for _, pkg := range []string{"reconciler/engine", "reconciler/rollout", "reconciler/shard"} {
+		out, err := exec.Command("go", "list", "-test", "-deps", "-f", "{{.ImportPath}}", module+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -test -deps %s: %v", pkg, err)
+		}
+		for dep := range strings.SplitSeq(string(out), "\n") {
+			if dep == module+"reconciler" || dep == module+"reconciler/decorator" {
+				t.Errorf("the tests of %s link %s", pkg, strings.TrimPrefix(dep, module))
+			}
+		}
+	}
+}

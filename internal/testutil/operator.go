@@ -3,22 +3,18 @@ package testutil
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"os"
-	"time"
 
 	"github.com/go-logr/logr"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/yaml"
 
+	"github.com/stencil-operator/stencil/internal/localcluster"
 	"github.com/stencil-operator/stencil/reconciler"
 	"github.com/stencil-operator/stencil/reconciler/decorator"
 	"github.com/stencil-operator/stencil/reconciler/shard"
@@ -112,43 +108,6 @@ func start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds 
 }
 
 // InstallCRDs creates every CRD in the *.yaml files of crds and waits until
-// each is established.
-func InstallCRDs(ctx context.Context, c client.Client, crds fs.FS) error {
-	files, err := fs.Glob(crds, "*.yaml")
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		data, err := fs.ReadFile(crds, f)
-		if err != nil {
-			return err
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.Unmarshal(data, crd); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		if err := c.Create(ctx, crd); err != nil {
-			return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
-		}
-		if err := waitEstablished(ctx, c, crd.Name); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func waitEstablished(ctx context.Context, c client.Client, name string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err == nil {
-			for _, cond := range crd.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return nil
-				}
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("CRD %s not established", name)
-}
+// InstallCRDs creates the CRDs of crds and waits until each is
+// established (see localcluster.InstallCRDs).
+var InstallCRDs = localcluster.InstallCRDs

@@ -1,9 +1,12 @@
 // Package decorator is the decorator controller: one controller per
 // decorator that an install enables, which writes labels and annotations
 // onto parent objects it does not own (as its own field manager, Manager)
-// and may create child objects, owned by the parent. It composes the apply
-// engine's helpers (package engine) for field records and own writes; it
-// shares no state with the kind reconciler.
+// and may create child objects, owned by the parent. Its writes follow
+// rules of their own (it holds keys on objects it does not own, and
+// children owned by a parent it does not own), so it does not go through
+// the engine's Apply and Prune; from package engine it takes the cache's
+// types (CachedTypes), object ids and the object counters. It shares no
+// state with the kind reconciler.
 //
 // Invariants:
 //   - A decorator that is off watches and writes nothing. One that runs

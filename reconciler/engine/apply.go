@@ -36,20 +36,20 @@ const FieldManager = "stencil"
 // restoreBaselines), else learns each baseline once, with a server-side
 // dry-run apply; after that a converged object costs no request.
 type Applier struct {
-	Client    client.Client
-	Reader    client.Reader
+	client    client.Client
+	reader    client.Reader
 	baselines sync.Map // ObjectKey → baseline
 	health    sync.Map // ObjectKey → appliedHealth
 	// Types says how the cache holds each owned type.
-	Types CachedTypes
+	types CachedTypes
 	// Writes tells the watch events of our own applies from others'.
-	Writes OwnWrites[ObjectKey]
+	writes OwnWrites[ObjectKey]
 	// Claims, shared by every kind, let one resource at a time create an
 	// object name.
-	Claims *Claims
+	claims *Claims
 	// Fights paces the corrections of objects another writer keeps
 	// changing back.
-	Fights *Fights
+	fights *Fights
 	// refused remembers the object ids whose create-first apply was
 	// refused (they exist and are not in the cache: someone else's, as a
 	// rule): their next check reads first, rather than try again.
@@ -60,10 +60,10 @@ type Applier struct {
 	noVersionOnCreate sync.Map // gvk → struct{}
 	// OwnerKind is the type of the custom resources whose objects this
 	// applier applies, and owns the types they declare (prune looks there).
-	OwnerKind schema.GroupVersionKind
-	Owns      []OwnedType
+	ownerKind schema.GroupVersionKind
+	owns      []OwnedType
 	// Recorder tells a resource, in events, what prune left in place.
-	Recorder events.EventRecorder
+	recorder events.EventRecorder
 }
 
 // OwnedType is a type of object the owners declare.
@@ -71,6 +71,49 @@ type OwnedType struct {
 	GVK           schema.GroupVersionKind
 	ClusterScoped bool
 }
+
+// Options configure an Applier.
+type Options struct {
+	// Client writes, and reads from the cache (stencil's objects, of the
+	// types in Types); Reader reads from the API server.
+	Client client.Client
+	Reader client.Reader
+	Types  CachedTypes
+	// Claims are shared by every Applier of a process, so that one owner
+	// at a time creates an object name (nil: this Applier's own).
+	Claims *Claims
+	// OwnerKind is the type of the owners (custom resources), and Owns the
+	// types they declare: prune looks there, and in each owner's inventory.
+	OwnerKind schema.GroupVersionKind
+	Owns      []OwnedType
+	// Recorder tells an owner, in events, what prune left in place.
+	Recorder events.EventRecorder
+}
+
+// New is an Applier of the owners of opts.OwnerKind.
+func New(opts Options) (*Applier, error) {
+	switch {
+	case opts.Client == nil || opts.Reader == nil:
+		return nil, errors.New("an applier needs a client and a reader")
+	case opts.Recorder == nil:
+		return nil, errors.New("an applier needs an event recorder")
+	case opts.OwnerKind.Empty():
+		return nil, errors.New("an applier needs its owners' kind")
+	}
+	claims := opts.Claims
+	if claims == nil {
+		claims = &Claims{}
+	}
+	return &Applier{client: opts.Client, reader: opts.Reader, types: opts.Types, claims: claims, fights: NewFights(),
+		ownerKind: opts.OwnerKind, owns: opts.Owns, recorder: opts.Recorder}, nil
+}
+
+// Types says how the cache holds each type.
+func (a *Applier) Types() CachedTypes { return a.types }
+
+// UnseenSince names the owners of the applies that no watch event has
+// shown since cutoff (see OwnWrites.UnseenSince).
+func (a *Applier) UnseenSince(cutoff time.Time) []string { return a.writes.UnseenSince(cutoff) }
 
 type ObjectKey struct {
 	gvk            string
@@ -238,7 +281,7 @@ func rejected(err error) bool {
 func (a *Applier) applyObject(ctx context.Context, d *unstructured.Unstructured, report bool, out *ApplyOutcome) error {
 	v, err := a.check(ctx, d)
 	if v.claimed {
-		defer a.Claims.release(IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName()))
+		defer a.claims.release(IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName()))
 	}
 	if err != nil {
 		return err
@@ -334,18 +377,18 @@ const absentVersion = "18446744073709551615"
 func (a *Applier) onDrift(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) (bool, error) {
 	now, key := time.Now(), KeyOf(d)
 	if v.missing == nil || v.missing.Empty() {
-		if f, fighting := a.Fights.calm(key, now); fighting {
+		if f, fighting := a.fights.calm(key, now); fighting {
 			out.Deferred = append(out.Deferred, f) // still shown until it is over
 		}
 		return v.stale, nil
 	}
-	if f, fighting := a.Fights.Fighting(key, now); fighting && !report {
+	if f, fighting := a.fights.Fighting(key, now); fighting && !report {
 		if now.Before(f.Until) {
 			out.Deferred = append(out.Deferred, f)
 			return false, nil
 		}
 		// The fight goes on: correct again, without a new report.
-		f, _ = a.Fights.Corrected(key, f.Drift, now)
+		f, _ = a.fights.Corrected(key, f.Drift, now)
 		out.Deferred = append(out.Deferred, f)
 		out.FightCorrections++
 		return true, nil
@@ -360,7 +403,7 @@ func (a *Applier) onDrift(ctx context.Context, d *unstructured.Unstructured, v v
 	case !drift.Reverted:
 		out.Drift = append(out.Drift, drift)
 	default:
-		f, started := a.Fights.Corrected(key, drift, now)
+		f, started := a.fights.Corrected(key, drift, now)
 		if started {
 			out.FightsStarted++
 			out.FightCorrections++
@@ -401,9 +444,9 @@ func (a *Applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 		body.SetResourceVersion(v.resourceVersion)
 	}
 	key := KeyOf(d)
-	a.Writes.Begin(key)
-	live, err := a.ApplyOne(ctx, body, false, held)
-	if others := a.Writes.endAwaited(key, live, v.cachedVersion(), d.GetAnnotations()[v1alpha1.AnnotationOwner]); others {
+	a.writes.Begin(key)
+	live, err := a.applyOne(ctx, body, false, held)
+	if others := a.writes.endAwaited(key, live, v.cachedVersion(), d.GetAnnotations()[v1alpha1.AnnotationOwner]); others {
 		out.OthersWrote = true
 	}
 	if err != nil && v.adopting && apierrors.IsConflict(err) {
@@ -422,7 +465,7 @@ func (a *Applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 	if v.adopting {
 		out.Adopted = append(out.Adopted, d.GetKind()+" "+quoted(d.GetNamespace(), d.GetName()))
 	}
-	if a.Types.Whole[d.GroupVersionKind()] {
+	if a.types.Whole[d.GroupVersionKind()] {
 		out.Live[IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())] = live
 	}
 	if held != nil && !held.Empty() {
@@ -472,12 +515,12 @@ func (a *Applier) check(ctx context.Context, d *unstructured.Unstructured) (verd
 	switch {
 	case apierrors.IsNotFound(err):
 		// Our apply may not be in the cache yet: a deletion would have
-		// dropped the baseline (see forgetDeleted).
+		// dropped the baseline (see ForgetDeleted).
 		if a.appliedNewer(d, hash, 0) {
 			return verdict{waiting: true}, nil
 		}
 		id := IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())
-		if holder, ok := a.Claims.claim(id, d.GetAnnotations()[v1alpha1.AnnotationOwner]); !ok {
+		if holder, ok := a.claims.claim(id, d.GetAnnotations()[v1alpha1.AnnotationOwner]); !ok {
 			c := conflictWith(d, &metav1.PartialObjectMetadata{})
 			c.holder = "it is being created for " + holder
 			return verdict{conflict: &c}, nil
@@ -532,8 +575,8 @@ func (a *Applier) check(ctx context.Context, d *unstructured.Unstructured) (verd
 // cached reads the live object from the cache that holds its type: whole
 // or metadata-only.
 func (a *Applier) cached(ctx context.Context, d *unstructured.Unstructured) (client.Object, error) {
-	live := a.Types.NewObject(d.GroupVersionKind())
-	return live, a.Client.Get(ctx, client.ObjectKeyFromObject(d), live)
+	live := a.types.NewObject(d.GroupVersionKind())
+	return live, a.client.Get(ctx, client.ObjectKeyFromObject(d), live)
 }
 
 // baseline is what our manager owns right after applying d: remembered from
@@ -542,31 +585,31 @@ func (a *Applier) baseline(ctx context.Context, d *unstructured.Unstructured, ha
 	if b, ok := a.baselines.Load(KeyOf(d)); ok && b.(baseline).hash == hash {
 		return b.(baseline), nil
 	}
-	if _, err := a.ApplyOne(ctx, d, true, nil); err != nil {
+	if _, err := a.applyOne(ctx, d, true, nil); err != nil {
 		return baseline{}, err
 	}
 	b, _ := a.baselines.Load(KeyOf(d))
 	return b.(baseline), nil
 }
 
-// ApplyOne server-side-applies d with force, or dry-runs it, records the
+// applyOne server-side-applies d with force, or dry-runs it, records the
 // fields our manager owns afterwards (and held, the fields left out for
 // other managers) as d's baseline, and returns the API server's answer: the
 // whole object for types cached whole, else only its metadata (the API
 // server sends no more, and there is less to decode).
-func (a *Applier) ApplyOne(ctx context.Context, d *unstructured.Unstructured, dryRun bool, held *fieldpath.Set) (client.Object, error) {
+func (a *Applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dryRun bool, held *fieldpath.Set) (client.Object, error) {
 	body, err := d.MarshalJSON()
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
-	live := a.Types.NewObject(d.GroupVersionKind())
+	live := a.types.NewObject(d.GroupVersionKind())
 	live.SetNamespace(d.GetNamespace())
 	live.SetName(d.GetName())
 	opts := []client.PatchOption{client.FieldOwner(FieldManager), client.ForceOwnership}
 	if dryRun {
 		opts = append(opts, client.DryRunAll)
 	}
-	if err := writer(ctx, a.Client).Patch(ctx, live, client.RawPatch(types.ApplyPatchType, body), opts...); err != nil {
+	if err := writer(ctx, a.client).Patch(ctx, live, client.RawPatch(types.ApplyPatchType, body), opts...); err != nil {
 		return nil, fmt.Errorf("applying %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
 	b := baseline{hash: d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: OwnedRecord(live.GetManagedFields(), FieldManager), held: held}
@@ -582,7 +625,7 @@ func (a *Applier) ApplyOne(ctx context.Context, d *unstructured.Unstructured, dr
 // flight, any version (noted, and judged when the apply returns).
 func (a *Applier) OwnWrite(gvk string, o metav1.Object) bool {
 	key := objectKeyOf(gvk, o)
-	return a.Writes.Note(key, ResourceVersion(o), func() bool {
+	return a.writes.Note(key, ResourceVersion(o), func() bool {
 		v, ok := a.baselines.Load(key)
 		return ok && v.(baseline).resourceVersion != 0 && v.(baseline).resourceVersion == ResourceVersion(o)
 	})
@@ -632,7 +675,7 @@ func (a *Applier) PendingHealth(d *unstructured.Unstructured, cached uint64) *Ob
 }
 
 // RememberHealth records h, what kstatus said of the object of version rv
-// that our apply of d returned, for pendingHealth. It is kept beside the
+// that our apply of d returned, for PendingHealth. It is kept beside the
 // baseline, not in it, so that it cannot bring back a baseline that a
 // deletion dropped meanwhile; without the baseline of that version it is
 // never read.
@@ -653,8 +696,8 @@ func (a *Applier) forget(gvk, namespace, name string, uid types.UID) {
 
 // forgetKey drops all this process remembers of one object.
 func (a *Applier) forgetKey(key ObjectKey) {
-	a.Writes.forget(key)
+	a.writes.forget(key)
 	a.baselines.Delete(key)
 	a.health.Delete(key)
-	a.Fights.forget(key)
+	a.fights.forget(key)
 }

@@ -46,5 +46,3 @@ func BenchmarkDriftFound(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkComputeStatus is building the status of a converged 3-object

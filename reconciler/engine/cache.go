@@ -53,7 +53,7 @@ func (t CachedTypes) NewObject(gvk schema.GroupVersionKind) client.Object {
 	return m
 }
 
-// NewList is an empty list of type gvk, matching newObject.
+// NewList is an empty list of type gvk, matching NewObject.
 func (t CachedTypes) NewList(gvk schema.GroupVersionKind) client.ObjectList {
 	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
 	if t.Whole[gvk] {
@@ -71,7 +71,7 @@ func (t CachedTypes) NewList(gvk schema.GroupVersionKind) client.ObjectList {
 	return m
 }
 
-// Items are the objects of a list from newList, with their type set.
+// Items are the objects of a list from NewList, with their type set.
 func Items(list client.ObjectList, gvk schema.GroupVersionKind) ([]client.Object, error) {
 	objs, err := meta.ExtractList(list)
 	if err != nil {

@@ -24,7 +24,7 @@ const masked = "(masked)"
 func (a *Applier) Report(ctx context.Context, d *unstructured.Unstructured, missing *fieldpath.Set) (v1alpha1.ObjectDrift, error) {
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(d.GroupVersionKind())
-	if err := a.Reader.Get(ctx, client.ObjectKeyFromObject(d), live); err != nil {
+	if err := a.reader.Get(ctx, client.ObjectKeyFromObject(d), live); err != nil {
 		return v1alpha1.ObjectDrift{}, fmt.Errorf("reading drifted %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
 	report := v1alpha1.ObjectDrift{

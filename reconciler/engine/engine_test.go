@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/testutil"
 	"github.com/stencil-operator/stencil/reconciler/engine"
 )
 
@@ -37,7 +37,7 @@ func newWidget(t testing.TB, ns string, spec testv1alpha1.WidgetSpec) (*testv1al
 func converge(t testing.TB, h *harness, w v1alpha1.Object, desired []*unstructured.Unstructured) map[string]int {
 	t.Helper()
 	sent := map[string]int{}
-	testutil.Eventually(t, 30*time.Second, "an apply with nothing to do", func() error {
+	eventually(t, 30*time.Second, "an apply with nothing to do", func() error {
 		out, err := h.Apply(t.Context(), w, desired)
 		for k, v := range h.requests.take() {
 			sent[k] += v
@@ -103,7 +103,7 @@ func TestDriftIsReportedAndReverted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var drift []v1alpha1.ObjectDrift
-	testutil.Eventually(t, 30*time.Second, "the drift found", func() error {
+	eventually(t, 30*time.Second, "the drift found", func() error {
 		out, err := h.Apply(t.Context(), w, desired)
 		if err != nil {
 			return err
@@ -160,7 +160,7 @@ func TestPruneDeletesOnlyWhatIsOwned(t *testing.T) {
 			kept = append(kept, d)
 		}
 	}
-	testutil.Eventually(t, 30*time.Second, "the Service pruned", func() error {
+	eventually(t, 30*time.Second, "the Service pruned", func() error {
 		if _, err := h.Prune(t.Context(), w, kept, false); err != nil {
 			return err
 		}
@@ -209,4 +209,60 @@ func BenchmarkConvergedApply(b *testing.B) {
 	if sent := h.requests.take(); len(sent) > 0 {
 		b.Fatalf("converged applies sent %v", sent)
 	}
+}
+
+// TestHandedOverFieldIsLeftToItsTaker: a field the template hands over
+// (stencil.dev/hand-over: spec.replicas) is applied at creation, and once
+// another manager takes it, it is neither reported nor set back.
+func TestHandedOverFieldIsLeftToItsTaker(t *testing.T) {
+	h, ns := newHarness(t), newNamespace(t)
+	w, desired := newWidget(t, ns, testv1alpha1.WidgetSpec{Message: "hello", Replicas: 1, HandOverReplicas: true})
+	converge(t, h, w, desired)
+	scaled := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"namespace": ns, "name": "web"}, "spec": map[string]any{"replicas": int64(4)}}}
+	if err := k8s.Patch(t.Context(), scaled, client.Apply, client.FieldOwner("autoscaler"), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+	deploy := &appsv1.Deployment{}
+	eventually(t, 30*time.Second, "an apply with nothing to do after the scale", func() error {
+		out, err := h.Apply(t.Context(), w, desired)
+		switch {
+		case err != nil:
+			return err
+		case len(out.Drift) > 0:
+			t.Fatalf("drift reported for a handed-over field: %+v", out.Drift)
+		case out.Waiting || len(out.Applied) > 0:
+			return errNotYet
+		}
+		return nil
+	})
+	if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web"}, deploy); err != nil || *deploy.Spec.Replicas != 4 {
+		t.Errorf("replicas = %v (%v); want the autoscaler's 4 kept", deploy.Spec.Replicas, err)
+	}
+}
+
+// TestClusterScopedObjectIsPrunedByItsOwnerAnnotation: a cluster-scoped
+// object has no ownerReference to a namespaced owner; prune takes the owner
+// annotation as the second proof, lists it from the API server when asked
+// to (fresh, as the finalizer does), and deletes it.
+func TestClusterScopedObjectIsPrunedByItsOwnerAnnotation(t *testing.T) {
+	h, ns := newHarness(t), newNamespace(t)
+	w, desired := newWidget(t, ns, testv1alpha1.WidgetSpec{Message: "hello", Replicas: 1, ClusterRole: true})
+	converge(t, h, w, desired)
+	name := "widget-" + ns + "-web"
+	role := &rbacv1.ClusterRole{}
+	if err := k8s.Get(t.Context(), client.ObjectKey{Name: name}, role); err != nil {
+		t.Fatal(err)
+	}
+	if len(role.OwnerReferences) > 0 || role.Annotations[v1alpha1.AnnotationOwner] == "" {
+		t.Fatalf("ClusterRole %s: ownerReferences %v, owner annotation %q; want none and one", name, role.OwnerReferences, role.Annotations[v1alpha1.AnnotationOwner])
+	}
+	pruned, err := h.PruneFrom(t.Context(), w, nil, true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pruned) != 1 || pruned[0].Name != name {
+		t.Errorf("pruned %v; want only ClusterRole %s (namespaced objects go with their owner)", pruned, name)
+	}
+	eventually(t, 30*time.Second, "the ClusterRole gone", func() error { return k8sGone(t, &rbacv1.ClusterRole{}, "", name) })
 }

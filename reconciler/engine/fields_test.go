@@ -150,7 +150,7 @@ func TestWithoutOthersFields(t *testing.T) {
 	}
 }
 
-// extractOwned keeps the fields our manager's record holds, with their
+// ExtractOwned keeps the fields our manager's record holds, with their
 // values, as client-go's Extract functions do: list items in the live
 // order (containers and env reordered would restart pods, and break
 // $(VAR) references), and nothing of what other managers own inside a map

@@ -90,7 +90,7 @@ func (a *Applier) recreate(ctx context.Context, d *unstructured.Unstructured, fi
 	}
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(d.GroupVersionKind())
-	if err := a.Reader.Get(ctx, client.ObjectKeyFromObject(d), live); err != nil {
+	if err := a.reader.Get(ctx, client.ObjectKeyFromObject(d), live); err != nil {
 		return fmt.Errorf("reading %s %s to recreate it: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
 	// d's data counts too: a template that says its data goes with the
@@ -117,7 +117,7 @@ func (a *Applier) recreate(ctx context.Context, d *unstructured.Unstructured, fi
 	// a change in between (its retention policy set to Delete) fails it
 	// with a conflict, and the next reconcile decides again.
 	uid, rv := live.GetUID(), live.GetResourceVersion()
-	err := writer(ctx, a.Client).Delete(ctx, live, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	err := writer(ctx, a.client).Delete(ctx, live, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting %s %s to recreate it: %w: %w", d.GetKind(), client.ObjectKeyFromObject(d), ErrChangedWhileRead, err)
 	}
@@ -139,7 +139,7 @@ func (a *Applier) controlsClaims(ctx context.Context, live *unstructured.Unstruc
 	}
 	claims := &metav1.PartialObjectMetadataList{}
 	claims.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaimList"))
-	err := a.Reader.List(ctx, claims, client.InNamespace(live.GetNamespace()))
+	err := a.reader.List(ctx, claims, client.InNamespace(live.GetNamespace()))
 	if apierrors.IsForbidden(err) {
 		return true, nil // stencil cannot tell: its claims are taken as held
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -23,7 +24,6 @@ import (
 	"github.com/stencil-operator/stencil/internal/localcluster"
 	"github.com/stencil-operator/stencil/internal/testkind"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/testutil"
 	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/render"
 )
@@ -64,7 +64,7 @@ func setUp(ctx context.Context) error {
 	if k8s, err = client.New(cluster.Config, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
-	if err := testutil.InstallCRDs(ctx, k8s, testkind.CRDs()); err != nil {
+	if err := localcluster.InstallCRDs(ctx, k8s, testkind.CRDs()); err != nil {
 		return err
 	}
 	widget, err = render.Load(testkind.Widget())
@@ -116,10 +116,12 @@ func newHarness(t testing.TB) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{requests: count, Applier: &engine.Applier{
-		Client: cached, Reader: reader, Types: types, Claims: &engine.Claims{}, Fights: engine.NewFights(),
-		OwnerKind: widget.GroupVersionKind(), Owns: owns, Recorder: events.NewFakeRecorder(100),
-	}}
+	a, err := engine.New(engine.Options{Client: cached, Reader: reader, Types: types,
+		OwnerKind: widget.GroupVersionKind(), Owns: owns, Recorder: events.NewFakeRecorder(100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{requests: count, Applier: a}
 }
 
 // requestCount counts the requests other than watches, by "VERB path".
@@ -164,4 +166,23 @@ func newNamespace(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return ns.Name
+}
+
+// eventually polls check until it returns nil, and fails the test with the
+// last error once within has passed. (The tests' shared helpers in
+// internal/testutil start operators, and would link the kind reconciler
+// into the engine's tests.)
+func eventually(t testing.TB, within time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true within %s: %v", what, within, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

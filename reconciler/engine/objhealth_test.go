@@ -15,7 +15,7 @@ func TestPendingHealth(t *testing.T) {
 	t.Run("of another version", func(t *testing.T) {
 		d := &unstructured.Unstructured{}
 		d.SetAnnotations(map[string]string{v1alpha1.AnnotationDesiredHash: "h1"})
-		a := &Applier{Fights: NewFights()}
+		a := &Applier{fights: NewFights()}
 		a.baselines.Store(KeyOf(d), baseline{hash: "h1", resourceVersion: 10, appliedAt: time.Now()})
 		a.RememberHealth(d, 9, ObjectHealth{Message: "an older version"})
 		if got := a.PendingHealth(d, 0); got != nil {

@@ -274,7 +274,7 @@ func (w *Waiters) Take(id string) []reconcile.Request {
 func (a *Applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
 	live := &metav1.PartialObjectMetadata{}
 	live.SetGroupVersionKind(d.GroupVersionKind())
-	err := a.Reader.Get(ctx, client.ObjectKeyFromObject(d), live)
+	err := a.reader.Get(ctx, client.ObjectKeyFromObject(d), live)
 	switch {
 	case apierrors.IsNotFound(err):
 		// Created only if it is still missing: someone may create it
@@ -318,7 +318,7 @@ func (a *Applier) relabelShard(ctx context.Context, d *unstructured.Unstructured
 	if err != nil {
 		return err
 	}
-	if err := writer(ctx, a.Client).Patch(ctx, live, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
+	if err := writer(ctx, a.client).Patch(ctx, live, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
 		return fmt.Errorf("labelling %s %s for this shard: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
 	return nil

@@ -112,7 +112,3 @@ func TestPreviewRules(t *testing.T) {
 		}
 	}
 }
-
-// TestDropStatusFields: the cache keeps an owned object's managedFields but
-// those of status writes of status fields only; a status write that also
-// set metadata, and a scale subresource's entry (an autoscaler's replicas),

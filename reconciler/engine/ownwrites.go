@@ -15,7 +15,7 @@ import (
 // is someone else's write, and the caller reconciles again.
 //
 // Writes ended with endAwaited are also kept until the watch shows them
-// (see unseenSince): a watch that lists again after it expired never tells
+// (see UnseenSince): a watch that lists again after it expired never tells
 // of an object created and deleted meanwhile.
 type OwnWrites[K comparable] struct {
 	mu       sync.Mutex

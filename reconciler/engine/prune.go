@@ -68,13 +68,13 @@ func (a *Applier) PruneFrom(ctx context.Context, cr v1alpha1.Object, desired []*
 // ListOwned lists the cached objects of type gvk that carry the owner label
 // uid: through the owner index for declared types, by label otherwise.
 func (a *Applier) ListOwned(ctx context.Context, gvk schema.GroupVersionKind, uid types.UID, opts ...client.ListOption) ([]client.Object, error) {
-	if a.Types.Declared(gvk) {
+	if a.types.Declared(gvk) {
 		opts = append(opts, client.MatchingFields{ownerUIDIndex: string(uid)})
 	} else {
 		opts = append(opts, client.MatchingLabels{v1alpha1.LabelOwnerUID: string(uid)})
 	}
-	list := a.Types.NewList(gvk)
-	if err := a.Client.List(ctx, list, opts...); err != nil {
+	list := a.types.NewList(gvk)
+	if err := a.client.List(ctx, list, opts...); err != nil {
 		return nil, err
 	}
 	return Items(list, gvk)
@@ -88,7 +88,7 @@ func (a *Applier) ListOwned(ctx context.Context, gvk schema.GroupVersionKind, ui
 // to prune; one stencil may no longer list (its RBAC went with the type's
 // declaration) is left alone, with a warning.
 func (a *Applier) ListToPrune(ctx context.Context, cr v1alpha1.Object, gvk schema.GroupVersionKind, fresh bool) ([]client.Object, error) {
-	if a.Types.Declared(gvk) && !fresh {
+	if a.types.Declared(gvk) && !fresh {
 		return a.ListOwned(ctx, gvk, cr.GetUID())
 	}
 	list := &metav1.PartialObjectMetadataList{}
@@ -102,15 +102,15 @@ func (a *Applier) ListToPrune(ctx context.Context, cr v1alpha1.Object, gvk schem
 		opts = append(opts, client.InNamespace(cr.GetNamespace()))
 	}
 	if err == nil {
-		err = a.Reader.List(ctx, list, opts...)
+		err = a.reader.List(ctx, list, opts...)
 	}
 	switch {
 	case meta.IsNoMatchError(err), apierrors.IsNotFound(err), apierrors.IsMethodNotSupported(err):
 		ctrl.LoggerFrom(ctx).V(1).Info("Type is not served; nothing to prune", "type", gvk.String())
 		return nil, nil
-	case apierrors.IsForbidden(err) && !a.Types.Declared(gvk):
+	case apierrors.IsForbidden(err) && !a.types.Declared(gvk):
 		ctrl.LoggerFrom(ctx).Info("Not allowed to list a type left in the inventory; its objects are left in place", "type", gvk.String(), "error", err.Error())
-		a.Recorder.Eventf(cr, nil, corev1.EventTypeWarning, "PruneSkipped", "Prune", "stencil may not list %s, which the kind no longer declares; its objects are left in place: delete them by hand", gvk.String())
+		a.recorder.Eventf(cr, nil, corev1.EventTypeWarning, "PruneSkipped", "Prune", "stencil may not list %s, which the kind no longer declares; its objects are left in place: delete them by hand", gvk.String())
 		return nil, nil
 	case err != nil:
 		return nil, err
@@ -121,7 +121,7 @@ func (a *Applier) ListToPrune(ctx context.Context, cr v1alpha1.Object, gvk schem
 // namespaced reports whether gvk's objects live in namespaces, from the
 // API server's discovery (cached by the REST mapper).
 func (a *Applier) namespaced(gvk schema.GroupVersionKind) (bool, error) {
-	m, err := a.Client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	m, err := a.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		return false, err
 	}
@@ -129,15 +129,26 @@ func (a *Applier) namespaced(gvk schema.GroupVersionKind) (bool, error) {
 }
 
 func (a *Applier) deleteOwned(ctx context.Context, gvk schema.GroupVersionKind, item client.Object) error {
-	return a.DeleteOwnedWith(ctx, gvk, item, metav1.DeletePropagationBackground)
+	return a.deleteOwnedWith(ctx, gvk, item, metav1.DeletePropagationBackground)
 }
 
-// DeleteOwnedWith is deleteOwned with a propagation policy: Foreground
+// DeleteOwned deletes item, an object of type gvk, with a UID precondition
+// and the propagation policy (Foreground keeps it until the garbage
+// collector has deleted its dependents, a Job's pods), but only when it is
+// cr's (see OwnedBy); else it returns ErrNotOurs.
+func (a *Applier) DeleteOwned(ctx context.Context, cr v1alpha1.Object, gvk schema.GroupVersionKind, item client.Object, policy metav1.DeletionPropagation) error {
+	if !a.OwnedBy(item, cr) {
+		return fmt.Errorf("deleting %s %s: %w", gvk.Kind, klog.KObj(item), ErrNotOurs)
+	}
+	return a.deleteOwnedWith(ctx, gvk, item, policy)
+}
+
+// deleteOwnedWith is deleteOwned with a propagation policy: Foreground
 // keeps the object until the garbage collector has deleted its dependents
 // (a Job's pods).
-func (a *Applier) DeleteOwnedWith(ctx context.Context, gvk schema.GroupVersionKind, item client.Object, policy metav1.DeletionPropagation) error {
+func (a *Applier) deleteOwnedWith(ctx context.Context, gvk schema.GroupVersionKind, item client.Object, policy metav1.DeletionPropagation) error {
 	uid := item.GetUID()
-	err := writer(ctx, a.Client).Delete(ctx, item, client.Preconditions{UID: &uid}, client.PropagationPolicy(policy))
+	err := writer(ctx, a.client).Delete(ctx, item, client.Preconditions{UID: &uid}, client.PropagationPolicy(policy))
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("pruning %s %s: %w", gvk.Kind, klog.KObj(item), err)
 	}
@@ -158,7 +169,7 @@ func (a *Applier) PruneTypes(cr v1alpha1.Object, clusterOnly bool) []schema.Grou
 			types = append(types, gvk)
 		}
 	}
-	for _, t := range a.Owns {
+	for _, t := range a.owns {
 		if t.ClusterScoped || !clusterOnly {
 			add(t.GVK)
 		}
@@ -174,7 +185,7 @@ func (a *Applier) PruneTypes(cr v1alpha1.Object, clusterOnly bool) []schema.Grou
 // OwnedBy is the second proof of ownership: a controller ownerReference to
 // cr, or, for cluster-scoped objects, the owner annotation naming it.
 func (a *Applier) OwnedBy(item metav1.Object, cr v1alpha1.Object) bool {
-	return ownedBy(a.OwnerKind, item, cr)
+	return ownedBy(a.ownerKind, item, cr)
 }
 
 func ownedBy(kind schema.GroupVersionKind, item metav1.Object, cr v1alpha1.Object) bool {

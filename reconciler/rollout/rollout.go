@@ -98,8 +98,8 @@ type rolled struct {
 	timer    *time.Timer
 }
 
-// turn is what the gate says to one reconcile.
-type turn struct {
+// Turn is what the gate says to one reconcile.
+type Turn struct {
 	// Wait: leave the resource's objects as they are.
 	Wait bool
 	// Halted (with wait): the rollout halted because of culprit, for why.
@@ -138,37 +138,37 @@ func (g *Gate) TemplateChange(cr v1alpha1.Object, digest string) bool {
 // Admit decides for a resource of generation whose reconcile would bring
 // it a change of the templates alone (change), and lets every other one
 // pass.
-func (g *Gate) Admit(ctx context.Context, nn types.NamespacedName, generation int64, change bool) (turn, error) {
+func (g *Gate) Admit(ctx context.Context, nn types.NamespacedName, generation int64, change bool) (Turn, error) {
 	if !g.paces() {
-		return turn{}, nil
+		return Turn{}, nil
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err := g.seed(ctx); err != nil {
-		return turn{}, err
+		return Turn{}, err
 	}
 	g.leaveOnSpecChange(nn, generation)
 	if e, ok := g.rolling[nn]; ok {
 		g.dropWaiting(nn)
-		return turn{Since: e.since}, nil // reached already; this reconcile goes on with it
+		return Turn{Since: e.since}, nil // reached already; this reconcile goes on with it
 	}
 	if !change {
 		g.dropWaiting(nn)
-		return turn{}, nil
+		return Turn{}, nil
 	}
 	if culprit, why, halted := g.haltedBy(); halted {
 		g.addWaiting(nn)
-		return turn{Wait: true, Halted: true, culprit: culprit, why: why}, nil
+		return Turn{Wait: true, Halted: true, culprit: culprit, why: why}, nil
 	}
 	if len(g.rolling) >= g.Opts.Batch {
 		g.addWaiting(nn)
-		return turn{Wait: true}, nil
+		return Turn{Wait: true}, nil
 	}
 	g.dropWaiting(nn)
 	now := time.Now()
 	g.start(nn, now, generation)
 	rolledOut.WithLabelValues(g.kind).Inc()
-	return turn{Started: true, Since: now}, nil
+	return Turn{Started: true, Since: now}, nil
 }
 
 // leaveOnSpecChange takes nn out of the rollout when its spec changed
@@ -248,7 +248,7 @@ func (g *Gate) haltedBy() (types.NamespacedName, string, bool) {
 
 // Settle records how the reconcile of a resource (of generation) the change
 // reached ended, once its status says so: Ready lets the next resource go,
-// a failure (failed, a sentence from describeFailure) halts the rollout. It
+// a failure (failed, a sentence from DescribeFailure) halts the rollout. It
 // reports a halt that nn causes and that no event has told yet.
 func (g *Gate) Settle(nn types.NamespacedName, generation int64, ready bool, failed string) (string, bool) {
 	if !g.paces() {
@@ -380,7 +380,7 @@ func (g *Gate) gauges() {
 }
 
 // WaitMessage is the message of a resource the gate holds back.
-func (g *Gate) WaitMessage(v turn) string {
+func (g *Gate) WaitMessage(v Turn) string {
 	const meanwhile = " Meanwhile stencil keeps its objects as the previous templates made them (it corrects their drift, and applies nothing new); a change of its spec is applied at once."
 	if v.Halted {
 		return "The rollout of version " + g.templates + " of the " + g.kind + " templates is halted: " + v.culprit.String() +

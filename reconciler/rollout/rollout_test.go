@@ -90,7 +90,7 @@ func woken(g *Gate) []string {
 
 func nn(name string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: name} }
 
-func mustAdmit(t *testing.T, g *Gate, name string) turn {
+func mustAdmit(t *testing.T, g *Gate, name string) Turn {
 	t.Helper()
 	v, err := g.Admit(context.Background(), nn(name), 1, true)
 	if err != nil {
