@@ -136,10 +136,10 @@ func runAll(patterns []string, tags string, parallel int, o options) error {
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 	built := time.Now()
-	if err := build(patterns, pkgs, tags, dir); err != nil {
+	if err := build(pkgs, tags, dir); err != nil {
 		return err
 	}
-	fmt.Printf("vetted and built %d test binaries in %.0fs\n", len(pkgs), time.Since(built).Seconds())
+	fmt.Printf("built %d test binaries in %.0fs\n", len(pkgs), time.Since(built).Seconds())
 	jobs, err := plan(pkgs, o)
 	if err != nil {
 		return err
@@ -167,23 +167,17 @@ func testPackages(patterns []string, tags string) ([]pkg, error) {
 	return pkgs, nil
 }
 
-// build vets every package of patterns (go test vets the packages it
-// tests; go test -c does not) and writes each test package's binary into
-// dir (see binary).
-func build(patterns []string, pkgs []pkg, tags, dir string) error {
-	var paths []string
+// build writes each test package's binary into dir (see binary). go test
+// -c vets them as go test does.
+func build(pkgs []pkg, tags, dir string) error {
+	args := []string{"test", "-tags", tags, "-c", "-o", dir + string(filepath.Separator)}
 	for _, p := range pkgs {
-		paths = append(paths, p.ImportPath)
+		args = append(args, p.ImportPath)
 	}
-	for _, args := range [][]string{
-		append([]string{"vet", "-tags", tags}, patterns...),
-		append([]string{"test", "-tags", tags, "-c", "-o", dir + string(filepath.Separator)}, paths...),
-	} {
-		cmd := exec.Command("go", args...)
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("go %s: %w", args[0], err)
-		}
+	cmd := exec.Command("go", args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("building the tests: %w", err)
 	}
 	return nil
 }
@@ -212,13 +206,23 @@ func plan(pkgs []pkg, o options) ([]job, error) {
 			return nil, err
 		}
 		var named []string
+		rest := 0
 		for _, s := range split {
+			if s.tests == nil {
+				rest++
+			}
 			for _, name := range s.tests {
 				if !slices.Contains(tests, name) {
 					return nil, fmt.Errorf("shard %s of %s names %s, which is not one of its tests", s.name, p.ImportPath, name)
 				}
+				if slices.Contains(named, name) {
+					return nil, fmt.Errorf("shard %s of %s names %s, which another shard names too", s.name, p.ImportPath, name)
+				}
+				named = append(named, name)
 			}
-			named = append(named, s.tests...)
+		}
+		if rest != 1 {
+			return nil, fmt.Errorf("%s has %d shards without names; it needs exactly one, for the tests no shard names", p.ImportPath, rest)
 		}
 		for _, s := range split {
 			args := slices.Clone(base)
@@ -301,7 +305,7 @@ func runJob(j job, dir string, o options) ([]byte, time.Duration, error) {
 	return out.Bytes(), time.Since(start), err
 }
 
-var majorVersion = regexp.MustCompile(`^v[2-9][0-9]*$`)
+var majorVersion = regexp.MustCompile(`^v([2-9]|[1-9][0-9]+)$`)
 
 // binary is the name go test -c -o dir/ gives the test binary of the
 // package importPath: its last element (the one before, for a major

@@ -155,7 +155,7 @@ func TestTheRuleCatchesABackwardImport(t *testing.T) {
 // they test those packages alone and stay fast.
 func TestLowerTestsLinkNoController(t *testing.T) {
 	for _, pkg := range []string{"reconciler/engine", "reconciler/rollout", "reconciler/shard"} {
-		out, err := exec.Command("go", "list", "-test", "-deps", "-f", "{{.ImportPath}}", module+pkg).Output()
+		out, err := exec.Command("go", "list", "-tags", "e2e", "-test", "-deps", "-f", "{{.ImportPath}}", module+pkg).Output()
 		if err != nil {
 			t.Fatalf("go list -test -deps %s: %v", pkg, err)
 		}

@@ -107,7 +107,6 @@ func start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds 
 	return nil
 }
 
-// InstallCRDs creates every CRD in the *.yaml files of crds and waits until
 // InstallCRDs creates the CRDs of crds and waits until each is
 // established (see localcluster.InstallCRDs).
 var InstallCRDs = localcluster.InstallCRDs

@@ -80,7 +80,7 @@ type Options struct {
 	Reader client.Reader
 	Types  CachedTypes
 	// Claims are shared by every Applier of a process, so that one owner
-	// at a time creates an object name (nil: this Applier's own).
+	// at a time creates an object name.
 	Claims *Claims
 	// OwnerKind is the type of the owners (custom resources), and Owns the
 	// types they declare: prune looks there, and in each owner's inventory.
@@ -99,12 +99,12 @@ func New(opts Options) (*Applier, error) {
 		return nil, errors.New("an applier needs an event recorder")
 	case opts.OwnerKind.Empty():
 		return nil, errors.New("an applier needs its owners' kind")
+	case opts.Claims == nil:
+		return nil, errors.New("an applier needs the process's claims")
+	case len(opts.Types.Whole) > 0 && opts.Types.Scheme == nil:
+		return nil, errors.New("an applier needs the scheme of the types it caches")
 	}
-	claims := opts.Claims
-	if claims == nil {
-		claims = &Claims{}
-	}
-	return &Applier{client: opts.Client, reader: opts.Reader, types: opts.Types, claims: claims, fights: NewFights(),
+	return &Applier{client: opts.Client, reader: opts.Reader, types: opts.Types, claims: opts.Claims, fights: NewFights(),
 		ownerKind: opts.OwnerKind, owns: opts.Owns, recorder: opts.Recorder}, nil
 }
 

@@ -116,7 +116,7 @@ func newHarness(t testing.TB) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := engine.New(engine.Options{Client: cached, Reader: reader, Types: types,
+	a, err := engine.New(engine.Options{Client: cached, Reader: reader, Types: types, Claims: &engine.Claims{},
 		OwnerKind: widget.GroupVersionKind(), Owns: owns, Recorder: events.NewFakeRecorder(100)})
 	if err != nil {
 		t.Fatal(err)
