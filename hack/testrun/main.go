@@ -25,6 +25,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path"
@@ -270,10 +271,14 @@ func runJobs(jobs []job, dir string, parallel int, o options) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			out, took, err := runJob(j, dir, o)
+			var live io.Writer // with -v, lines as they come, each with its job
+			if o.verbose {
+				live = &prefixed{prefix: "[" + strings.TrimPrefix(j.String(), "github.com/stencil-operator/stencil/") + "] ", mu: &mu, w: os.Stdout}
+			}
+			out, took, err := runJob(j, dir, o, live)
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil || o.verbose {
+			if err != nil && !o.verbose {
 				_, _ = os.Stdout.Write(out)
 			}
 			if err != nil {
@@ -291,18 +296,61 @@ func runJobs(jobs []job, dir string, parallel int, o options) error {
 	return nil
 }
 
-// runJob runs one test process in its package's folder, as go test does.
-func runJob(j job, dir string, o options) ([]byte, time.Duration, error) {
+// runJob runs one test process in its package's folder, as go test does,
+// and returns its output; live, when set, gets it as it comes too.
+func runJob(j job, dir string, o options, live io.Writer) ([]byte, time.Duration, error) {
 	bin := filepath.Join(dir, binary(j.pkg.ImportPath))
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout+time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, j.args...)
 	cmd.Dir = j.pkg.Dir
 	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var w io.Writer = &out
+	if live != nil {
+		w = io.MultiWriter(&out, live)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
 	start := time.Now()
 	err := cmd.Run()
+	if p, ok := live.(*prefixed); ok {
+		p.flush()
+	}
 	return out.Bytes(), time.Since(start), err
+}
+
+// prefixed writes whole lines to w, each after prefix, under mu (shared by
+// the jobs, so that their lines do not mix).
+type prefixed struct {
+	prefix  string
+	mu      *sync.Mutex
+	w       io.Writer
+	partial []byte
+}
+
+func (p *prefixed) Write(b []byte) (int, error) {
+	p.partial = append(p.partial, b...)
+	for {
+		i := bytes.IndexByte(p.partial, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		p.line(p.partial[:i+1])
+		p.partial = p.partial[i+1:]
+	}
+}
+
+// flush writes what is left of a last line without its newline.
+func (p *prefixed) flush() {
+	if len(p.partial) > 0 {
+		p.line(append(p.partial, '\n'))
+		p.partial = nil
+	}
+}
+
+func (p *prefixed) line(l []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, _ = fmt.Fprintf(p.w, "%s%s", p.prefix, l)
 }
 
 var majorVersion = regexp.MustCompile(`^v([2-9]|[1-9][0-9]+)$`)
