@@ -17,6 +17,7 @@ import (
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -56,7 +57,7 @@ func TestAddADecorator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := testutil.StartWithDecorators(t.Context(), cluster.Config, scheme, nil, []*render.Decorator{d}, nil); err != nil {
+	if err := testop.StartWithDecorators(t.Context(), cluster.Config, scheme, nil, []*render.Decorator{d}, nil); err != nil {
 		t.Fatal(err)
 	}
 

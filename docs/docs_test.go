@@ -26,6 +26,7 @@ import (
 	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/localcluster"
 	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/render"
 	"github.com/stencil-operator/stencil/render/kindtest"
 	"github.com/stencil-operator/stencil/render/schema"
@@ -102,7 +103,7 @@ func TestAddAnOwnedResource(t *testing.T) {
 	// Step 1 and 2 of the doc: the new template and the new line in _kind.yaml.
 	withPDB := myWeb(t, withFiles(t, templates.Kind("myweb"), "examples/myweb-pdb"))
 	ctx, stop := context.WithCancel(t.Context())
-	if err := testutil.StartOperator(ctx, cluster.Config, scheme, []*render.Kind{withPDB}, nil); err != nil {
+	if err := testop.StartOperator(ctx, cluster.Config, scheme, []*render.Kind{withPDB}, nil); err != nil {
 		t.Fatal(err)
 	}
 	kubectl(t, "apply", "-f", "../config/samples/myweb.yaml")
@@ -132,7 +133,7 @@ func TestAddAnOwnedResource(t *testing.T) {
 	stop()
 	time.Sleep(time.Second)
 	original := myWeb(t, templates.Kind("myweb"))
-	if err := testutil.StartOperator(t.Context(), cluster.Config, scheme, []*render.Kind{original}, nil); err != nil {
+	if err := testop.StartOperator(t.Context(), cluster.Config, scheme, []*render.Kind{original}, nil); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 30*time.Second, "PodDisruptionBudget pruned", func() error {

@@ -21,6 +21,7 @@ import (
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/render"
 	"github.com/stencil-operator/stencil/templates"
 )
@@ -133,7 +134,7 @@ func TestAddGraph(t *testing.T) {
 	// finalizer when the test deletes it.
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
-	if err := testutil.StartOperator(ctx, cluster.Config, scheme, []*render.Kind{k}, nil); err != nil {
+	if err := testop.StartOperator(ctx, cluster.Config, scheme, []*render.Kind{k}, nil); err != nil {
 		t.Fatal(err)
 	}
 	kubectl(t, "apply", "-n", "default", "-f", "../config/samples/appstack.yaml")

@@ -18,7 +18,7 @@ import (
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/testkind"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -35,7 +35,7 @@ func startGadgets(t *testing.T) (*counter, context.CancelFunc) {
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
 	c := &counter{}
-	if err := testutil.StartOperator(ctx, cluster.Config, k8s.Scheme(), []*render.Kind{kind}, c.wrap); err != nil {
+	if err := testop.StartOperator(ctx, cluster.Config, k8s.Scheme(), []*render.Kind{kind}, c.wrap); err != nil {
 		t.Fatal(err)
 	}
 	return c, stop

@@ -20,6 +20,7 @@ import (
 	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -81,7 +82,7 @@ func TestHostileSpecsDoNotStallOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	limits := render.Limits{Time: 300 * time.Millisecond, Bytes: 1 << 20, Objects: 20, StatusBytes: 4 << 10}
-	if err := testutil.StartOperator(t.Context(), cluster.Config, scheme, []*render.Kind{kind.WithLimits(limits)}, nil); err != nil {
+	if err := testop.StartOperator(t.Context(), cluster.Config, scheme, []*render.Kind{kind.WithLimits(limits)}, nil); err != nil {
 		t.Fatal(err)
 	}
 	ns := newNamespace(t)

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -30,6 +29,7 @@ import (
 	"github.com/stencil-operator/stencil/internal/testkind"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -76,7 +76,7 @@ func startOperator(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return testutil.StartOperator(ctx, cluster.Config, scheme, []*render.Kind{kind}, requests.wrap)
+	return testop.StartOperator(ctx, cluster.Config, scheme, []*render.Kind{kind}, requests.wrap)
 }
 
 // counter counts requests by "VERB resource-path", leaving out watches, and
@@ -285,20 +285,13 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// newNamespace creates a namespace for one test.
+// newNamespace is a namespace of the test's own, whose Widgets are deleted
+// (and gone) when the test ends.
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	ns := &corev1.Namespace{}
-	ns.GenerateName = strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
-	if len(ns.GenerateName) > 40 {
-		ns.GenerateName = ns.GenerateName[:40]
-	}
-	ns.GenerateName += "-"
-	if err := k8s.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { deleteWidgets(t, ns.Name) })
-	return ns.Name
+	ns := testutil.NewNamespace(t, k8s)
+	t.Cleanup(func() { deleteWidgets(t, ns) })
+	return ns
 }
 
 // deleteWidgets deletes the Widgets of a test's namespace and waits until

@@ -34,7 +34,7 @@ import (
 
 	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/localcluster"
-	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -91,7 +91,7 @@ func run(ctx context.Context, replicaSets, pods int) error {
 			podCount = append(podCount, d)
 		}
 	}
-	if err := testutil.StartWithDecorators(ctx, cfg, scheme, nil, podCount, nil); err != nil {
+	if err := testop.StartWithDecorators(ctx, cfg, scheme, nil, podCount, nil); err != nil {
 		return err
 	}
 	if err := labelled(ctx, c, replicaSets, fmt.Sprint(pods/replicaSets)); err != nil {

@@ -78,7 +78,6 @@ var seconds = map[string]int{
 
 type pkg struct {
 	ImportPath   string
-	Name         string
 	Dir          string
 	TestGoFiles  []string
 	XTestGoFiles []string
@@ -150,7 +149,7 @@ func runAll(patterns []string, tags string, parallel int, o options) error {
 
 // testPackages lists the packages that have tests.
 func testPackages(patterns []string, tags string) ([]pkg, error) {
-	out, err := exec.Command("go", append([]string{"list", "-tags", tags, "-json=ImportPath,Name,Dir,TestGoFiles,XTestGoFiles"}, patterns...)...).Output()
+	out, err := exec.Command("go", append([]string{"list", "-tags", tags, "-json=ImportPath,Dir,TestGoFiles,XTestGoFiles"}, patterns...)...).Output()
 	if err != nil {
 		return nil, fmt.Errorf("go list: %w%s", err, stderrOf(err))
 	}
@@ -202,28 +201,9 @@ func plan(pkgs []pkg, o options) ([]job, error) {
 			jobs = append(jobs, job{pkg: p, args: base, weight: seconds[p.ImportPath]})
 			continue
 		}
-		tests, err := testNames(p)
+		named, err := checkShards(p, split)
 		if err != nil {
 			return nil, err
-		}
-		var named []string
-		rest := 0
-		for _, s := range split {
-			if s.tests == nil {
-				rest++
-			}
-			for _, name := range s.tests {
-				if !slices.Contains(tests, name) {
-					return nil, fmt.Errorf("shard %s of %s names %s, which is not one of its tests", s.name, p.ImportPath, name)
-				}
-				if slices.Contains(named, name) {
-					return nil, fmt.Errorf("shard %s of %s names %s, which another shard names too", s.name, p.ImportPath, name)
-				}
-				named = append(named, name)
-			}
-		}
-		if rest != 1 {
-			return nil, fmt.Errorf("%s has %d shards without names; it needs exactly one, for the tests no shard names", p.ImportPath, rest)
 		}
 		for _, s := range split {
 			args := slices.Clone(base)
@@ -237,6 +217,36 @@ func plan(pkgs []pkg, o options) ([]job, error) {
 	}
 	slices.SortStableFunc(jobs, func(a, b job) int { return b.weight - a.weight })
 	return jobs, nil
+}
+
+// checkShards returns the tests split names, and refuses a name that is
+// not one of p's tests or that two shards name, and a split without
+// exactly one shard for the tests no shard names.
+func checkShards(p pkg, split []shard) ([]string, error) {
+	tests, err := testNames(p)
+	if err != nil {
+		return nil, err
+	}
+	var named []string
+	rest := 0
+	for _, s := range split {
+		if s.tests == nil {
+			rest++
+		}
+		for _, name := range s.tests {
+			if !slices.Contains(tests, name) {
+				return nil, fmt.Errorf("shard %s of %s names %s, which is not one of its tests", s.name, p.ImportPath, name)
+			}
+			if slices.Contains(named, name) {
+				return nil, fmt.Errorf("shard %s of %s names %s, which another shard names too", s.name, p.ImportPath, name)
+			}
+			named = append(named, name)
+		}
+	}
+	if rest != 1 {
+		return nil, fmt.Errorf("%s has %d shards without names; it needs exactly one, for the tests no shard names", p.ImportPath, rest)
+	}
+	return named, nil
 }
 
 var testFunc = regexp.MustCompile(`(?m)^func (Test\w+)\(`)

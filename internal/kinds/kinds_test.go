@@ -34,6 +34,7 @@ import (
 	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/localcluster"
 	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/testutil/testop"
 )
 
 var (
@@ -89,7 +90,7 @@ func start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return testutil.StartWithDecorators(ctx, operator, scheme, loaded, decorators, nil)
+	return testop.StartWithDecorators(ctx, operator, scheme, loaded, decorators, nil)
 }
 
 // operatorConfig binds a new user to config/rbac/role.yaml and returns its

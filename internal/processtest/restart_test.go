@@ -18,6 +18,7 @@ import (
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -57,7 +58,7 @@ func TestRestartSendsNoRequestPerConvergedObject(t *testing.T) {
 	}
 	first, stopFirst := context.WithCancel(t.Context())
 	defer stopFirst()
-	if err := testutil.StartOperator(first, cluster.Config, scheme, []*render.Kind{kind}, nil); err != nil {
+	if err := testop.StartOperator(first, cluster.Config, scheme, []*render.Kind{kind}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
@@ -94,7 +95,7 @@ func TestRestartSendsNoRequestPerConvergedObject(t *testing.T) {
 	runs := &dryRuns{}
 	second, stopSecond := context.WithCancel(t.Context())
 	defer stopSecond()
-	if err := testutil.StartOperator(second, cluster.Config, scheme, []*render.Kind{kind}, runs.wrap); err != nil {
+	if err := testop.StartOperator(second, cluster.Config, scheme, []*render.Kind{kind}, runs.wrap); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, time.Minute, "w-2's ConfigMap set back", func() error {

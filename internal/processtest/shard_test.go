@@ -27,6 +27,7 @@ import (
 	"github.com/stencil-operator/stencil/internal/testkind"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/reconciler/shard"
 	"github.com/stencil-operator/stencil/render"
 )
@@ -136,10 +137,10 @@ func TestMovedResourceHasOneWriterAtATime(t *testing.T) {
 	defer cancel()
 	known := []string{"a", "b"}
 	wa, wb := &writes{}, &writes{}
-	if err := testutil.StartShard(ctx, cluster.Config, scheme, []*render.Kind{kind}, shard.Shards{Name: "a", Known: known}, wa.wrap); err != nil {
+	if err := testop.StartShard(ctx, cluster.Config, scheme, []*render.Kind{kind}, shard.Shards{Name: "a", Known: known}, wa.wrap); err != nil {
 		t.Fatal(err)
 	}
-	if err := testutil.StartShard(ctx, cluster.Config, scheme, []*render.Kind{kind}, shard.Shards{Name: "b", Known: known}, wb.wrap); err != nil {
+	if err := testop.StartShard(ctx, cluster.Config, scheme, []*render.Kind{kind}, shard.Shards{Name: "b", Known: known}, wb.wrap); err != nil {
 		t.Fatal(err)
 	}
 	if err := k8s.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "moved"}}); err != nil {

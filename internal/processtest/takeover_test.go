@@ -20,6 +20,7 @@ import (
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/reconciler/shard"
 	"github.com/stencil-operator/stencil/render"
 )
@@ -53,7 +54,7 @@ func TestDeadShardsClaimsAreTakenOver(t *testing.T) {
 
 	cCtx, stopC := context.WithCancel(t.Context())
 	defer stopC()
-	if err := testutil.StartShard(cCtx, cluster.Config, scheme, []*render.Kind{kind}, shard.Shards{Name: "c", Known: known, Leases: leases}, nil); err != nil {
+	if err := testop.StartShard(cCtx, cluster.Config, scheme, []*render.Kind{kind}, shard.Shards{Name: "c", Known: known, Leases: leases}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var widgets []*testv1alpha1.Widget
@@ -99,7 +100,7 @@ func TestDeadShardsClaimsAreTakenOver(t *testing.T) {
 		patch(w, `{"metadata":{"labels":`+strings.Replace(claim, "{", `{"stencil.dev/shard":"d",`, 1)+`,"annotations":`+annotations+`}}`)
 	}
 	wd := &writes{}
-	if err := testutil.StartShard(t.Context(), cluster.Config, scheme, []*render.Kind{kind}, shard.Shards{Name: "d", Known: known, Leases: leases}, wd.wrap); err != nil {
+	if err := testop.StartShard(t.Context(), cluster.Config, scheme, []*render.Kind{kind}, shard.Shards{Name: "d", Known: known, Leases: leases}, wd.wrap); err != nil {
 		t.Fatal(err)
 	}
 

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/internal/kinds"
-	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/reconciler/decorator"
 	"github.com/stencil-operator/stencil/render"
 )
@@ -102,7 +102,7 @@ func startDecorators(t *testing.T, ctx context.Context, decs []*render.Decorator
 		t.Fatal(err)
 	}
 	log := &requestLog{}
-	if err := testutil.StartDecorators(ctx, cluster.Config, scheme, decs, enabled, nil, log.wrap); err != nil {
+	if err := testop.StartDecorators(ctx, cluster.Config, scheme, decs, enabled, nil, log.wrap); err != nil {
 		t.Fatal(err)
 	}
 	return log

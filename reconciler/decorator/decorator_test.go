@@ -14,7 +14,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -52,7 +52,7 @@ func TestDecoratorObservesByOwner(t *testing.T) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	if err := testutil.StartWithDecorators(t.Context(), cluster.Config, scheme, nil, []*render.Decorator{d}, nil); err != nil {
+	if err := testop.StartWithDecorators(t.Context(), cluster.Config, scheme, nil, []*render.Decorator{d}, nil); err != nil {
 		t.Fatal(err)
 	}
 	ns := newNamespace(t)

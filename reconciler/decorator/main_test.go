@@ -3,10 +3,8 @@ package decorator_test
 import (
 	"net/http"
 	"os"
-	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,20 +47,8 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 // eventually polls check until it returns nil, failing the test after within.
 var eventually = testutil.Eventually
 
-// newNamespace creates a namespace of the test's own.
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{}
-	ns.GenerateName = strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
-	if len(ns.GenerateName) > 40 {
-		ns.GenerateName = ns.GenerateName[:40]
-	}
-	ns.GenerateName += "-"
-	if err := k8s.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
-}
+// newNamespace is a namespace of the test's own.
+func newNamespace(t *testing.T) string { return testutil.NewNamespace(t, k8s) }
 
 // metric is the value of a stencil metric's sample (see testutil.Metric).
 var metric = testutil.Metric

@@ -7,9 +7,7 @@ import (
 	"os"
 	"sync"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,6 +22,7 @@ import (
 	"github.com/stencil-operator/stencil/internal/localcluster"
 	"github.com/stencil-operator/stencil/internal/testkind"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/testutil"
 	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/render"
 )
@@ -64,7 +63,7 @@ func setUp(ctx context.Context) error {
 	if k8s, err = client.New(cluster.Config, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
-	if err := localcluster.InstallCRDs(ctx, k8s, testkind.CRDs()); err != nil {
+	if err := testutil.InstallCRDs(ctx, k8s, testkind.CRDs()); err != nil {
 		return err
 	}
 	widget, err = render.Load(testkind.Widget())
@@ -157,32 +156,8 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// newNamespace creates a namespace of the test's own.
-func newNamespace(t testing.TB) string {
-	t.Helper()
-	ns := &corev1.Namespace{}
-	ns.GenerateName = "engine-"
-	if err := k8s.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
-}
+// newNamespace is a namespace of the test's own.
+func newNamespace(t testing.TB) string { return testutil.NewNamespace(t, k8s) }
 
-// eventually polls check until it returns nil, and fails the test with the
-// last error once within has passed. (The tests' shared helpers in
-// internal/testutil start operators, and would link the kind reconciler
-// into the engine's tests.)
-func eventually(t testing.TB, within time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %s: %v", what, within, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+// eventually polls check until it returns nil, failing the test after within.
+var eventually = testutil.Eventually

@@ -28,6 +28,7 @@ import (
 	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/localcluster"
 	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/reconciler/shard"
 	"github.com/stencil-operator/stencil/render"
 )
@@ -126,7 +127,7 @@ func start(ctx context.Context, t *testing.T) client.Client {
 		}
 	}
 	kind := myWebKind(t)
-	if err := testutil.StartShard(ctx, cluster.Config, scheme, []*render.Kind{kind}, shard.Shards{Name: stencilShard, Known: []string{stencilShard}}, nil); err != nil {
+	if err := testop.StartShard(ctx, cluster.Config, scheme, []*render.Kind{kind}, shard.Shards{Name: stencilShard, Known: []string{stencilShard}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, v := range []handwritten.Variant{handwritten.VariantApply, handwritten.VariantGetUpdate} {

@@ -1,4 +1,6 @@
-package testutil
+// Package testop starts stencil's controllers in a test's process, on a
+// local control plane, as the operator binary sets them up.
+package testop
 
 import (
 	"context"
@@ -14,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/stencil-operator/stencil/internal/localcluster"
 	"github.com/stencil-operator/stencil/reconciler"
 	"github.com/stencil-operator/stencil/reconciler/decorator"
 	"github.com/stencil-operator/stencil/reconciler/shard"
@@ -106,7 +107,3 @@ func start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds 
 	}()
 	return nil
 }
-
-// InstallCRDs creates the CRDs of crds and waits until each is
-// established (see localcluster.InstallCRDs).
-var InstallCRDs = localcluster.InstallCRDs
