@@ -107,24 +107,7 @@ func TestTenantCannotSteerStencil(t *testing.T) {
 // policy, installed, lets stencil's impersonated writes set them).
 func TestTenantServiceAccountBoundsWhatIsMade(t *testing.T) {
 	const ns = "tenant-b"
-	mustKubectl(t, "create", "namespace", ns)
-	t.Cleanup(func() { _, _ = kubectl(t, "delete", "namespace", ns, "--wait=false") })
-	for _, dir := range []string{"../config/policy", "../config/impersonation"} {
-		mustKubectl(t, "apply", "-k", dir)
-		t.Cleanup(func() { _, _ = kubectl(t, "delete", "-k", dir) })
-	}
-	const writer = "stencil-writer"
-	mustKubectl(t, "-n", ns, "create", "serviceaccount", writer)
-	mustKubectl(t, "-n", ns, "create", "role", "writer", "--verb=get,list,watch,create,update,patch,delete", "--resource=configmaps,deployments.apps")
-	mustKubectl(t, "-n", ns, "create", "rolebinding", "writer", "--role=writer", "--serviceaccount="+ns+":"+writer)
-
-	current.stop()
-	op, err := startBinary("as-tenant", filepath.Join(binDir, "stencil"), "--default-service-account="+writer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	current = op
-	t.Cleanup(func() { restoreFirstBuild(t) })
+	writer := asTenantWriter(t, ns, "as-tenant", "configmaps,deployments.apps")
 
 	mustKubectl(t, "apply", "-f", writeFile(t, `{apiVersion: operator.k8s-summit.org/v1, kind: MyWeb, metadata: {name: web, namespace: `+ns+`}, spec: {image: nginx, nodePortNumber: 30320, pageContentHtml: hello}}`))
 	eventually(t, 60*time.Second, "Stalled, reason Forbidden", func() error {
@@ -207,26 +190,8 @@ func TestNamespaceScopedInstall(t *testing.T) {
 // with it.
 func TestTenantCannotReadThroughInputs(t *testing.T) {
 	const ns = "tenant-e"
-	mustKubectl(t, "create", "namespace", ns)
-	t.Cleanup(func() { _, _ = kubectl(t, "delete", "namespace", ns, "--wait=false") })
-	for _, dir := range []string{"../config/policy", "../config/impersonation"} {
-		mustKubectl(t, "apply", "-k", dir)
-		t.Cleanup(func() { _, _ = kubectl(t, "delete", "-k", dir) })
-	}
-	const writer = "stencil-writer"
-	mustKubectl(t, "-n", ns, "create", "serviceaccount", writer)
-	mustKubectl(t, "-n", ns, "create", "role", "writer", "--verb=get,list,watch,create,update,patch,delete",
-		"--resource=secrets,services,statefulsets.apps,jobs.batch,deployments.apps")
-	mustKubectl(t, "-n", ns, "create", "rolebinding", "writer", "--role=writer", "--serviceaccount="+ns+":"+writer)
+	writer := asTenantWriter(t, ns, "as-tenant-inputs", "secrets,services,statefulsets.apps,jobs.batch,deployments.apps")
 	mustKubectl(t, "-n", ns, "create", "configmap", "payroll", "--from-literal=salary=100")
-
-	current.stop()
-	op, err := startBinary("as-tenant-inputs", filepath.Join(binDir, "stencil"), "--default-service-account="+writer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	current = op
-	t.Cleanup(func() { restoreFirstBuild(t) })
 
 	mustKubectl(t, "apply", "-f", writeFile(t, `{apiVersion: stacks.stencil.dev/v1alpha1, kind: AppStack, metadata: {name: shop, namespace: `+ns+`}, spec: {version: "1.0.0", settings: payroll}}`))
 	eventually(t, 120*time.Second, "Stalled, reason Forbidden", func() error {
@@ -249,4 +214,32 @@ func TestTenantCannotReadThroughInputs(t *testing.T) {
 		t.Errorf("SETTINGS_SALARY = %q once the read is granted, want 100", env)
 	}
 	mustKubectl(t, "-n", ns, "delete", "appstack", "shop", "--timeout=60s")
+}
+
+// asTenantWriter creates namespace ns, with stencil's admission policy and
+// impersonation installed, and in it the ServiceAccount "stencil-writer",
+// which may manage resources (kubectl create role's --resource); it then
+// runs stencil (as name) writing as that ServiceAccount
+// (--default-service-account), until the test ends. It returns the
+// ServiceAccount's name.
+func asTenantWriter(t *testing.T, ns, name, resources string) string {
+	t.Helper()
+	mustKubectl(t, "create", "namespace", ns)
+	t.Cleanup(func() { _, _ = kubectl(t, "delete", "namespace", ns, "--wait=false") })
+	for _, dir := range []string{"../config/policy", "../config/impersonation"} {
+		mustKubectl(t, "apply", "-k", dir)
+		t.Cleanup(func() { _, _ = kubectl(t, "delete", "-k", dir) })
+	}
+	const writer = "stencil-writer"
+	mustKubectl(t, "-n", ns, "create", "serviceaccount", writer)
+	mustKubectl(t, "-n", ns, "create", "role", "writer", "--verb=get,list,watch,create,update,patch,delete", "--resource="+resources)
+	mustKubectl(t, "-n", ns, "create", "rolebinding", "writer", "--role=writer", "--serviceaccount="+ns+":"+writer)
+	current.stop()
+	op, err := startBinary(name, filepath.Join(binDir, "stencil"), "--default-service-account="+writer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current = op
+	t.Cleanup(func() { restoreFirstBuild(t) })
+	return writer
 }

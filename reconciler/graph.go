@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"math"
 	"slices"
@@ -49,7 +48,6 @@ func (r *Reconciler) renderPlan(ctx context.Context, cr v1alpha1.Object) (*rende
 	in := render.GraphInput{
 		Live:   cachedSnapshot{ctx: ctx, c: r.client, types: r.applier.Types()},
 		Inputs: readSnapshot{ctx: ctx, c: r.inputReader(cr), who: r.inputIdentity(cr), meta: r.inputCache, memo: r.inputMemo},
-		Random: rand.Reader,
 	}
 	plan, err := r.kind.RenderGraph(cr, in)
 	if err == nil {
@@ -331,16 +329,7 @@ func waitMessage(rendered int, waiting []render.Waiting) string {
 	}
 	b.WriteString("The objects of the nodes whose turn has come (" + strconv.Itoa(rendered) + ") are applied; ")
 	b.WriteString(strconv.Itoa(len(waiting)) + " of the graph's nodes wait (" + strings.Join(names, ", ") + "): ")
-	const shown = 3
-	for i, w := range waiting[:min(len(waiting), shown)] {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(w.String())
-	}
-	if len(waiting) > shown {
-		b.WriteString("; and " + strconv.Itoa(len(waiting)-shown) + " more")
-	}
+	b.WriteString(firstFew(len(waiting), func(i int) string { return waiting[i].String() }, "; ", "; "))
 	b.WriteString(". Their objects, if any, are kept as they are; stencil renders them when what they wait for changes.")
 	return b.String()
 }
@@ -362,7 +351,7 @@ func waitingNodes(c *metav1.Condition) string {
 // from the last stage of the graph to the first, as the objects' stage
 // annotations say (never by rendering again): the objects of one stage are
 // deleted once those of every later stage are gone. Objects without a
-// stage go first. It reports whether all are gone.
+// stage go first. While some are left it returns a *stageLeft error.
 func (r *Reconciler) deleteInOrder(ctx context.Context, cr v1alpha1.Object) ([]v1alpha1.InventoryEntry, error) {
 	type found struct {
 		gvk  schema.GroupVersionKind
@@ -427,11 +416,7 @@ func (e *stageLeft) Error() string {
 	if e.stage == math.MaxInt {
 		stage = "the objects without a stage"
 	}
-	const shown = 3
-	what := strings.Join(e.objects[:min(len(e.objects), shown)], ", ")
-	if len(e.objects) > shown {
-		what += " and " + strconv.Itoa(len(e.objects)-shown) + " more"
-	}
+	what := firstFew(len(e.objects), func(i int) string { return e.objects[i] }, ", ", " ")
 	return "stencil deletes the objects in the reverse order of the graph, " + stage + " first, and waits for them to go: " + what
 }
 

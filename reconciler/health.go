@@ -120,20 +120,28 @@ func healthMessage(applied int, unhealthy []engine.ObjectHealth) string {
 	default:
 		b.WriteString(strconv.Itoa(failed) + " failed and " + strconv.Itoa(waiting) + " not ready yet: ")
 	}
-	const shown = 3
-	for i, h := range unhealthy[:min(len(unhealthy), shown)] {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(h.Object + ": " + h.Message)
-	}
-	if len(unhealthy) > shown {
-		b.WriteString("; and " + strconv.Itoa(len(unhealthy)-shown) + " more")
-	}
+	b.WriteString(firstFew(len(unhealthy), func(i int) string { return unhealthy[i].Object + ": " + unhealthy[i].Message }, "; ", "; "))
 	b.WriteString(". ")
 	if failed > 0 {
 		b.WriteString("See why with " + unhealthy[0].Hint + ". ")
 	}
 	b.WriteString("stencil looks again when their status changes.")
+	return b.String()
+}
+
+// firstFew lists the first 3 of n items, joined by sep, and how many more
+// there are after more ("a; b; c; and 2 more").
+func firstFew(n int, item func(i int) string, sep, more string) string {
+	const shown = 3
+	var b strings.Builder
+	for i := range min(n, shown) {
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		b.WriteString(item(i))
+	}
+	if n > shown {
+		b.WriteString(more + "and " + strconv.Itoa(n-shown) + " more")
+	}
 	return b.String()
 }

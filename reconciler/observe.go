@@ -24,7 +24,7 @@ func (r *Reconciler) kindStatus(ctx context.Context, cr v1alpha1.Object, res *re
 	}
 	live := render.LiveState{Owned: map[string]any{}, Observed: map[string][]map[string]any{}}
 	for _, d := range res.desired {
-		if !r.applier.Types().Whole[d.GroupVersionKind()] || !r.kind.ReadsWhole(d.GroupVersionKind()) {
+		if !r.kind.ReadsWhole(d.GroupVersionKind()) {
 			// Cached whole for another reason (a graph kind reads it): the
 			// status template sees only what its kind declares it reads.
 			continue

@@ -170,7 +170,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret 
 		if errors.Is(err, fence.ErrFenced) {
 			return fence.Requeue(ctx, err)
 		}
-		if _, ok := errors.AsType[*stageLeft](err); ok {
+		if isStageLeft(err) {
 			// The deletions' events bring it back; this is the backstop
 			// (an object of a type no longer declared has no informer).
 			return reconcile.Result{RequeueAfter: cacheBackstop}, nil

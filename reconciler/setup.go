@@ -60,8 +60,9 @@ type Options struct {
 	// writes its objects; the zero value: stencil itself.
 	Identities Identities
 	// Namespaces are those of a namespace-scoped install (empty: every
-	// namespace): the graph kinds' inputs are watched there, and in the
-	// namespaces the kinds fix for them.
+	// namespace): the graph kinds' inputs are watched there. A namespace a
+	// kind fixes for an input must be among them (the CLI refuses to start
+	// otherwise).
 	Namespaces []string
 	// Shards, when set, makes this process one shard of several: it
 	// claims each resource before it writes for it and gives the claim up
@@ -295,13 +296,6 @@ func inputCache(mgr ctrl.Manager, kinds []*render.Kind, namespaces []string) (ca
 		opts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range namespaces {
 			opts.DefaultNamespaces[ns] = cache.Config{}
-		}
-		for _, k := range kinds {
-			for _, in := range k.Inputs() {
-				if in.Namespace != "" {
-					opts.DefaultNamespaces[in.Namespace] = cache.Config{}
-				}
-			}
 		}
 	}
 	c, err := cache.New(mgr.GetConfig(), opts)
