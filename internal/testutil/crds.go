@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
@@ -33,6 +34,9 @@ func InstallCRDs(ctx context.Context, c client.Client, crds fs.FS) error {
 		if err := waitEstablished(ctx, c, crd.Name); err != nil {
 			return err
 		}
+		if err := waitServed(ctx, c, crd); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -51,4 +55,22 @@ func waitEstablished(ctx context.Context, c client.Client, name string) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("CRD %s not established", name)
+}
+
+// waitServed waits until the API server's discovery serves crd's kind,
+// which can lag behind Established: a manager started in between would
+// find no REST mapping for it.
+func waitServed(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomResourceDefinition) error {
+	gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := c.RESTMapper().RESTMapping(gk)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("CRD %s not served: %w", crd.Name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
