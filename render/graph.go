@@ -87,8 +87,9 @@ type graphNode struct {
 	after []string
 	// reads are the node's inputs (input "name" in its template).
 	reads []string
-	// readyWhen are the parsed ReadyWhen templates.
-	readyWhen []*template.Template
+	// readyWhen are the names of the ReadyWhen templates in the kind's
+	// set (see addRule).
+	readyWhen []string
 	// readsNodes are the nodes whose objects the template reads.
 	readsNodes []string
 	// secrets say how the node reads a Secret input's data, directly or
@@ -98,7 +99,9 @@ type graphNode struct {
 
 type graphInput struct {
 	Input
-	name, selector *template.Template
+	// name and selector are the names of its templates in the kind's set
+	// (see addRule); "" for the one it does not give.
+	name, selector string
 }
 
 // Graph functions: a template reads the nodes before it and the inputs
@@ -188,16 +191,13 @@ func compileInput(name string, in Input, tmpl *template.Template) (*graphInput, 
 			return nil, fmt.Errorf("inputs: %s: an input in namespace %s, which the kind fixes, needs a fixed name or selector, not a template over the resource", name, in.Namespace)
 		}
 	}
-	parse := func(what, src string) (*template.Template, error) {
+	parse := func(what, src string) (string, error) {
 		if src == "" {
-			return nil, nil
+			return "", nil
 		}
-		t, err := tmpl.Clone()
-		if err == nil {
-			t, err = t.New("inputs." + name + "." + what).Parse(src)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("inputs: %s: %s: %w", name, what, err)
+		t := "inputs." + name + "." + what
+		if err := addRule(tmpl, t, src); err != nil {
+			return "", fmt.Errorf("inputs: %s: %s: %w", name, what, err)
 		}
 		return t, nil
 	}
@@ -262,11 +262,8 @@ func (g *graph) compileNode(n *graphNode, tmpl *template.Template) error {
 	slices.Sort(n.secrets)
 	n.secrets = slices.Compact(n.secrets)
 	for i, src := range n.ReadyWhen {
-		t, err := tmpl.Clone()
-		if err == nil {
-			t, err = t.New(fmt.Sprintf("%s.readyWhen[%d]", n.name, i)).Parse(src)
-		}
-		if err != nil {
+		t := fmt.Sprintf("%s.readyWhen[%d]", n.name, i)
+		if err := addRule(tmpl, t, src); err != nil {
 			return fmt.Errorf("readyWhen[%d]: %w", i, err)
 		}
 		n.readyWhen = append(n.readyWhen, t)

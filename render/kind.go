@@ -3,6 +3,7 @@ package render
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -176,14 +177,40 @@ func Load(def Definition) (*Kind, error) {
 		if k.graph, err = compileGraph(k.declaration, tmpl, k.manifests); err != nil {
 			return nil, fmt.Errorf("kind %s: %s: %w", name, declarationFile, err)
 		}
-		if t, ok := k.owns[schema.GroupVersionKind{Version: "v1", Kind: "Secret"}]; ok && t.Status && k.graph.readsSecrets() {
-			return nil, fmt.Errorf("kind %s: %s: Secrets are declared status: true, and the kind reads a Secret input: its status template could copy the input's data into the resource's status", name, declarationFile)
+		if err := k.keepsSecretsFromStatus(); err != nil {
+			return nil, fmt.Errorf("kind %s: %s: %w", name, declarationFile, err)
 		}
 	}
 	if k.digest, err = digestFolder(def.Templates, entries); err != nil {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
 	return k, nil
+}
+
+// secretGVK is the type whose data a Secret input holds.
+var secretGVK = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+
+// keepsSecretsFromStatus refuses a graph kind that reads a Secret input and
+// would let its status template or health read its Secrets, which may hold
+// the input's data: Secrets declared status: true or health: true (both
+// hand the status template the whole objects, see [Kind.ReadsWhole]), or
+// observed Secrets (the status template reads those too).
+func (k *Kind) keepsSecretsFromStatus() error {
+	if !k.graph.readsSecrets() {
+		return nil
+	}
+	if t, ok := k.owns[secretGVK]; ok && t.Status {
+		return errors.New("the kind reads a Secret input and declares Secrets status: true: its status template could copy the input's data into the resource's status")
+	}
+	if t, ok := k.owns[secretGVK]; ok && t.JudgesHealth() {
+		return errors.New("the kind reads a Secret input and declares Secrets health: true: health would cache them whole for its status template, which could copy the input's data into the resource's status")
+	}
+	for _, t := range k.declaration.Observes {
+		if t.GroupVersionKind() == secretGVK {
+			return errors.New("the kind reads a Secret input and observes Secrets: its status template could copy the input's data into the resource's status")
+		}
+	}
+	return nil
 }
 
 // Engine is the version of what this package makes of templates: the
@@ -268,6 +295,21 @@ func (k *Kind) JudgesHealth(gvk schema.GroupVersionKind) bool {
 func (k *Kind) ReadsWhole(gvk schema.GroupVersionKind) bool {
 	t, ok := k.owns[gvk]
 	return ok && (t.Status || t.JudgesHealth())
+}
+
+// SecretNode is the graph node that rendered o (its annotation says which)
+// when that node reads a Secret input's data, directly or through a node
+// it reads; "" otherwise. What the API server says of such an object may
+// quote that data, so it is withheld.
+func (k *Kind) SecretNode(o interface{ GetAnnotations() map[string]string }) string {
+	if k.graph == nil {
+		return ""
+	}
+	name := o.GetAnnotations()[v1alpha1.AnnotationGraphNode]
+	if n := k.graph.nodes[name]; n != nil && len(n.secrets) > 0 {
+		return name
+	}
+	return ""
 }
 
 // Templates is the version of the kind's templates: a digest of its

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"regexp"
@@ -27,7 +28,9 @@ type Limits struct {
 	Time time.Duration
 	// Bytes is how much the templates of one render may write, together.
 	// Functions that allocate by a count (until, untilStep, seq, repeat,
-	// indent, nindent) are charged what they would allocate, before they do.
+	// indent, nindent) are charged what they would allocate, before they do;
+	// functions that build a list or a dict (list, dict, append, concat,
+	// merge…) 8 bytes an element or entry of what they make.
 	Bytes int
 	// Objects is how many objects one render may produce.
 	Objects int
@@ -149,8 +152,15 @@ func metered(t *template.Template, b *budget) (*template.Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("preparing the templates: %w", err)
 	}
+	c.Funcs(meteredFuncs(c, b))
+	return c, nil
+}
+
+// meteredFuncs are the functions metered puts in place of the library's,
+// in the execution c: what they allocate or write is charged to b.
+func meteredFuncs(c *template.Template, b *budget) template.FuncMap {
 	const intBytes = 8
-	c.Funcs(template.FuncMap{
+	fm := template.FuncMap{
 		tick: func() (string, error) { return "", b.check() },
 		"include": func(name string, data any) (string, error) {
 			if b.depth >= maxIncludeDepth {
@@ -245,10 +255,118 @@ func metered(t *template.Template, b *budget) (*template.Template, error) {
 			}
 			return sprigCounted().nindent(spaces, s), nil
 		},
-	})
-	c.Funcs(graphFuncs(b))
-	c.Funcs(chargedAfter(b, "print", "println", "cat", "quote", "squote", "toYaml", "toJson", "toPrettyJson", "toRawJson", "b64enc", "b32enc", "wrap", "nospace", "upper", "lower", "title", "trim"))
-	return c, nil
+		"set": func(d map[string]any, key string, value any) (map[string]any, error) {
+			return sprigCounted().set(d, key, value), b.spend(elemBytes) // in place: one entry more
+		},
+		"deepCopy":           b.copyCharged(sprigCounted().deepCopy),
+		"mustDeepCopy":       b.copyCharged(sprigCounted().mustDeepCopy),
+		"merge":              b.mergeCharged(sprigCounted().merge),
+		"mergeOverwrite":     b.mergeCharged(sprigCounted().mergeOverwrite),
+		"mustMerge":          b.mergeCharged(sprigCounted().mustMerge),
+		"mustMergeOverwrite": b.mergeCharged(sprigCounted().mustMergeOverwrite),
+	}
+	maps.Copy(fm, graphFuncs(b))
+	maps.Copy(fm, chargedAfter(b, shallowSize, stringFuncs...))
+	maps.Copy(fm, chargedAfter(b, shallowSize, listFuncs...))
+	maps.Copy(fm, chargedAfter(b, func(v any) int { return deepSize(v, b.left) }, deepFuncs...))
+	return fm
+}
+
+// stringFuncs return strings that grow with their input: they are charged
+// their length, after they return.
+var stringFuncs = []string{"print", "println", "cat", "quote", "squote", "toYaml", "toJson", "toPrettyJson", "toRawJson", "b64enc", "b32enc", "wrap", "nospace", "upper", "lower", "title", "trim"}
+
+// listFuncs build a list or a dict, a copy however it is made: they are
+// charged elemBytes an element or entry of what they return, after they
+// return. A loop that appends to a list, or doubles one with concat, runs
+// out of budget, not memory. (set and merge, which add to a dict in
+// place, are charged what they add; until and untilStep what they will
+// allocate, before they do.)
+var listFuncs = []string{
+	"list", "tuple", "dict", "append", "push", "prepend", "concat", "rest", "initial", "reverse", "uniq", "without", "compact",
+	"mustAppend", "mustPush", "mustPrepend", "mustRest", "mustInitial", "mustReverse", "mustUniq", "mustWithout", "mustCompact",
+	"keys", "values", "pluck", "pick", "omit", "sortAlpha", "toStrings",
+	"splitList", "split", "splitn", "regexFindAll", "mustRegexFindAll", "regexSplit", "mustRegexSplit",
+}
+
+// deepFuncs make a structure of new lists and dicts at every level (chunk
+// lists of lists, fromJson whatever its input holds): they are charged
+// elemBytes an element or entry at every level, after they return.
+var deepFuncs = []string{"chunk", "mustChunk", "fromJson", "mustFromJson"}
+
+// elemBytes is what an element of a list, or an entry of a dict, that a
+// function makes is charged: a word, as until is charged for each of its
+// ints. The elements themselves are shared with the function's input, not
+// copied.
+const elemBytes = 8
+
+// shallowSize is what a function's result is charged: a string its length,
+// a list or a dict elemBytes an element or entry.
+func shallowSize(v any) int {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.String:
+		return rv.Len()
+	case reflect.Slice, reflect.Array, reflect.Map:
+		return elemBytes * rv.Len()
+	}
+	return 0
+}
+
+// deepSize is elemBytes for every element and entry of v at every level,
+// as a copy of v would hold them (parts that v shares, or v itself when it
+// holds itself, count every time they are reached). It counts to just past
+// limit, no further: a structure that shares its parts costs no more to
+// measure than the budget it is measured against.
+func deepSize(v any, limit int) int {
+	n := 0
+	stack := []reflect.Value{reflect.ValueOf(v)}
+	for len(stack) > 0 && n <= limit {
+		rv := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for (rv.Kind() == reflect.Interface || rv.Kind() == reflect.Pointer) && !rv.IsNil() {
+			rv = rv.Elem()
+		}
+		switch rv.Kind() {
+		case reflect.Slice, reflect.Array:
+			n += elemBytes * rv.Len()
+			for i := 0; i < rv.Len() && n <= limit; i++ {
+				stack = append(stack, rv.Index(i))
+			}
+		case reflect.Map:
+			n += elemBytes * rv.Len()
+			for it := rv.MapRange(); it.Next() && n <= limit; {
+				stack = append(stack, it.Value())
+			}
+		}
+	}
+	return n
+}
+
+// copyCharged is deepCopy (or mustDeepCopy) charged the copy it would
+// make, before it makes it.
+func (b *budget) copyCharged(deepCopy func(any) (any, error)) func(any) (any, error) {
+	return func(v any) (any, error) {
+		if err := b.spend(deepSize(v, b.left)); err != nil {
+			return nil, err
+		}
+		return deepCopy(v)
+	}
+}
+
+// mergeCharged is merge (or mergeOverwrite, or their must forms), which
+// adds the entries of srcs to dst in place, charged those entries.
+func (b *budget) mergeCharged(merge func(map[string]any, ...map[string]any) (any, error)) func(map[string]any, ...map[string]any) (any, error) {
+	return func(dst map[string]any, srcs ...map[string]any) (any, error) {
+		n := 0
+		for _, src := range srcs {
+			n += len(src)
+		}
+		if err := b.spend(elemBytes * n); err != nil {
+			return nil, err
+		}
+		return merge(dst, srcs...)
+	}
 }
 
 // maxIncludeDepth bounds include's recursion (each include is a new
@@ -292,11 +410,11 @@ func listLen(v any) int {
 }
 
 // chargedAfter wraps the named functions of sprig's library (and
-// text/template's print and println) so that the strings they return are
-// charged to b: their output grows with their input, so a loop that feeds
-// one's output back in (doubling a string) runs out of budget instead of
-// memory.
-func chargedAfter(b *budget, names ...string) template.FuncMap {
+// text/template's print and println) so that what they return is charged
+// to b, cost(result) bytes: their output grows with their input, so a loop
+// that feeds one's output back in (doubling a string, or a list) runs out
+// of budget instead of memory.
+func chargedAfter(b *budget, cost func(any) int, names ...string) template.FuncMap {
 	lib := sprigCounted().all
 	fm := template.FuncMap{}
 	errType := reflect.TypeFor[error]()
@@ -330,8 +448,8 @@ func chargedAfter(b *budget, names ...string) template.FuncMap {
 			if len(out) > 1 && !out[1].IsNil() {
 				err = out[1].Interface().(error)
 			}
-			if s, ok := out[0].Interface().(string); ok && err == nil {
-				err = b.spend(len(s))
+			if err == nil {
+				err = b.spend(cost(out[0].Interface()))
 			}
 			errValue := reflect.Zero(errType)
 			if err != nil {
@@ -373,7 +491,12 @@ type counted struct {
 	nindent   func(int, string) string
 	join      func(string, any) string
 	wrapWith  func(int, string, string) string
-	all       template.FuncMap // the library, for chargedAfter
+	set       func(map[string]any, string, any) map[string]any
+	// deepCopy, merge and mergeOverwrite, with the signature of their
+	// must forms.
+	deepCopy, mustDeepCopy                               func(any) (any, error)
+	merge, mergeOverwrite, mustMerge, mustMergeOverwrite func(map[string]any, ...map[string]any) (any, error)
+	all                                                  template.FuncMap // the library, for chargedAfter
 }
 
 var sprigCounted = sync.OnceValue(func() counted {
@@ -387,9 +510,23 @@ var sprigCounted = sync.OnceValue(func() counted {
 		nindent:   fm["nindent"].(func(int, string) string),
 		join:      fm["join"].(func(string, any) string),
 		wrapWith:  fm["wrapWith"].(func(int, string, string) string),
-		all:       template.FuncMap(funcs(template.New(""))),
+		set:       fm["set"].(func(map[string]any, string, any) map[string]any),
+		deepCopy: func(v any) (any, error) {
+			return fm["deepCopy"].(func(any) any)(v), nil
+		},
+		mustDeepCopy:       fm["mustDeepCopy"].(func(any) (any, error)),
+		merge:              mustForm(fm["merge"].(func(map[string]any, ...map[string]any) any)),
+		mergeOverwrite:     mustForm(fm["mergeOverwrite"].(func(map[string]any, ...map[string]any) any)),
+		mustMerge:          fm["mustMerge"].(func(map[string]any, ...map[string]any) (any, error)),
+		mustMergeOverwrite: fm["mustMergeOverwrite"].(func(map[string]any, ...map[string]any) (any, error)),
+		all:                template.FuncMap(funcs(template.New(""))),
 	}
 })
+
+// mustForm is merge or mergeOverwrite with the signature of its must form.
+func mustForm(merge func(map[string]any, ...map[string]any) any) func(map[string]any, ...map[string]any) (any, error) {
+	return func(dst map[string]any, srcs ...map[string]any) (any, error) { return merge(dst, srcs...), nil }
+}
 
 // tick is the function addTicks calls at the start of every template and of
 // every range iteration, so that the render time is checked even in a loop
@@ -398,13 +535,16 @@ const tick = "stencilTick"
 
 // addTicks puts a call of tick first in every template of t and in the body
 // of every range, at load time.
-func addTicks(t *template.Template) error {
+func addTicks(t *template.Template) error { return addTicksTo(t.Templates()...) }
+
+// addTicksTo is addTicks for the templates ts only.
+func addTicksTo(ts ...*template.Template) error {
 	probe, err := template.New("tick").Funcs(template.FuncMap{tick: func() string { return "" }}).Parse("{{" + tick + "}}")
 	if err != nil {
 		return fmt.Errorf("preparing the render time check: %w", err)
 	}
 	call := probe.Tree.Root.Nodes[0]
-	for _, tmpl := range t.Templates() {
+	for _, tmpl := range ts {
 		if tmpl.Tree == nil || tmpl.Tree.Root == nil {
 			continue
 		}
@@ -412,6 +552,48 @@ func addTicks(t *template.Template) error {
 		walkRanges(tmpl.Tree.Root, func(r *parse.RangeNode) { prepend(r.List, call) })
 	}
 	return nil
+}
+
+// addRule parses src, a template that _kind.yaml holds (a readyWhen rule,
+// an input's name or selector), into the kind's set t as name, with
+// addTicks' time checks: it runs in a render's execution, within the
+// render's limits, as the templates of the kind's files do. It may not
+// define templates, which would replace the set's own.
+func addRule(t *template.Template, name, src string) error {
+	if t.Lookup(name) != nil {
+		return fmt.Errorf("a template is already named %q", name)
+	}
+	probe, err := t.Clone()
+	if err == nil {
+		_, err = probe.New(name).Parse(src)
+	}
+	if err != nil {
+		return err
+	}
+	for _, p := range probe.Templates() {
+		if own := t.Lookup(p.Name()); p.Name() != name && (own == nil || own.Tree != p.Tree) {
+			return fmt.Errorf("it defines the template %q: define templates in a .tpl file", p.Name())
+		}
+	}
+	added, err := t.AddParseTree(name, probe.Lookup(name).Tree)
+	if err != nil {
+		return err
+	}
+	return addTicksTo(added)
+}
+
+// rule runs the template name that addRule parsed over data, within what
+// is left of the execution's limits, and returns its output trimmed. The
+// graph functions fail in it, as they do outside a node's template.
+func (e *execution) rule(name string, data any) (string, error) {
+	scope := e.b.scope
+	e.b.scope = nil
+	defer func() { e.b.scope = scope }()
+	out, err := e.execute(name, data)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 func prepend(list *parse.ListNode, n parse.Node) {

@@ -38,6 +38,12 @@ func TestLimits(t *testing.T) {
 		{"printf width", head + "data: {k: {{ printf \"%*d\" (atoi .Spec.PageContentHtml) 1 | quote }}}\n", "rendered bytes", false, ""},
 		{"regexReplaceAll that grows", head + "data: {k: {{ regexReplaceAll \"x\" (repeat (atoi .Spec.PageContentHtml) \"x\") \"$0$0$0$0$0$0$0$0\" | quote }}}\n", "rendered bytes", false, "200000"},
 		{"many tiny objects", "{{- range $i := atoi .Spec.PageContentHtml }}\n---\n{apiVersion: v1, kind: ConfigMap, metadata: {name: \"c{{ $i }}\"}}\n{{- end }}\n", "rendered objects", false, "1000"},
+		// Functions that build lists and dicts are charged what they make.
+		{"concat doubling", head + "{{- $l := list 1 }}{{ range $i := atoi .Spec.PageContentHtml }}{{ $l = concat $l $l }}{{ end }}\n", "rendered bytes", false, "20"},
+		{"append in a loop", head + "{{- $l := list }}{{ range $i := atoi .Spec.PageContentHtml }}{{ $l = append $l $i }}{{ end }}\n", "rendered bytes", false, "2000"},
+		{"deepCopy of a shared list", head + "{{- $l := list 1 }}{{ range $i := atoi .Spec.PageContentHtml }}{{ $l = list $l $l }}{{ end }}{{ $c := deepCopy $l }}\n", "rendered bytes", false, "17"},
+		{"splitList of every character", head + "{{- $l := splitList \"\" (repeat (atoi .Spec.PageContentHtml) \"x\") }}\n", "rendered bytes", false, "200000"},
+		{"fromJson of a long array", head + "{{- $l := fromJson (printf \"[%s0]\" (repeat (atoi .Spec.PageContentHtml) \"0,\")) }}\n", "rendered bytes", false, "140000"},
 	}
 	limits := render.Limits{Time: 200 * time.Millisecond, Bytes: 1 << 20, Objects: 50, StatusBytes: 4 << 10}
 	for _, tt := range tests {

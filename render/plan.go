@@ -202,7 +202,7 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 	}
 	defer k.runs.put(run)
 	defer func() { run.b.scope = nil }()
-	gr := &graphRun{k: k, cr: obj, in: in, owner: newOwner(k.def.GroupVersionKind, obj),
+	gr := &graphRun{k: k, run: run, cr: obj, in: in, owner: newOwner(k.def.GroupVersionKind, obj),
 		rendered: map[string][]*unstructured.Unstructured{}, ready: map[string]readiness{},
 		inputs: map[string]inputValue{}, secrets: map[string]string{}, plan: &Plan{}}
 	seen := map[string]bool{}
@@ -219,11 +219,11 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 		run.b.scope = scope
 		out, err := run.execute(n.file, obj)
 		if w, ok := errors.AsType[*WaitError](err); ok {
-			gr.wait(n, w.For, w.Failed)
+			gr.wait(n, scope.waitsFor(w), w.Failed)
 			continue
 		}
 		if r, ok := errors.AsType[*ReadError](err); ok {
-			return nil, &Error{File: n.file, Err: r}
+			return nil, &Error{File: n.file, Err: r} // made of names, never of what a template read
 		}
 		if err != nil {
 			return nil, &Error{File: n.file, Err: withheld(scope, err)}
@@ -239,8 +239,8 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 			setSource(d, n.file)
 			markNode(d, n, k.graph.stage[name])
 			if err := k.finishObject(d, gr.owner, v, seen); err != nil {
-				if re, ok := errors.AsType[*Error](err); ok && scope.secret != "" {
-					return nil, &Error{File: re.File, Err: withheld(scope, re.Err)} // a name may quote the data
+				if scope.read != "" {
+					return nil, &Error{File: n.file, Err: withheld(scope, err)} // a name may quote the data
 				}
 				return nil, err
 			}
@@ -250,6 +250,9 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 		}
 		gr.rendered[name] = docs
 		gr.plan.Objects = append(gr.plan.Objects, docs...)
+	}
+	if gr.limit != nil {
+		return nil, gr.limit
 	}
 	slices.SortFunc(gr.plan.Objects, func(a, b *unstructured.Unstructured) int { return strings.Compare(objectID(a), objectID(b)) })
 	return gr.plan, nil
@@ -279,7 +282,13 @@ func (e *WaitError) Error() string { return "waits for " + e.For }
 
 // graphRun is one graph render's state.
 type graphRun struct {
-	k        *Kind
+	k *Kind
+	// run is the render's execution: the readyWhen rules and the inputs'
+	// name and selector templates run in it too, within its limits.
+	run *execution
+	// limit is the first limit a readyWhen rule went over: the render
+	// fails with it.
+	limit    error
 	cr       v1alpha1.Object
 	in       GraphInput
 	owner    owner
@@ -316,14 +325,51 @@ type ReadError struct{ Err error }
 func (e *ReadError) Error() string { return e.Err.Error() }
 func (e *ReadError) Unwrap() error { return e.Err }
 
-// withheld is err, unless the node read a Secret input's data: a template's
-// error may quote the values it was given (a date it could not parse), so
-// it is replaced by one that says where to see it.
+// withheld is err, unless the node's template has read Secret data: then
+// any error (a template's, which may quote the values it was given, a
+// name's, a limit's) is replaced by a fixed one that names what it read and
+// says where to see the message, never a value or a length. A limit's error
+// stays a *LimitError underneath, so that it keeps its reason. A ReadError
+// is not withheld: it is made of the input's declaration, names from the
+// custom resource and the cache's error, never of what a template read.
 func withheld(s *graphScope, err error) error {
-	if _, limit := errors.AsType[*LimitError](err); s.secret == "" || limit {
-		return err // a limit's error quotes no data, and says what to retry
+	if s.read == "" {
+		return err
 	}
-	return fmt.Errorf("the template failed after it read %s; its message is withheld, as it may quote the data: run stencil render --observed with the objects to see it", s.secret)
+	held := &heldError{msg: "the template failed after it read " + s.read + "; its message is withheld, as it may quote the data: " + seeWithheld}
+	if limit, ok := errors.AsType[*LimitError](err); ok {
+		held.limit = &LimitError{Limit: limit.Limit, Max: limit.Max}
+	}
+	return held
+}
+
+// seeWithheld says where to see a withheld message.
+const seeWithheld = "run stencil render --observed with the objects to see it"
+
+// heldError is an error withheld after a read of Secret data: a fixed
+// message, and the limit that stopped the render, if one did.
+type heldError struct {
+	msg   string
+	limit *LimitError
+}
+
+func (e *heldError) Error() string { return e.msg }
+
+func (e *heldError) Unwrap() error {
+	if e.limit == nil {
+		return nil
+	}
+	return e.limit
+}
+
+// waitsFor is what w says the node waits for, unless its template has read
+// Secret data: a path or an object given to need may be made from the
+// data, so a fixed message stands in.
+func (s *graphScope) waitsFor(w *WaitError) string {
+	if s.read == "" {
+		return w.For
+	}
+	return "a value its template needs after it read " + s.read + " (withheld, as it may quote the data: " + seeWithheld + ")"
 }
 
 // blocked is why n may not render yet: a dependency that did not render or
@@ -362,7 +408,11 @@ func (gr *graphRun) readiness(name string) readiness {
 	r := readiness{}
 	for _, d := range gr.rendered[name] {
 		live, err := gr.in.Live.Get(d.GroupVersionKind(), d.GetNamespace(), d.GetName())
-		if r.why, r.failed = objectReadiness(n, d, live, err, gr.owner); r.why != "" {
+		var limit error
+		if r.why, r.failed, limit = objectReadiness(gr.run, n, d, live, err, gr.owner); r.why != "" {
+			if gr.limit == nil {
+				gr.limit = limit
+			}
 			r.live = nil
 			break
 		}
@@ -372,45 +422,73 @@ func (gr *graphRun) readiness(name string) readiness {
 	return r
 }
 
-func objectReadiness(n *graphNode, d, live *unstructured.Unstructured, err error, own owner) (string, bool) {
+// objectReadiness is why d's live object is not ready ("" when it is),
+// and whether it failed. The node's readyWhen rules run in run, within the
+// render's limits: a rule that goes over one returns the limit's error
+// too, which fails the render.
+func objectReadiness(run *execution, n *graphNode, d, live *unstructured.Unstructured, err error, own owner) (string, bool, error) {
 	what := d.GetKind() + " " + d.GetName()
 	switch {
 	case err != nil:
-		return what + ": cannot be read: " + err.Error(), false
+		return what + ": cannot be read: " + err.Error(), false, nil
 	case live == nil:
-		return what + " to be created", false
+		return what + " to be created", false, nil
 	case live.GetLabels()[v1alpha1.LabelOwnerUID] != string(own.uid):
-		return what + ", which is not this resource's", false
+		return what + ", which is not this resource's", false, nil
 	case !n.CreateOnly && live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != d.GetAnnotations()[v1alpha1.AnnotationDesiredHash]:
-		return what + " to be updated", false
+		return what + " to be updated", false, nil
 	}
+	return liveReadiness(run, n, what, live)
+}
+
+// liveReadiness is objectReadiness of a live object known to be this
+// render's: by the node's rules, it must be current by the kstatus rules,
+// complete if it is a Job, and pass the node's readyWhen rules. what names
+// it in the answer.
+func liveReadiness(run *execution, n *graphNode, what string, live *unstructured.Unstructured) (string, bool, error) {
 	u := live.DeepCopy()
 	verdict, err := kstatus.Compute(u)
 	switch {
 	case err != nil:
-		return what + ": cannot judge its health: " + err.Error(), true
+		return what + ": cannot judge its health: " + err.Error(), true, nil //nolint:nilerr // a verdict on the object, not a failure of the render
 	case verdict.Status == kstatus.FailedStatus:
-		return what + ", which failed (" + strings.TrimSuffix(verdict.Message, ".") + ")", true
+		return what + ", which failed (" + strings.TrimSuffix(verdict.Message, ".") + ")", true, nil
 	case verdict.Status != kstatus.CurrentStatus:
-		return what + " to be ready (" + strings.TrimSuffix(verdict.Message, ".") + ")", false
+		return what + " to be ready (" + strings.TrimSuffix(verdict.Message, ".") + ")", false, nil
 	case isJob(live) && !conditionTrue(live, "Complete"):
 		// kstatus calls a running Job current; what waits for a Job
 		// waits for it to complete.
-		return what + " to complete (" + strings.TrimSuffix(verdict.Message, ".") + ")", false
+		return what + " to complete (" + strings.TrimSuffix(verdict.Message, ".") + ")", false, nil
 	}
 	for i, rule := range n.readyWhen {
-		var out strings.Builder
-		if err := rule.Execute(&out, live.Object); err != nil {
-			if live.GetKind() == "Secret" {
-				return fmt.Sprintf("%s: readyWhen[%d] failed (its message is withheld: it may quote the Secret's data)", what, i), false
-			}
-			return fmt.Sprintf("%s: readyWhen[%d] failed: %v", what, i, err), false
+		out, err := run.rule(rule, live.Object)
+		if err != nil {
+			return readyWhenFailed(n, what, i, live.GetKind() == "Secret", err)
 		}
-		if strings.TrimSpace(out.String()) != "true" {
-			return fmt.Sprintf("%s: readyWhen[%d] %s", what, i, n.ReadyWhen[i]), false
+		if out != "true" {
+			return fmt.Sprintf("%s: readyWhen[%d] %s", what, i, n.ReadyWhen[i]), false, nil
 		}
 	}
-	return "", false
+	return "", false, nil
+}
+
+// readyWhenFailed is objectReadiness after readyWhen rule i failed with
+// err: its message is withheld when the object is a Secret, and a limit's
+// error fails the render too (a LimitError underneath, withheld or not).
+func readyWhenFailed(n *graphNode, what string, i int, secret bool, err error) (string, bool, error) {
+	why := fmt.Sprintf("%s: readyWhen[%d] failed: %v", what, i, err)
+	if secret {
+		why = fmt.Sprintf("%s: readyWhen[%d] failed (its message is withheld: it may quote the Secret's data)", what, i)
+	}
+	limit, over := errors.AsType[*LimitError](err)
+	if !over {
+		return why, false, nil
+	}
+	fail := fmt.Errorf("%s: readyWhen[%d]: %w", what, i, limit)
+	if secret {
+		fail = &heldError{msg: why, limit: limit}
+	}
+	return why, false, &Error{File: n.file, Err: fail}
 }
 
 func isJob(o *unstructured.Unstructured) bool {
@@ -453,8 +531,8 @@ func (v inputValue) valueErr() error {
 func (gr *graphRun) resolve(in *graphInput) inputValue {
 	ns := cmp.Or(in.Namespace, gr.cr.GetNamespace())
 	gvk := in.GroupVersionKind()
-	if in.selector != nil {
-		src, err := runSmall(in.selector, gr.cr)
+	if in.selector != "" {
+		src, err := gr.run.rule(in.selector, gr.cr)
 		if err != nil {
 			return inputValue{err: fmt.Errorf("inputs: selector: %w", err)}
 		}
@@ -481,7 +559,7 @@ func (gr *graphRun) resolve(in *graphInput) inputValue {
 		}
 		return inputValue{value: list}
 	}
-	name, err := runSmall(in.name, gr.cr)
+	name, err := gr.run.rule(in.name, gr.cr)
 	if err != nil {
 		return inputValue{err: fmt.Errorf("inputs: name: %w", err)}
 	}
@@ -507,24 +585,16 @@ func (gr *graphRun) resolve(in *graphInput) inputValue {
 	return inputValue{value: o.Object}
 }
 
-// runSmall runs a short template (an input's name or selector) over data.
-func runSmall(t interface {
-	Execute(io.Writer, any) error
-}, data any) (string, error) {
-	var out strings.Builder
-	if err := t.Execute(&out, data); err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(out.String()), nil
-}
-
 // graphScope is what the graph functions of one node's execution read.
 type graphScope struct {
 	run  *graphRun
 	node *graphNode
-	// secret says how the node has read a Secret input's data so far
-	// (empty: it has not): then it may render only Secrets.
+	// secret says how the node reads a Secret input's data (empty: it
+	// does not): then it may render only Secrets.
 	secret string
+	// read says which Secret data the template has been given so far
+	// (empty: none): from then on, its errors and waits are withheld.
+	read string
 }
 
 // object is the live object of a node before this one, which must render
@@ -545,8 +615,8 @@ func (s *graphScope) objects(name string) ([]map[string]any, error) {
 	if !slices.Contains(s.node.after, name) {
 		return nil, fmt.Errorf("objects %q: not a node this one waits for", name)
 	}
-	if held := s.run.secrets[name]; held != "" && s.secret == "" {
-		s.secret = fmt.Sprintf("node %q, which holds %s", name, held)
+	if held := s.run.secrets[name]; held != "" && s.read == "" {
+		s.read = fmt.Sprintf("node %q, which holds %s", name, held)
 	}
 	return s.run.readiness(name).live, nil
 }
@@ -555,14 +625,17 @@ func (s *graphScope) input(name string) (any, error) {
 	if !slices.Contains(s.node.reads, name) {
 		return nil, fmt.Errorf("input %q: not declared", name)
 	}
-	if s.run.k.graph.inputs[name].secret() && s.secret == "" {
-		s.secret = fmt.Sprintf("the Secret input %q", name)
+	v, err := s.run.input(name)
+	if err == nil && s.run.k.graph.inputs[name].secret() && s.read == "" {
+		s.read = fmt.Sprintf("the Secret input %q", name)
 	}
-	return s.run.input(name)
+	return v, err
 }
 
 // need is the value at a dotted path of obj; when it is missing or empty
-// the node waits for it. The value itself is never in the message.
+// the node waits for it. The value itself is never in the message, but the
+// path and obj's name are, and either may be made from Secret data: after
+// a read of it, the message is withheld (see graphScope.waitsFor).
 func need(path string, obj any) (any, error) {
 	m, _ := obj.(map[string]any)
 	what := "the object"
