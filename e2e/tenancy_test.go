@@ -51,6 +51,9 @@ func TestTenantCannotSteerStencil(t *testing.T) {
   volumeClaimTemplates: [{metadata: {name: data, labels: {stencil.dev/owner-uid: "0000"}}, spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}]}}`},
 		{"an owner label in a job template", `{apiVersion: batch/v1, kind: CronJob, metadata: {name: forged}, spec: {schedule: "@yearly",
   jobTemplate: {metadata: {labels: {stencil.dev/owner-uid: "0000"}}, spec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: nginx}]}}}}}}`},
+		{"an owner label in a job's ephemeral volume", `{apiVersion: batch/v1, kind: CronJob, metadata: {name: forged}, spec: {schedule: "@yearly",
+  jobTemplate: {spec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: nginx}],
+    volumes: [{name: data, ephemeral: {volumeClaimTemplate: {metadata: {labels: {stencil.dev/owner-uid: "0000"}}, spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}}}]}}}}}}`},
 		{"a shard label on her MyWeb", `{apiVersion: operator.k8s-summit.org/v1, kind: MyWeb, metadata: {name: sharded, labels: {stencil.dev/shard: b}},
   spec: {image: nginx, nodePortNumber: 30310, pageContentHtml: hi}}`},
 		{"a prune-pending mark on her MyWeb", `{apiVersion: operator.k8s-summit.org/v1, kind: MyWeb, metadata: {name: marked, annotations: {stencil.dev/prune-pending: "true"}},
@@ -93,6 +96,79 @@ func TestTenantCannotSteerStencil(t *testing.T) {
 		return nil
 	})
 	mustKubectl(t, "-n", ns, "wait", "myweb/web", "--for=condition=Ready", "--timeout=60s")
+}
+
+// TestTenantCannotSteerThroughSubresources: stencil's admission policy
+// looks at subresources too. Mallory's Role grants everything in her
+// namespace, subresources included. Her Pod, Service and Deployment are
+// her own, but she cannot put stencil's control keys on them through
+// their status subresources, which keep the labels and annotations a
+// status write brings (deployments/status keeps only the annotations): each
+// try is denied, and none of them carries the key. A Lease, which the
+// policy leaves alone, still takes them.
+func TestTenantCannotSteerThroughSubresources(t *testing.T) {
+	const ns = "tenant-f"
+	mustKubectl(t, "create", "namespace", ns)
+	t.Cleanup(func() { _, _ = kubectl(t, "delete", "namespace", ns, "--wait=false") })
+	mustKubectl(t, "apply", "-k", "../config/policy")
+	t.Cleanup(func() { _, _ = kubectl(t, "delete", "-k", "../config/policy") })
+	mustKubectl(t, "apply", "-f", writeFile(t, `{apiVersion: rbac.authorization.k8s.io/v1, kind: Role, metadata: {name: everything, namespace: `+ns+`},
+  rules: [{apiGroups: ["*"], resources: ["*"], verbs: ["*"]}]}`))
+	mustKubectl(t, "-n", ns, "create", "rolebinding", "mallory-everything", "--role=everything", "--user=mallory")
+	mallory := func(args ...string) (string, error) {
+		return kubectl(t, append([]string{"--as=mallory", "-n", ns}, args...)...)
+	}
+	for _, manifest := range []string{
+		`{apiVersion: v1, kind: Pod, metadata: {name: web}, spec: {containers: [{name: c, image: nginx}]}}`,
+		`{apiVersion: v1, kind: Service, metadata: {name: web}, spec: {ports: [{port: 80}]}}`,
+		`{apiVersion: apps/v1, kind: Deployment, metadata: {name: web}, spec: {replicas: 0, selector: {matchLabels: {app: web}},
+  template: {metadata: {labels: {app: web}}, spec: {containers: [{name: c, image: nginx}]}}}}`,
+	} {
+		if out, err := mallory("apply", "-f", writeFile(t, manifest)); err != nil {
+			t.Fatalf("mallory's own object: %v: %s", err, out)
+		}
+	}
+	eventually(t, 30*time.Second, "the policy in force", func() error {
+		_, err := mallory("apply", "-f", writeFile(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: forged, labels: {stencil.dev/owner-uid: "0000"}}}`))
+		if err == nil || !strings.Contains(err.Error(), "only stencil sets") {
+			_, _ = mallory("delete", "configmap", "forged", "--ignore-not-found")
+			return fmt.Errorf("not denied yet: %v", err)
+		}
+		return nil
+	})
+
+	tries := []struct {
+		what string
+		// object is the object whose status subresource she patches.
+		object string
+		// patch is her merge patch of the status subresource.
+		patch string
+		// key is the JSONPath of the key she tries to set, which the
+		// object must not carry afterwards.
+		key string
+	}{
+		{"an owner label through pods/status", "pod/web", `{"metadata":{"labels":{"stencil.dev/owner-uid":"0000"}}}`, `{.metadata.labels.stencil\.dev/owner-uid}`},
+		{"a shard label through pods/status", "pod/web", `{"metadata":{"labels":{"stencil.dev/shard":"b"}}}`, `{.metadata.labels.stencil\.dev/shard}`},
+		{"an owner annotation through pods/status", "pod/web", `{"metadata":{"annotations":{"stencil.dev/owner":"MyWeb.operator.k8s-summit.org/other/web"}}}`, `{.metadata.annotations.stencil\.dev/owner}`},
+		{"an owner label through services/status", "service/web", `{"metadata":{"labels":{"stencil.dev/owner-uid":"0000"}}}`, `{.metadata.labels.stencil\.dev/owner-uid}`},
+		{"a decorator label through services/status", "service/web", `{"metadata":{"labels":{"stencil.dev/decorator":"namespace-defaults"}}}`, `{.metadata.labels.stencil\.dev/decorator}`},
+		{"a prune-pending mark through services/status", "service/web", `{"metadata":{"annotations":{"stencil.dev/prune-pending":"true"}}}`, `{.metadata.annotations.stencil\.dev/prune-pending}`},
+		{"an owner annotation through deployments/status", "deployment/web", `{"metadata":{"annotations":{"stencil.dev/owner":"MyWeb.operator.k8s-summit.org/other/web"}}}`, `{.metadata.annotations.stencil\.dev/owner}`},
+		{"a claim's Lease through deployments/status", "deployment/web", `{"metadata":{"annotations":{"stencil.dev/claimed-under-lease":"stencil-b"}}}`, `{.metadata.annotations.stencil\.dev/claimed-under-lease}`},
+	}
+	for _, try := range tries {
+		if out, err := mallory("patch", try.object, "--subresource=status", "--type=merge", "-p", try.patch); err == nil || !strings.Contains(err.Error(), "only stencil sets") || !strings.Contains(err.Error(), "mallory may not") {
+			t.Errorf("%s: %v %s, want denied by stencil's policy", try.what, err, out)
+		}
+		if got := mustKubectl(t, "-n", ns, "get", try.object, "-o", "jsonpath="+try.key); got != "" {
+			t.Errorf("%s: %s carries %q", try.what, try.object, got)
+		}
+	}
+
+	// Leases are not looked at (written every few seconds, never stencil's).
+	if out, err := mallory("apply", "-f", writeFile(t, `{apiVersion: coordination.k8s.io/v1, kind: Lease, metadata: {name: hers, labels: {stencil.dev/owner-uid: "0000"}}}`)); err != nil {
+		t.Errorf("mallory's Lease: %v: %s", err, out)
+	}
 }
 
 // TestTenantServiceAccountBoundsWhatIsMade runs stencil with
