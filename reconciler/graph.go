@@ -45,15 +45,76 @@ func (r *Reconciler) renderPlan(ctx context.Context, cr v1alpha1.Object) (*rende
 		}
 		return &render.Plan{Objects: objs}, nil
 	}
-	in := render.GraphInput{
-		Live:   cachedSnapshot{ctx: ctx, c: r.client, types: r.applier.Types()},
-		Inputs: readSnapshot{ctx: ctx, c: r.inputReader(cr), who: r.inputIdentity(cr), meta: r.inputCache, memo: r.inputMemo},
+	nn := client.ObjectKeyFromObject(cr)
+	live := &readLog{Snapshot: cachedSnapshot{ctx: ctx, c: r.client, types: r.applier.Types()}}
+	inputs := &readLog{
+		Snapshot: readSnapshot{ctx: ctx, c: r.inputReader(cr), who: r.inputIdentity(cr), meta: r.inputCache, memo: r.inputMemo},
+		watch:    func(read render.Read) { r.inputs.add(nn, read) },
 	}
-	plan, err := r.kind.RenderGraph(cr, in)
-	if err == nil {
-		r.inputs.set(client.ObjectKeyFromObject(cr), plan.Reads)
+	plan, err := r.kind.RenderGraph(cr, render.GraphInput{Live: live, Inputs: inputs})
+	// What a failed render read is watched too: a change of it may be the fix.
+	r.inputs.set(nn, inputs.reads)
+	if err != nil && (len(inputs.reads) > 0 || live.n > 0) {
+		return nil, &readFailure{err: err, inputs: inputs.reads}
 	}
 	return plan, err
+}
+
+// readLog is a render's Snapshot that logs what the render reads. Each
+// read is registered for the watch (watch, when set) before it is made: a
+// change that lands after the read still finds the resource among its
+// readers.
+type readLog struct {
+	render.Snapshot
+	watch func(render.Read)
+	reads []render.Read
+	n     int // reads made
+}
+
+func (l *readLog) Get(gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
+	l.note(render.Read{GVK: gvk, Namespace: namespace, Name: name})
+	return l.Snapshot.Get(gvk, namespace, name)
+}
+
+func (l *readLog) List(gvk schema.GroupVersionKind, namespace string, selector labels.Selector) ([]*unstructured.Unstructured, error) {
+	l.note(render.Read{GVK: gvk, Namespace: namespace, Selector: selector})
+	return l.Snapshot.List(gvk, namespace, selector)
+}
+
+func (l *readLog) note(read render.Read) {
+	l.n++
+	if l.watch == nil {
+		return
+	}
+	l.watch(read)
+	l.reads = append(l.reads, read)
+}
+
+// readFailure is a failed render of a graph kind that read inputs or the
+// live objects of its nodes before it failed: the template may have failed
+// on what it read (a ConfigMap without the key it ranges over), so a
+// change of those renders the resource again, and status names the inputs.
+type readFailure struct {
+	err    error
+	inputs []render.Read
+}
+
+func (e *readFailure) Error() string {
+	if len(e.inputs) == 0 {
+		return e.err.Error() + " (the template read the live objects of the nodes before it: a change of them renders the resource again)"
+	}
+	what := firstFew(len(e.inputs), func(i int) string { return describeRead(e.inputs[i]) }, ", ", " ")
+	return e.err.Error() + " (the render read the inputs " + what + ": a change of them renders the resource again)"
+}
+
+func (e *readFailure) Unwrap() error { return e.err }
+
+// describeRead names what a read looked for, as kubectl would.
+func describeRead(r render.Read) string {
+	if r.Selector != nil {
+		return r.GVK.Kind + " in " + r.Namespace + " with labels " + r.Selector.String()
+	}
+	return r.GVK.Kind + " " + r.Namespace + "/" + r.Name
 }
 
 // inputReader reads a resource's inputs: as the ServiceAccount that writes
@@ -285,23 +346,31 @@ func (w *inputReads) set(nn types.NamespacedName, reads []render.Read) {
 		}
 	}
 	delete(w.reads, nn)
-	if len(reads) == 0 {
-		return
-	}
-	if w.reads == nil {
-		w.reads, w.where = map[types.NamespacedName][]render.Read{}, map[inputPlace]map[types.NamespacedName]bool{}
-	}
-	w.reads[nn] = reads
 	for _, r := range reads {
-		p := inputPlace{r.GVK, r.Namespace}
-		if w.where[p] == nil {
-			w.where[p] = map[types.NamespacedName]bool{}
-		}
-		w.where[p][nn] = true
+		w.addLocked(nn, r)
 	}
 }
 
 func (w *inputReads) forget(nn types.NamespacedName) { w.set(nn, nil) }
+
+// add registers one more read of nn's, until the next set.
+func (w *inputReads) add(nn types.NamespacedName, read render.Read) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.addLocked(nn, read)
+}
+
+func (w *inputReads) addLocked(nn types.NamespacedName, read render.Read) {
+	if w.reads == nil {
+		w.reads, w.where = map[types.NamespacedName][]render.Read{}, map[inputPlace]map[types.NamespacedName]bool{}
+	}
+	w.reads[nn] = append(w.reads[nn], read)
+	p := inputPlace{read.GVK, read.Namespace}
+	if w.where[p] == nil {
+		w.where[p] = map[types.NamespacedName]bool{}
+	}
+	w.where[p][nn] = true
+}
 
 // readers are the resources whose last render read (or looked for) the
 // object of type gvk.
@@ -365,7 +434,17 @@ func (r *Reconciler) deleteInOrder(ctx context.Context, cr v1alpha1.Object) ([]v
 			return nil, fmt.Errorf("listing %s to delete: %w", gvk.Kind, err)
 		}
 		for _, item := range items {
-			if item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled || !r.applier.OwnedBy(item, cr) {
+			if item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled {
+				continue
+			}
+			if orphaned(item) {
+				// The garbage collector orphaned it: the deletion asked
+				// that every object stay (see orphaning).
+				r.orphans.Store(cr.GetUID(), true)
+				r.leaveOrphans(ctx, cr)
+				return nil, nil
+			}
+			if !r.applier.OwnedBy(item, cr) {
 				continue
 			}
 			left = append(left, found{gvk, item})

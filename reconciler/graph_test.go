@@ -28,7 +28,13 @@ import (
 // of its requests.
 func startGadgets(t *testing.T) (*counter, context.CancelFunc) {
 	t.Helper()
-	kind, err := render.Load(testkind.Gadget())
+	return startGadgetKind(t, testkind.Gadget())
+}
+
+// startGadgetKind is startGadgets with the Gadget kind's templates of def.
+func startGadgetKind(t *testing.T, def render.Definition) (*counter, context.CancelFunc) {
+	t.Helper()
+	kind, err := render.Load(def)
 	if err != nil {
 		t.Fatal(err)
 	}

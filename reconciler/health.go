@@ -13,7 +13,8 @@ import (
 )
 
 // health judges the rendered objects of the types the kind judges
-// (render.TypeRef.JudgesHealth) by the kstatus rules, with no request: as
+// (render.TypeRef.JudgesHealth) by the kstatus rules, and a graph kind's by
+// the rules of their nodes too (see judge), with no request: as
 // this reconcile's apply returned them, or as our last apply did while the
 // cache lags behind it, else from the cache. It returns those that are not
 // healthy, failed ones first. An object the cache does not hold yet is not
@@ -23,7 +24,7 @@ func (r *Reconciler) health(ctx context.Context, res *result) ([]engine.ObjectHe
 	var failed, waiting []engine.ObjectHealth
 	var errs []error
 	for _, d := range res.desired {
-		if !r.kind.JudgesHealth(d.GroupVersionKind()) {
+		if !r.kind.JudgesHealth(d.GroupVersionKind()) && !r.kind.HasReadyWhen(d) {
 			continue
 		}
 		h, err := r.judgeLive(ctx, d, res)
@@ -51,7 +52,7 @@ func (r *Reconciler) judgeLive(ctx context.Context, d *unstructured.Unstructured
 		rv = engine.ResourceVersion(&unstructured.Unstructured{Object: m})
 	}
 	if _, fresh := res.live[engine.IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())]; fresh {
-		h := engine.JudgeMap(d, m)
+		h := r.judge(d, m)
 		r.applier.RememberHealth(d, rv, h)
 		return h, nil
 	}
@@ -63,7 +64,23 @@ func (r *Reconciler) judgeLive(ctx context.Context, d *unstructured.Unstructured
 		h.Message = "not seen yet"
 		return h, nil
 	}
-	return engine.JudgeMap(d, m), nil
+	return r.judge(d, m), nil
+}
+
+// judge is what kstatus says of m, the live object d, and, of a graph
+// kind's object that kstatus calls current, what the rules of its node say
+// (a Job must be complete, the readyWhen rules must pass): the resource is
+// Ready only when every node's objects are ready as a node that waits for
+// them would find them, those of the nodes nothing waits for too.
+func (r *Reconciler) judge(d *unstructured.Unstructured, m map[string]any) engine.ObjectHealth {
+	h := engine.JudgeMap(d, m)
+	if !h.Current {
+		return h
+	}
+	if why, failed := r.kind.NodeReady(d, m); why != "" {
+		h.Current, h.Failed, h.Message, h.Named = false, failed, why, true
+	}
+	return h
 }
 
 // wholeMap is the live object d of a type cached whole, as a map: as this
@@ -120,13 +137,22 @@ func healthMessage(applied int, unhealthy []engine.ObjectHealth) string {
 	default:
 		b.WriteString(strconv.Itoa(failed) + " failed and " + strconv.Itoa(waiting) + " not ready yet: ")
 	}
-	b.WriteString(firstFew(len(unhealthy), func(i int) string { return unhealthy[i].Object + ": " + unhealthy[i].Message }, "; ", "; "))
+	b.WriteString(firstFew(len(unhealthy), func(i int) string { return describe(unhealthy[i]) }, "; ", "; "))
 	b.WriteString(". ")
 	if failed > 0 {
 		b.WriteString("See why with " + unhealthy[0].Hint + ". ")
 	}
 	b.WriteString("stencil looks again when their status changes.")
 	return b.String()
+}
+
+// describe is h as healthMessage lists it: the object and what is wrong
+// with it.
+func describe(h engine.ObjectHealth) string {
+	if h.Named {
+		return h.Message
+	}
+	return h.Object + ": " + h.Message
 }
 
 // firstFew lists the first 3 of n items, joined by sep, and how many more

@@ -91,6 +91,9 @@ type Reconciler struct {
 	// recheck wakes the resources whose applies the watch has not shown
 	// (see recheckUnseen).
 	recheck chan event.GenericEvent
+	// orphans are the resources (by UID) deleted with propagationPolicy
+	// Orphan (see orphaning).
+	orphans sync.Map // types.UID → bool
 	// inputs are the inputs each resource of a graph kind read last.
 	inputs inputReads
 	// inputCache holds the inputs' metadata (nil: no kind has inputs);
@@ -129,6 +132,10 @@ const (
 	// claimRetry: a resource another shard still holds is looked at again
 	// this soon (that shard's release also wakes it).
 	claimRetry = time.Second
+	// readFailureRetry: a graph kind's render that failed after it read
+	// inputs or live objects is tried again this late, should the watch
+	// of what it read miss the change that fixes it.
+	readFailureRetry = 5 * time.Minute
 )
 
 // Reconcile renders, applies, prunes and writes status, in that order. The
@@ -217,6 +224,13 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 			// retried with backoff.
 			return reconcile.Result{}, res.fail(v1alpha1.ReasonLimitExceeded, true, err)
 		}
+		if _, ok := errors.AsType[*readFailure](err); ok {
+			// The template may have failed on what it read: a change of
+			// an input or of a node's object renders it again (the watch
+			// holds what it read); this is the backstop.
+			res.record(renderFailure(err), true, err)
+			return reconcile.Result{RequeueAfter: wait.Jitter(readFailureRetry, 0.2)}, nil
+		}
 		// A retry cannot fix a template error; a spec change triggers a new reconcile.
 		return reconcile.Result{}, reconcile.TerminalError(res.fail(renderFailure(err), true, err))
 	}
@@ -286,7 +300,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	}
 	if err != nil {
 		// Rejections before the failure are told with it.
-		return reconcile.Result{}, res.failQuietly(ctx, v1alpha1.ReasonApplyFailed, errors.Join(append([]error{err}, out.Rejected...)...))
+		return reconcile.Result{}, res.failQuietly(ctx, v1alpha1.ReasonApplyFailed, errors.Join(r.withholdSecretData(res.desired, append([]error{err}, out.Rejected...))...))
 	}
 	if retry, blocked := r.leaveBlocked(ctx, cr, res, out); blocked {
 		return reconcile.Result{RequeueAfter: retry}, nil
@@ -463,7 +477,7 @@ func (r *Reconciler) leaveBlocked(ctx context.Context, cr v1alpha1.Object, res *
 	}
 	if len(out.Rejected) > 0 {
 		log.Info("The API server rejected objects as invalid; applied the others, nothing pruned", "rejected", len(out.Rejected))
-		res.also(v1alpha1.ReasonRejected, true, errors.Join(out.Rejected...))
+		res.also(v1alpha1.ReasonRejected, true, errors.Join(r.withholdSecretData(res.desired, out.Rejected)...))
 		retry = soonest(retry, rejectedRetry)
 	}
 	blocked := len(out.Immutable)+len(out.Recreating)+len(out.Conflicts)+len(out.Rejected) > 0
@@ -558,6 +572,7 @@ func (r *Reconciler) forget(nn types.NamespacedName) {
 	r.owners.Range(func(uid, owner any) bool {
 		if owner == nn {
 			r.owners.Delete(uid)
+			r.orphans.Delete(uid)
 		}
 		return true
 	})
@@ -778,11 +793,17 @@ func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) ([]v1alph
 	}
 	var pruned []v1alpha1.InventoryEntry
 	var err error
-	if r.kind.HasGraph() {
+	switch {
+	case r.orphaning(cr):
+		// Deleted with propagationPolicy Orphan (kubectl delete
+		// --cascade=orphan): every object stays; the garbage collector
+		// removes their ownerReferences.
+		r.leaveOrphans(ctx, cr)
+	case r.kind.HasGraph():
 		if pruned, err = r.deleteInOrder(ctx, cr); isStageLeft(err) {
 			return pruned, err
 		}
-	} else {
+	default:
 		pruned, err = r.applier.Prune(ctx, cr, nil, true)
 	}
 	if err != nil {

@@ -236,7 +236,7 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 		r.rollout.List = listOf(mgr.GetClient(), mgr.GetScheme(), gvk)
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(strings.ToLower(gvk.Kind)).
-			For(k.New(), builder.WithPredicates(predicate.Funcs{UpdateFunc: r.notOwnStatusWrite})).
+			For(k.New(), builder.WithPredicates(predicate.Funcs{CreateFunc: r.noteOrphaningOnCreate, UpdateFunc: r.notOwnStatusWrite})).
 			WithOptions(controller.Options{
 				MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1),
 				SkipNameValidation:      &opts.SkipNameValidation,
@@ -368,8 +368,14 @@ func (r *Reconciler) watchOwned(b *builder.Builder, gvk schema.GroupVersionKind)
 }
 
 // notOwnStatusWrite drops the update event of our own status write: this
-// process knows what it wrote (see currentStatus).
+// process knows what it wrote (see currentStatus). The informer's periodic
+// resync (the same version again) passes: it is the backstop that looks at
+// every resource again, whatever its last write.
 func (r *Reconciler) notOwnStatusWrite(e event.UpdateEvent) bool {
+	r.noteOrphaning(e.ObjectNew)
+	if e.ObjectOld != nil && e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion() {
+		return true
+	}
 	key, rv := client.ObjectKeyFromObject(e.ObjectNew), engine.ResourceVersion(e.ObjectNew)
 	return !r.statusWrites.Note(key, rv, func() bool {
 		v, ok := r.written.Load(key)

@@ -260,7 +260,7 @@ func (r *Reconciler) recordTransitions(cr v1alpha1.Object, before, after []metav
 		if old != nil && old.Status == c.Status && old.Reason == c.Reason {
 			continue
 		}
-		if old == nil && healthy(c) && c.Reason != v1alpha1.ReasonDriftFixed {
+		if old == nil && healthy(c) && c.Reason != v1alpha1.ReasonDriftFixed || notCheckedOnly(old, c) {
 			continue
 		}
 		progressing := progressingReason(c.Reason)
@@ -273,6 +273,16 @@ func (r *Reconciler) recordTransitions(cr v1alpha1.Object, before, after []metav
 		}
 		r.recorder.Eventf(cr, nil, eventType, c.Reason, "Reconcile", "%s", engine.Cut(c.Message, maxEventNote))
 	}
+}
+
+// notCheckedOnly: Drifted goes to or from DriftNotChecked, with no drift on
+// either side (nodes of a graph begin or stop waiting): the normal course
+// of a graph, not news.
+func notCheckedOnly(old *metav1.Condition, c metav1.Condition) bool {
+	if c.Type != v1alpha1.ConditionDrifted || c.Status == metav1.ConditionTrue || old != nil && old.Status == metav1.ConditionTrue {
+		return false
+	}
+	return c.Reason == v1alpha1.ReasonDriftNotChecked || old != nil && old.Reason == v1alpha1.ReasonDriftNotChecked
 }
 
 // maxEventNote is the API server's limit on an event's note.
@@ -315,7 +325,7 @@ func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPo
 			after.Inventory = mergeInventory(before.Inventory, res.desired, res.pruned)
 		}
 		after.OwnedFields = res.ownedFields
-		setDriftedCondition(after, res, policy)
+		setDriftedCondition(after, res, policy, uncheckedObjects(before.Inventory, res))
 	} else {
 		after.Inventory = mergeInventory(before.Inventory, res.applied, res.pruned)
 	}
@@ -340,7 +350,7 @@ func waitingStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPo
 		Reason: res.waiting.reason, Message: engine.Cut(res.waiting.message, v1alpha1.MaxMessageBytes), ObservedGeneration: res.generation})
 	switch {
 	case len(res.drift) > 0:
-		setDriftedCondition(after, res, policy)
+		setDriftedCondition(after, res, policy, nil)
 	case res.driftUnknown:
 		meta.SetStatusCondition(&after.Conditions, metav1.Condition{Type: v1alpha1.ConditionDrifted, Status: metav1.ConditionUnknown,
 			Reason: v1alpha1.ReasonDriftUnknown, ObservedGeneration: res.generation,
@@ -363,6 +373,9 @@ func setReadyCondition(s *v1alpha1.Status, res *result) {
 func failureMessage(s *v1alpha1.Status, f *failure) string {
 	switch f.reason {
 	case v1alpha1.ReasonRenderFailed:
+		if _, ok := errors.AsType[*readFailure](f.err); ok {
+			return "Render failed: " + f.err.Error() + ". Nothing was applied or pruned; fix the input, the spec or the template."
+		}
 		return "Render failed: " + f.err.Error() + ". Nothing was applied or pruned; fix the spec or the template."
 	case v1alpha1.ReasonLimitExceeded:
 		return "Render stopped: " + f.err.Error() + ". Nothing was applied or pruned; ask less of the templates in the spec, or raise the operator's limit (--render-timeout, --render-max-bytes, --render-max-objects)."
@@ -423,12 +436,17 @@ func setProgressConditions(s *v1alpha1.Status, res *result) {
 // manager and left as it is (policy Report, or a create-only object), and
 // status.drift shows what differs now. When every drift was reverted
 // (policy Correct), Drifted stays False and status.drift keeps what was last
-// reverted.
-func setDriftedCondition(s *v1alpha1.Status, res *result, policy v1alpha1.DriftPolicy) {
+// reverted. The unchecked objects (those of a graph's nodes that wait) were
+// neither checked nor corrected: status.drift keeps what was last seen of
+// them, Drifted stays True when that is drift left as it is, and is Unknown
+// otherwise, never False.
+func setDriftedCondition(s *v1alpha1.Status, res *result, policy v1alpha1.DriftPolicy, unchecked []v1alpha1.InventoryEntry) {
 	c := metav1.Condition{Type: v1alpha1.ConditionDrifted, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonInSync,
 		Message: "Every field the templates set has the value they set.", ObservedGeneration: res.generation}
+	kept := keptDrift(s.Drift, unchecked)
+	drift := append(slices.Clone(res.drift), kept...)
 	left := 0
-	for _, d := range res.drift {
+	for _, d := range drift {
 		if !d.Reverted {
 			left++
 		}
@@ -440,14 +458,20 @@ func setDriftedCondition(s *v1alpha1.Status, res *result, policy v1alpha1.DriftP
 		if len(res.fights) > 1 {
 			c.Message += " And " + strconv.Itoa(len(res.fights)-1) + " more objects (see status.drift)."
 		}
-		s.Drift = boundDrift(res.drift)
+		s.Drift = boundDrift(drift)
 	case left > 0:
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonDriftFound
 		c.Message = strconv.Itoa(left) + " objects have fields that another manager changed (see status.drift). stencil leaves them: policy Report, or objects their template creates only (stencil.dev/ssa: IfNotPresent)."
 		if policy == v1alpha1.DriftReport {
 			c.Message += " Set spec.driftPolicy to Correct to revert them."
 		}
-		s.Drift = boundDrift(res.drift)
+		if len(kept) > 0 {
+			c.Message += " Of the objects of the graph's nodes that wait, status.drift shows what stencil saw before they began to wait; it checks them again when the nodes render."
+		}
+		s.Drift = boundDrift(drift)
+	case len(unchecked) > 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, v1alpha1.ReasonDriftNotChecked, notCheckedMessage(res, unchecked)
+		s.Drift = boundDrift(drift)
 	case policy == v1alpha1.DriftReport:
 		s.Drift = nil
 	case len(res.drift) > 0:
@@ -460,6 +484,55 @@ func setDriftedCondition(s *v1alpha1.Status, res *result, policy v1alpha1.DriftP
 		}
 	}
 	meta.SetStatusCondition(&s.Conditions, c)
+}
+
+// notCheckedMessage says that the unchecked objects were neither checked
+// nor corrected, and how the applied ones are.
+func notCheckedMessage(res *result, unchecked []v1alpha1.InventoryEntry) string {
+	msg := "While nodes of the graph wait, stencil neither checks nor corrects the objects they rendered before (" +
+		firstFew(len(unchecked), func(i int) string { return unchecked[i].Kind + " " + unchecked[i].Name }, ", ", " ") +
+		"); it does when the nodes render again."
+	switch {
+	case len(res.drift) > 0:
+		msg += " It reverted fields that another manager changed in " + strconv.Itoa(len(res.drift)) + " of the objects it applied (see status.drift)."
+	case len(res.desired) > 0:
+		msg += " The " + strconv.Itoa(len(res.desired)) + " objects it applied have the values their templates set."
+	}
+	return msg
+}
+
+// uncheckedObjects are the objects of the inventory inv that the reconcile
+// of res neither applied nor checked: while nodes of a graph wait, the
+// objects they rendered before are kept as they are (and nothing is
+// pruned).
+func uncheckedObjects(inv []v1alpha1.InventoryEntry, res *result) []v1alpha1.InventoryEntry {
+	if len(res.graphWaiting) == 0 {
+		return nil
+	}
+	rendered := make(map[v1alpha1.InventoryEntry]bool, len(res.desired))
+	for _, d := range res.desired {
+		rendered[entryOf(d)] = true
+	}
+	var out []v1alpha1.InventoryEntry
+	for _, e := range inv {
+		if !rendered[e] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// keptDrift are the entries of drift about the unchecked objects: what was
+// last seen of them.
+func keptDrift(drift []v1alpha1.ObjectDrift, unchecked []v1alpha1.InventoryEntry) []v1alpha1.ObjectDrift {
+	var out []v1alpha1.ObjectDrift
+	for _, d := range drift {
+		e := v1alpha1.InventoryEntry{APIVersion: d.APIVersion, Kind: d.Kind, Namespace: d.Namespace, Name: d.Name}
+		if slices.Contains(unchecked, e) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func boundDrift(d []v1alpha1.ObjectDrift) []v1alpha1.ObjectDrift {

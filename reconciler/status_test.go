@@ -198,6 +198,7 @@ func TestRecordTransitions(t *testing.T) {
 	found := cond(v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftFound)
 	progressing := cond(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonProgressing)
 	unhealthy := cond(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonHealthCheckFailed)
+	notChecked := cond(v1alpha1.ConditionDrifted, metav1.ConditionUnknown, v1alpha1.ReasonDriftNotChecked)
 	tests := []struct {
 		name          string
 		before, after []metav1.Condition
@@ -216,6 +217,10 @@ func TestRecordTransitions(t *testing.T) {
 		{"recovered from a failed object", []metav1.Condition{unhealthy}, []metav1.Condition{ready}, []string{"Normal Reconciled m"}},
 		{"recovering: applied after a failure", []metav1.Condition{failed}, []metav1.Condition{progressing}, []string{"Normal Progressing m"}},
 		{"recovering: a failed object on its way", []metav1.Condition{unhealthy}, []metav1.Condition{progressing}, []string{"Normal Progressing m"}},
+		{"nodes begin to wait is no news", []metav1.Condition{ready, inSync}, []metav1.Condition{ready, notChecked}, nil},
+		{"nodes stop waiting is no news", []metav1.Condition{ready, notChecked}, []metav1.Condition{ready, inSync}, nil},
+		{"drift found after nodes waited", []metav1.Condition{ready, notChecked}, []metav1.Condition{ready, found}, []string{"Warning DriftDetected m"}},
+		{"drift gone while nodes wait", []metav1.Condition{ready, found}, []metav1.Condition{ready, notChecked}, []string{"Normal DriftNotChecked m"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -237,6 +242,7 @@ func TestRecordTransitions(t *testing.T) {
 func TestHealthMessage(t *testing.T) {
 	waiting := engine.ObjectHealth{Object: "Deployment web", Message: "Available: 0/1", Hint: "kubectl describe deployment.apps web -n ns"}
 	failed := engine.ObjectHealth{Object: "Job migrate", Message: "Job Failed. failed: 1/1", Hint: "kubectl describe job.batch migrate -n ns", Failed: true}
+	running := engine.ObjectHealth{Object: "Job seed", Message: "Job seed to complete (Job in progress)", Hint: "kubectl describe job.batch seed -n ns", Named: true}
 	tests := []struct {
 		name      string
 		unhealthy []engine.ObjectHealth
@@ -248,6 +254,8 @@ func TestHealthMessage(t *testing.T) {
 			"All 3 rendered objects are applied, but 1 failed and 1 not ready yet: Job migrate: Job Failed. failed: 1/1; Deployment web: Available: 0/1. See why with kubectl describe job.batch migrate -n ns. stencil looks again when their status changes."},
 		{"only failed", []engine.ObjectHealth{failed},
 			"All 3 rendered objects are applied, but 1 failed: Job migrate: Job Failed. failed: 1/1. See why with kubectl describe job.batch migrate -n ns. stencil looks again when their status changes."},
+		{"a graph node's rules name the object", []engine.ObjectHealth{running},
+			"All 3 rendered objects are applied, but 1 not ready yet: Job seed to complete (Job in progress). stencil looks again when their status changes."},
 		{"many", []engine.ObjectHealth{waiting, waiting, waiting, waiting, waiting},
 			"All 3 rendered objects are applied, but 5 not ready yet: Deployment web: Available: 0/1; Deployment web: Available: 0/1; Deployment web: Available: 0/1; and 2 more. stencil looks again when their status changes."},
 	}

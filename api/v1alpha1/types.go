@@ -198,7 +198,13 @@ const (
 	// stencil's last apply; what changed before it began to keep them
 	// cannot be told.
 	ReasonDriftUnknown = "DriftUnknown"
-	ReasonDriftFixed   = "DriftCorrected"
+	// ReasonDriftNotChecked (Drifted=Unknown): nodes of a graph kind wait,
+	// and stencil neither checks nor corrects the objects they rendered
+	// before until they render again; the objects it applied have the
+	// values their templates set. Drift last seen in the waiting nodes'
+	// objects stays in status.drift, and then Drifted stays True.
+	ReasonDriftNotChecked = "DriftNotChecked"
+	ReasonDriftFixed      = "DriftCorrected"
 	// ReasonFighting: another writer keeps taking back fields stencil
 	// reverts; stencil paces its corrections.
 	ReasonFighting = "FieldFight"

@@ -186,7 +186,17 @@ func (p *property) kindOnce(t *testing.T, r *rand.Rand, k *render.Kind) bool {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, cr); err != nil {
 		t.Fatalf("the API server's %s does not fit the Go type: %v", gvk.Kind, err)
 	}
-	objs, err := k.RenderValidated(cr, p.validator)
+	var objs []*unstructured.Unstructured
+	var err error
+	if k.HasGraph() {
+		// Rendered as it converges, over random inputs.
+		var refused bool
+		if objs, refused, err = convergeGraph(r, k, cr, p.validator); refused {
+			return false
+		}
+	} else {
+		objs, err = k.RenderValidated(cr, p.validator)
+	}
 	clusterScoped := map[schema.GroupVersionKind]bool{}
 	for _, ref := range k.Declaration().Owns {
 		clusterScoped[ref.GroupVersionKind()] = ref.ClusterScoped

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -435,6 +436,12 @@ func (a *Applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 			held = held.RecursiveDifference(h)
 		}
 	}
+	if v.adopting && CreateOnly(d) {
+		// A create-only object's content is a value made once: adopting
+		// one takes it over as it is (stencil's labels, annotations and
+		// owner), never replacing its content with this render's.
+		body = adoptionBody(d)
+	}
 	switch {
 	case v.creating:
 		body = body.DeepCopy()
@@ -478,6 +485,22 @@ func (a *Applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 		}
 	}
 	return nil
+}
+
+// adoptionBody is the apply that adopts d's live object without touching
+// its content: d's identity and metadata, which make the object the
+// resource's.
+func adoptionBody(d *unstructured.Unstructured) *unstructured.Unstructured {
+	meta := map[string]any{"name": d.GetName()}
+	if ns := d.GetNamespace(); ns != "" {
+		meta["namespace"] = ns
+	}
+	for _, key := range []string{"labels", "annotations", "ownerReferences"} {
+		if v, ok := d.Object["metadata"].(map[string]any)[key]; ok {
+			meta[key] = runtime.DeepCopyJSONValue(v)
+		}
+	}
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": d.GetAPIVersion(), "kind": d.GetKind(), "metadata": meta}}
 }
 
 // CreateOnly: d's template asks that it be created when missing and never

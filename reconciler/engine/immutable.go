@@ -84,7 +84,9 @@ func (e immutableError) Unwrap() error { return e.err }
 func (a *Applier) recreate(ctx context.Context, d *unstructured.Unstructured, fields []string, refused error, out *ApplyOutcome) error {
 	immutable := immutableError{object: d, fields: fields, err: refused}
 	force := d.GetAnnotations()[v1alpha1.AnnotationForce]
-	if force != v1alpha1.ForceEnabled && force != v1alpha1.ForceEnabledDataLoss {
+	// A create-only object holds a value made once (a generated password):
+	// it is never deleted to be made anew, whatever the template asks.
+	if CreateOnly(d) || force != v1alpha1.ForceEnabled && force != v1alpha1.ForceEnabledDataLoss {
 		out.Immutable = append(out.Immutable, immutable)
 		return nil
 	}

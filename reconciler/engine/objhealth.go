@@ -16,6 +16,9 @@ type ObjectHealth struct {
 	// Current: healthy; failed: kstatus gives up on it (else it is on its
 	// way).
 	Current, Failed bool
+	// Named: Message names the object itself, as a graph node's readiness
+	// rules do ("Job migrate to complete (…)").
+	Named bool
 }
 
 // JudgeMap is what kstatus says of m, the live object d. An object kstatus

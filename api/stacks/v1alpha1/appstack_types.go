@@ -29,8 +29,10 @@ type AppStackSpec struct {
 	Replicas int32 `json:"replicas,omitempty"`
 	// Settings names a ConfigMap in the AppStack's namespace whose data the
 	// app gets as environment variables. stencil reads it and never owns
-	// it; a change of it reaches the app.
+	// it; a change of it reaches the app. A ConfigMap's name: lower-case
+	// letters, digits, '-' and '.'.
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	Settings string `json:"settings,omitempty"`
 	// DriftPolicy says what stencil does when another manager changes a

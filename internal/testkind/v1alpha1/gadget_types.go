@@ -18,6 +18,9 @@ type GadgetSpec struct {
 	// node waits until it exists).
 	// +optional
 	Settings string `json:"settings,omitempty"`
+	// DriftPolicy: Correct (default) or Report.
+	// +optional
+	DriftPolicy v1alpha1.DriftPolicy `json:"driftPolicy,omitempty"`
 }
 
 // GadgetStatus is stencil's shared status.
@@ -48,4 +51,9 @@ type GadgetList struct {
 func (o *Gadget) StencilStatus() *v1alpha1.Status { return &o.Status.Status }
 
 // StencilDriftPolicy implements [v1alpha1.Object].
-func (o *Gadget) StencilDriftPolicy() v1alpha1.DriftPolicy { return v1alpha1.DriftCorrect }
+func (o *Gadget) StencilDriftPolicy() v1alpha1.DriftPolicy {
+	if o.Spec.DriftPolicy == "" {
+		return v1alpha1.DriftCorrect
+	}
+	return o.Spec.DriftPolicy
+}

@@ -1,0 +1,227 @@
+package reconciler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/testkind"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+)
+
+// strictGadget is the Gadget kind with one node whose template fails on an
+// input without data (it ranges over .data, which a ConfigMap made by
+// `kubectl create configmap NAME` does not have).
+func strictGadget() fstest.MapFS {
+	return fstest.MapFS{
+		"_kind.yaml": {Data: []byte(`owns:
+- {apiVersion: v1, kind: ConfigMap}
+inputs:
+  settings:
+    apiVersion: v1
+    kind: ConfigMap
+    name: '{{ .Spec.Settings }}'
+`)},
+		"copy.yaml": {Data: []byte(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ printf "%s-copy" .Name | quote }}
+data:
+{{- range $k, $v := (input "settings").data }}
+  {{ $k }}: {{ $v | quote }}
+{{- end }}
+`)},
+	}
+}
+
+// TestGraphHealsWhenItsInputIsFixed: a resource whose render failed on an
+// input's content (Stalled, RenderFailed, naming the input) renders again
+// when the input is fixed, through the watch of what the failed render
+// read, with no write to the resource.
+func TestGraphHealsWhenItsInputIsFixed(t *testing.T) {
+	def := testkind.Gadget()
+	def.Templates = strictGadget()
+	startGadgetKind(t, def)
+	ns := newGadgetNamespace(t)
+	settings := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}
+	if err := k8s.Create(t.Context(), settings); err != nil {
+		t.Fatal(err)
+	}
+	createGadget(t, ns, "h", testv1alpha1.GadgetSpec{Settings: "settings"})
+	eventually(t, 30*time.Second, "the Gadget stalled on its input's content", func() error {
+		return errors.Join(
+			gadgetCondition(t, ns, "h", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonRenderFailed,
+				`map has no entry for key "data"`, "ConfigMap "+ns+"/settings"),
+			gadgetCondition(t, ns, "h", v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonRenderFailed))
+	})
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"data":{"greeting":"hi"}}`))
+	if err := k8s.Patch(t.Context(), settings, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the Gadget Ready once its input has data", func() error {
+		return gadgetCondition(t, ns, "h", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled)
+	})
+	cm := &corev1.ConfigMap{}
+	if !exists(t, cm, ns, "h-copy") || cm.Data["greeting"] != "hi" {
+		t.Fatalf("h-copy holds %v; want the input's data", cm.Data)
+	}
+	g := &testv1alpha1.Gadget{}
+	if err := k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "h"}, g); err != nil {
+		t.Fatal(err)
+	}
+	if g.Generation != 1 {
+		t.Fatal(fmt.Errorf("the Gadget's generation is %d: its spec was written; the fix must come from the input alone", g.Generation))
+	}
+}
+
+// TestGraphAdoptionKeepsACreateOnlyValue: adopting, as the docs say to
+// migrate an existing database, the Secret a createOnly node generates
+// keeps the value it holds (the database's password), and the nodes that
+// read it read that value, not a generated one.
+func TestGraphAdoptionKeepsACreateOnlyValue(t *testing.T) {
+	startGadgets(t)
+	ns := newGadgetNamespace(t)
+	createSettings(t, ns, "settings", "hi")
+	owner := v1alpha1.OwnerAnnotation(testv1alpha1.GroupVersion.WithKind("Gadget"), ns, "a")
+	existing := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a-token", Annotations: map[string]string{v1alpha1.AnnotationAdopt: owner}},
+		Data:       map[string][]byte{"token": []byte("the-existing-password")},
+	}
+	if err := k8s.Create(t.Context(), existing); err != nil {
+		t.Fatal(err)
+	}
+	createGadget(t, ns, "a", testv1alpha1.GadgetSpec{Value: "v", Settings: "settings"})
+	g := &testv1alpha1.Gadget{}
+	eventually(t, 30*time.Second, "the Gadget's copy of its adopted token", func() error {
+		if err := k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "a"}, g); err != nil {
+			return err
+		}
+		copied := &corev1.Secret{}
+		if !exists(t, copied, ns, "a-copy") {
+			return errors.New("a-copy not applied yet")
+		}
+		if got := string(copied.Data["token"]); got != "the-existing-password" {
+			return fmt.Errorf("a-copy's token is %q; want the adopted Secret's value", got)
+		}
+		return nil
+	})
+	token := &corev1.Secret{}
+	if !exists(t, token, ns, "a-token") {
+		t.Fatal("the adopted Secret is gone")
+	}
+	if token.UID != existing.UID {
+		t.Fatal("the adopted Secret was deleted and made anew")
+	}
+	if got := string(token.Data["token"]); got != "the-existing-password" {
+		t.Fatalf("the adopted Secret holds %q; its value was replaced", got)
+	}
+	if token.Labels[v1alpha1.LabelOwnerUID] != string(g.UID) || metav1.GetControllerOf(token) == nil {
+		t.Fatalf("the Secret was not adopted: labels %v, ownerReferences %v", token.Labels, token.OwnerReferences)
+	}
+}
+
+// TestOrphanDeletionLeavesEveryObject: kubectl delete --cascade=orphan of
+// graph and non-graph resources, repeated, leaves every one of their
+// objects in place (a graph's, which stencil deletes in order otherwise,
+// and a cluster-scoped one, which no ownerReference ties to the resource);
+// stencil removes only its own finalizer.
+func TestOrphanDeletionLeavesEveryObject(t *testing.T) {
+	startGadgets(t)
+	ns := newGadgetNamespace(t)
+	createSettings(t, ns, "settings", "hi")
+	kinds := []schema.GroupVersionKind{
+		{Version: "v1", Kind: "ConfigMap"}, {Version: "v1", Kind: "Secret"}, {Version: "v1", Kind: "Service"},
+		{Group: "apps", Version: "v1", Kind: "Deployment"}, {Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"},
+	}
+	for round := range 3 {
+		var owners []client.Object
+		for i := range 2 {
+			name := fmt.Sprintf("g%d-%d", round, i)
+			createGadget(t, ns, name, testv1alpha1.GadgetSpec{Value: "v", Settings: "settings"})
+			gate := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-gate"}}
+			eventually(t, 30*time.Second, "the gate of "+name+" opened", func() error {
+				return k8s.Patch(t.Context(), gate, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"test.stencil.dev/open":"yes"}}}`)))
+			})
+			owners = append(owners, &testv1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+			name = fmt.Sprintf("w%d-%d", round, i)
+			createWidget(t, ns, name, testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, ClusterRole: true})
+			owners = append(owners, &testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+		}
+		var objects []*unstructured.Unstructured
+		for _, o := range owners {
+			eventually(t, 30*time.Second, o.GetName()+" Ready", func() error {
+				if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(o), o); err != nil {
+					return err
+				}
+				c := meta.FindStatusCondition(o.(v1alpha1.Object).StencilStatus().Conditions, v1alpha1.ConditionReady)
+				if c == nil || c.Status != metav1.ConditionTrue {
+					return fmt.Errorf("Ready is %+v", c)
+				}
+				return nil
+			})
+			objects = append(objects, ownedObjects(t, kinds, o.GetUID())...)
+		}
+		for _, o := range owners {
+			if err := k8s.Delete(t.Context(), o, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, o := range owners {
+			eventually(t, 30*time.Second, o.GetName()+" gone", func() error {
+				if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("still there (finalizers %v): %v", o.GetFinalizers(), err)
+				}
+				return nil
+			})
+		}
+		for _, want := range objects {
+			got := &unstructured.Unstructured{}
+			got.SetGroupVersionKind(want.GroupVersionKind())
+			err := k8s.Get(t.Context(), client.ObjectKeyFromObject(want), got)
+			switch {
+			case err != nil:
+				t.Errorf("round %d: %s %s: %v; an orphaned object must stay", round, want.GetKind(), want.GetName(), err)
+			case got.GetUID() != want.GetUID() || got.GetDeletionTimestamp() != nil:
+				t.Errorf("round %d: %s %s was deleted", round, want.GetKind(), want.GetName())
+			}
+			if want.GetNamespace() == "" {
+				_ = k8s.Delete(context.WithoutCancel(t.Context()), want)
+			}
+		}
+		t.Logf("round %d: %d objects of %d resources left in place", round, len(objects), len(owners))
+	}
+}
+
+// ownedObjects are the objects of the types that carry the owner label of
+// uid.
+func ownedObjects(t *testing.T, kinds []schema.GroupVersionKind, uid types.UID) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	for _, gvk := range kinds {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := k8s.List(t.Context(), list, client.MatchingLabels{v1alpha1.LabelOwnerUID: string(uid)}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range list.Items {
+			out = append(out, &list.Items[i])
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no objects of %s", uid)
+	}
+	return out
+}

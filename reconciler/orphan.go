@@ -1,0 +1,61 @@
+package reconciler
+
+import (
+	"context"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+// A resource deleted with propagationPolicy Orphan (kubectl delete
+// --cascade=orphan) keeps every object: the API server adds the orphan
+// finalizer with the deletion, and the garbage collector removes the
+// objects' ownerReferences, then that finalizer. stencil deletes nothing
+// then, not even the objects no ownerReference ties to the resource
+// (cluster-scoped ones) or a graph's, which it otherwise deletes itself,
+// and removes only its own finalizer.
+//
+// The garbage collector may be done, and its finalizer gone, before the
+// resource's reconcile reads it: every update event of the resource is
+// looked at for the finalizer, and the objects tell too (a namespaced
+// object of the resource without its ownerReference was orphaned).
+
+// noteOrphaning remembers a resource deleted with propagationPolicy
+// Orphan, by UID, until it is gone.
+func (r *Reconciler) noteOrphaning(obj client.Object) {
+	if obj.GetDeletionTimestamp() != nil && slices.Contains(obj.GetFinalizers(), metav1.FinalizerOrphanDependents) {
+		r.orphans.Store(obj.GetUID(), true)
+	}
+}
+
+func (r *Reconciler) noteOrphaningOnCreate(e event.CreateEvent) bool {
+	r.noteOrphaning(e.Object)
+	return true
+}
+
+// orphaning: cr is being deleted with propagationPolicy Orphan.
+func (r *Reconciler) orphaning(cr v1alpha1.Object) bool {
+	r.noteOrphaning(cr)
+	_, ok := r.orphans.Load(cr.GetUID())
+	return ok
+}
+
+// orphaned: item, a namespaced object that carries cr's owner label, has
+// lost its ownerReference to cr: the garbage collector orphaned it.
+func orphaned(item client.Object) bool {
+	return item.GetNamespace() != "" && metav1.GetControllerOf(item) == nil
+}
+
+// leaveOrphans says that cr's objects stay.
+func (r *Reconciler) leaveOrphans(ctx context.Context, cr v1alpha1.Object) {
+	ctrl.LoggerFrom(ctx).Info("Deleted with propagationPolicy Orphan; leaving every object in place", "cr", klog.KObj(cr))
+	r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Orphaned", "Delete",
+		"Deleted with propagationPolicy Orphan: stencil leaves every object of this resource in place and removes only its own finalizer")
+}
