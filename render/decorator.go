@@ -178,8 +178,9 @@ func ObservedSelector(o Observed, parent *unstructured.Unstructured) (labels.Sel
 // Render renders the decorator for parent with its observed objects. It
 // returns what the templates set on the parent (nil when they do not
 // render it): an object with the parent's apiVersion, kind, name and
-// namespace and nothing but metadata.labels and metadata.annotations; and
-// the children, stamped as any kind's objects, owned by the parent.
+// namespace and nothing but metadata.labels and metadata.annotations (less
+// the keys that steer stencil, see stripControlKeys); and the children,
+// stamped as any kind's objects, owned by the parent.
 func (d *Decorator) Render(parent *unstructured.Unstructured, observed map[string][]*unstructured.Unstructured) (*unstructured.Unstructured, []*unstructured.Unstructured, error) {
 	data := DecoratorData{Object: parent.Object, Observed: map[string][]map[string]any{}}
 	for _, o := range d.declaration.Observes {
@@ -191,7 +192,7 @@ func (d *Decorator) Render(parent *unstructured.Unstructured, observed map[strin
 	}
 	var patch *unstructured.Unstructured
 	var children []*unstructured.Unstructured
-	own := owner{gvk: parent.GroupVersionKind(), namespace: parent.GetNamespace(), name: parent.GetName(), uid: parent.GetUID()}
+	own := owner{gvk: parent.GroupVersionKind(), namespace: parent.GetNamespace(), name: parent.GetName(), uid: parent.GetUID(), decorator: d.name}
 	run, err := d.runs.get(d.limits, d.limits.Bytes, "rendered bytes")
 	if err != nil {
 		return nil, nil, err
@@ -214,6 +215,10 @@ func (d *Decorator) Render(parent *unstructured.Unstructured, observed map[strin
 				if err := checkPatch(o); err != nil {
 					return nil, nil, &Error{File: file, Err: err}
 				}
+				// No key that steers stencil on the parent (it would tie
+				// the parent to a resource, or move a resource to another
+				// shard): stripped, as from the children.
+				stripMetadataKeys(o.Object)
 				patch = o
 				continue
 			}
@@ -234,12 +239,6 @@ func (d *Decorator) Render(parent *unstructured.Unstructured, observed map[strin
 			return nil, nil, &Error{File: c.GetAnnotations()[sourceAnnotation], Err: fmt.Errorf("%s is rendered twice", id)}
 		}
 		seen[id] = true
-		labels := c.GetLabels()
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[v1alpha1.LabelDecorator] = d.name
-		c.SetLabels(labels)
 		if err := stamp(c, own); err != nil {
 			return nil, nil, err
 		}

@@ -26,6 +26,9 @@ type owner struct {
 	// shard is the resource's shard label, copied to its objects so that
 	// each shard caches only its own resources' objects.
 	shard string
+	// decorator names the decorator that renders the objects, if one does
+	// (their label [v1alpha1.LabelDecorator]).
+	decorator string
 }
 
 func newOwner(gvk schema.GroupVersionKind, obj v1alpha1.Object) owner {
@@ -79,19 +82,19 @@ func (k *Kind) check(o *unstructured.Unstructured, own owner) error {
 	return nil
 }
 
-// stamp adds stencil's labels and annotations, a controller ownerReference
-// for namespaced objects (unless the template keeps them, see
-// v1alpha1.AnnotationPrune), and, last, the hash of the result.
+// stamp removes the control keys the template wrote (see
+// stripControlKeys), then adds stencil's labels and annotations, a
+// controller ownerReference for namespaced objects (unless the template
+// keeps them, see v1alpha1.AnnotationPrune), and, last, the hash of the
+// result.
 func stamp(o *unstructured.Unstructured, own owner) error {
+	stripControlKeys(o, own)
 	labels := o.GetLabels()
 	if labels == nil {
 		labels = map[string]string{}
 	}
 	labels[v1alpha1.LabelManagedBy] = v1alpha1.ManagedByStencil
-	labels[v1alpha1.LabelOwnerUID] = string(own.uid)
-	if own.shard != "" {
-		labels[v1alpha1.LabelShard] = own.shard
-	}
+	maps.Copy(labels, own.controlLabels())
 	o.SetLabels(labels)
 
 	ann := maps.Clone(o.GetAnnotations())
@@ -119,6 +122,117 @@ func stamp(o *unstructured.Unstructured, own owner) error {
 	ann[v1alpha1.AnnotationDesiredHash] = hash
 	o.SetAnnotations(ann)
 	return nil
+}
+
+// controlLabels are the labels that steer stencil, as stencil's admission
+// policy (config/policy) lists them: they tie an object to a resource (its
+// cache selects by them, its events wake that resource) or pick the
+// stencil process that reconciles a resource.
+var controlLabels = []string{v1alpha1.LabelOwnerUID, v1alpha1.LabelDecorator, v1alpha1.LabelShard, v1alpha1.LabelClaim}
+
+// controlAnnotations are the annotations that steer stencil, as its
+// admission policy lists them.
+var controlAnnotations = []string{v1alpha1.AnnotationOwner, v1alpha1.AnnotationPrunePending, v1alpha1.AnnotationClaimLease}
+
+// controlLabels are the control labels, with their values, that stencil
+// puts on the objects it renders for own.
+func (own owner) controlLabels() map[string]string {
+	labels := map[string]string{v1alpha1.LabelOwnerUID: string(own.uid)}
+	if own.shard != "" {
+		labels[v1alpha1.LabelShard] = own.shard
+	}
+	if own.decorator != "" {
+		labels[v1alpha1.LabelDecorator] = own.decorator
+	}
+	return labels
+}
+
+// stripControlKeys removes from o the control keys (the keys that steer
+// stencil) its template wrote: every control label and annotation of its metadata
+// (stamp then sets stencil's own), and every control label of the label
+// maps that the cluster's controllers copy into the objects they create
+// (see copiedLabels), but the owner UID label with own's UID, which
+// ownerLabels gives a pod template. Otherwise a template, or a tenant whose
+// spec it copies into labels, could tie a Pod or a claim to another
+// resource, or move a resource to another shard: stencil's writes, also
+// those it makes as a tenant's ServiceAccount, pass stencil's admission
+// policy. Stripped, not refused: a template that copies the resource's own
+// labels keeps rendering when sharding labels the resource.
+func stripControlKeys(o *unstructured.Unstructured, own owner) {
+	stripMetadataKeys(o.Object)
+	for _, labels := range copiedLabels(o.Object) {
+		for _, key := range controlLabels {
+			if value, _ := labels[key].(string); key != v1alpha1.LabelOwnerUID || value != string(own.uid) {
+				delete(labels, key)
+			}
+		}
+	}
+}
+
+// stripMetadataKeys removes the control labels and annotations from obj's
+// metadata.
+func stripMetadataKeys(obj map[string]any) {
+	meta := nested(obj, "metadata")
+	for _, key := range controlLabels {
+		delete(nested(meta, "labels"), key)
+	}
+	for _, key := range controlAnnotations {
+		delete(nested(meta, "annotations"), key)
+	}
+}
+
+// copiedTemplates are the paths of the object templates whose labels the
+// cluster's controllers copy into the objects they create: a workload's pod
+// template, a CronJob's job template and its pod template.
+var copiedTemplates = []string{"spec.template", "spec.jobTemplate", "spec.jobTemplate.spec.template"}
+
+// podSpecs are the paths of the pod specs whose ephemeral volumes' claim
+// templates the cluster's controllers make claims of: a pod's, a pod
+// template's, a CronJob's pod template's.
+var podSpecs = []string{"spec", "spec.template.spec", "spec.jobTemplate.spec.template.spec"}
+
+// copiedLabels are the label maps of obj that the cluster's controllers
+// copy into the objects they create, as stencil's admission policy checks
+// them: those of copiedTemplates, of a StatefulSet's volumeClaimTemplates,
+// and of the claim templates of the ephemeral volumes of podSpecs.
+func copiedLabels(obj map[string]any) []map[string]any {
+	var found []map[string]any
+	add := func(template map[string]any) {
+		if labels, ok := nested(template, "metadata")["labels"].(map[string]any); ok {
+			found = append(found, labels)
+		}
+	}
+	for _, path := range copiedTemplates {
+		add(nested(obj, strings.Split(path, ".")...))
+	}
+	for _, claim := range items(nested(obj, "spec")["volumeClaimTemplates"]) {
+		add(claim)
+	}
+	for _, path := range podSpecs {
+		for _, volume := range items(nested(obj, strings.Split(path, ".")...)["volumes"]) {
+			add(nested(volume, "ephemeral", "volumeClaimTemplate"))
+		}
+	}
+	return found
+}
+
+// nested is the map at path in m, or nil.
+func nested(m map[string]any, path ...string) map[string]any {
+	for _, field := range path {
+		m, _ = m[field].(map[string]any)
+	}
+	return m
+}
+
+// items are the elements of list, a []any, as maps (nil for those that are
+// not maps).
+func items(list any) []map[string]any {
+	elems, _ := list.([]any)
+	out := make([]map[string]any, len(elems))
+	for i, e := range elems {
+		out[i], _ = e.(map[string]any)
+	}
+	return out
 }
 
 // Hash is the hash of an object's content without its hash annotation.
