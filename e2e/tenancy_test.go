@@ -132,7 +132,7 @@ func TestTenantCannotSteerThroughSubresources(t *testing.T) {
 		_, err := mallory("apply", "-f", writeFile(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: forged, labels: {stencil.dev/owner-uid: "0000"}}}`))
 		if err == nil || !strings.Contains(err.Error(), "only stencil sets") {
 			_, _ = mallory("delete", "configmap", "forged", "--ignore-not-found")
-			return fmt.Errorf("not denied yet: %v", err)
+			return fmt.Errorf("not denied yet: %w", err)
 		}
 		return nil
 	})

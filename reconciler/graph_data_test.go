@@ -182,7 +182,7 @@ func TestOrphanDeletionLeavesEveryObject(t *testing.T) {
 		for _, o := range owners {
 			eventually(t, 30*time.Second, o.GetName()+" gone", func() error {
 				if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
-					return fmt.Errorf("still there (finalizers %v): %v", o.GetFinalizers(), err)
+					return fmt.Errorf("still there (finalizers %v): %w", o.GetFinalizers(), err)
 				}
 				return nil
 			})

@@ -543,9 +543,9 @@ func addTicksTo(ts ...*template.Template) error {
 	if err != nil {
 		return fmt.Errorf("preparing the render time check: %w", err)
 	}
-	call := probe.Tree.Root.Nodes[0]
+	call := probe.Root.Nodes[0]
 	for _, tmpl := range ts {
-		if tmpl.Tree == nil || tmpl.Tree.Root == nil {
+		if tmpl.Tree == nil || tmpl.Root == nil {
 			continue
 		}
 		prepend(tmpl.Tree.Root, call)

@@ -430,7 +430,7 @@ func objectReadiness(run *execution, n *graphNode, d, live *unstructured.Unstruc
 	what := d.GetKind() + " " + d.GetName()
 	switch {
 	case err != nil:
-		return what + ": cannot be read: " + err.Error(), false, nil
+		return what + ": cannot be read: " + err.Error(), false, nil //nolint:nilerr // a wait that says why, not a failure of the render
 	case live == nil:
 		return what + " to be created", false, nil
 	case live.GetLabels()[v1alpha1.LabelOwnerUID] != string(own.uid):
