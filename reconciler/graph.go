@@ -437,7 +437,7 @@ func (r *Reconciler) deleteInOrder(ctx context.Context, cr v1alpha1.Object) ([]v
 			if item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled {
 				continue
 			}
-			if orphaned(item) {
+			if r.orphaned(cr, item) {
 				// The garbage collector orphaned it: the deletion asked
 				// that every object stay (see orphaning).
 				r.orphans.Store(cr.GetUID(), true)

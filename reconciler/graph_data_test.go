@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +24,8 @@ import (
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/testkind"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/testutil/testop"
+	"github.com/stencil-operator/stencil/render"
 )
 
 // strictGadget is the Gadget kind with one node whose template fails on an
@@ -224,4 +230,105 @@ func ownedObjects(t *testing.T, kinds []schema.GroupVersionKind, uid types.UID) 
 		t.Fatalf("no objects of %s", uid)
 	}
 	return out
+}
+
+// clusterGadget is the Gadget kind without a graph, rendering a ConfigMap
+// and a ClusterRole (so its resources carry stencil's finalizer, which
+// deletes the ClusterRole, which no ownerReference ties to the resource).
+func clusterGadget() fstest.MapFS {
+	return fstest.MapFS{
+		"_kind.yaml": {Data: []byte(`owns:
+- {apiVersion: v1, kind: ConfigMap}
+- {apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, resource: clusterroles, clusterScoped: true}
+`)},
+		"configmap.yaml": {Data: []byte(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Name | quote }}
+`)},
+		"clusterrole.yaml": {Data: []byte(`apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ printf "gadget-%s-%s" .Namespace .Name | quote }}
+rules:
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get]
+`)},
+	}
+}
+
+// TestOrphanDeletionWhileStencilIsDown: a resource deleted with
+// propagationPolicy Orphan while no operator runs, whose orphaning the
+// garbage collector finished before the operator came back (no orphan
+// finalizer left to see), keeps its objects, the cluster-scoped one its
+// finalizer would otherwise delete included: its namespaced object, which
+// lost its ownerReference, tells.
+func TestOrphanDeletionWhileStencilIsDown(t *testing.T) {
+	def := testkind.Gadget()
+	def.Templates = clusterGadget()
+	kind, err := render.Load(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first operator's requests fail once it is stopped: whatever it
+	// still had under way cannot act on the deletion.
+	var stopped atomic.Bool
+	wrap := func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if stopped.Load() {
+				return nil, errors.New("this operator was stopped")
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	if err := testop.StartOperator(ctx, cluster.Config, k8s.Scheme(), []*render.Kind{kind}, wrap); err != nil {
+		t.Fatal(err)
+	}
+	ns := newNamespace(t)
+	createGadget(t, ns, "o", testv1alpha1.GadgetSpec{})
+	g := &testv1alpha1.Gadget{}
+	eventually(t, 30*time.Second, "the Gadget Ready", func() error {
+		return gadgetCondition(t, ns, "o", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled)
+	})
+	if err := k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "o"}, g); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if !exists(t, role, "", "gadget-"+ns+"-o") {
+		t.Fatal("the ClusterRole was not applied")
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.WithoutCancel(t.Context()), role) })
+	stopped.Store(true)
+	stop()
+
+	if err := k8s.Delete(t.Context(), g, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the garbage collector done orphaning", func() error {
+		if err := k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "o"}, g); err != nil {
+			return err
+		}
+		cm := &corev1.ConfigMap{}
+		if !exists(t, cm, ns, "o") || len(cm.OwnerReferences) > 0 || slices.Contains(g.Finalizers, metav1.FinalizerOrphanDependents) {
+			return fmt.Errorf("finalizers %v, the ConfigMap's ownerReferences %v", g.Finalizers, cm.OwnerReferences)
+		}
+		return nil
+	})
+
+	startGadgetKind(t, def) // stencil is back
+	eventually(t, 30*time.Second, "the Gadget gone", func() error {
+		if err := k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "o"}, g); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (finalizers %v): %w", g.Finalizers, err)
+		}
+		return nil
+	})
+	if !exists(t, &corev1.ConfigMap{}, ns, "o") {
+		t.Error("the orphaned ConfigMap was deleted")
+	}
+	if got := (&rbacv1.ClusterRole{}); !exists(t, got, "", role.Name) || got.UID != role.UID || got.DeletionTimestamp != nil {
+		t.Error("the orphaned ClusterRole was deleted: the deletion asked that every object stay")
+	}
 }

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,17 +41,56 @@ func (r *Reconciler) noteOrphaningOnCreate(e event.CreateEvent) bool {
 	return true
 }
 
-// orphaning: cr is being deleted with propagationPolicy Orphan.
-func (r *Reconciler) orphaning(cr v1alpha1.Object) bool {
-	r.noteOrphaning(cr)
-	_, ok := r.orphans.Load(cr.GetUID())
-	return ok
+// forgetOrphaning drops what noteOrphaning kept of a resource that is
+// gone (in any shard: every shard's filter sees every resource).
+func (r *Reconciler) forgetOrphaning(e event.DeleteEvent) bool {
+	r.orphans.Delete(e.Object.GetUID())
+	return true
 }
 
-// orphaned: item, a namespaced object that carries cr's owner label, has
-// lost its ownerReference to cr: the garbage collector orphaned it.
-func orphaned(item client.Object) bool {
-	return item.GetNamespace() != "" && metav1.GetControllerOf(item) == nil
+// orphaning: cr is being deleted with propagationPolicy Orphan.
+func (r *Reconciler) orphaning(ctx context.Context, cr v1alpha1.Object) (bool, error) {
+	r.noteOrphaning(cr)
+	if _, ok := r.orphans.Load(cr.GetUID()); ok {
+		return true, nil
+	}
+	orphaned, err := r.orphanedObjects(ctx, cr)
+	if orphaned {
+		r.orphans.Store(cr.GetUID(), true)
+	}
+	return orphaned, err
+}
+
+// orphaned: item, a namespaced object that carries cr's owner label and
+// owner annotation (stencil rendered it for cr: the cluster's controllers
+// copy labels, never the annotation), has lost its ownerReference to cr:
+// the garbage collector orphaned it. A kept object (prune disabled) never
+// had one.
+func (r *Reconciler) orphaned(cr v1alpha1.Object, item client.Object) bool {
+	return item.GetNamespace() != "" && metav1.GetControllerOf(item) == nil &&
+		item.GetAnnotations()[v1alpha1.AnnotationPrune] != v1alpha1.PruneDisabled &&
+		item.GetAnnotations()[v1alpha1.AnnotationOwner] == v1alpha1.OwnerAnnotation(r.kind.GroupVersionKind(), cr.GetNamespace(), cr.GetName())
+}
+
+// orphanedObjects: the garbage collector orphaned one of cr's namespaced
+// objects (see orphaned), as the cache shows them. It is how a deletion
+// with propagationPolicy Orphan is told once the garbage collector is done
+// and its finalizer gone (stencil was down meanwhile).
+func (r *Reconciler) orphanedObjects(ctx context.Context, cr v1alpha1.Object) (bool, error) {
+	for _, t := range r.kind.Declaration().Owns {
+		if t.ClusterScoped {
+			continue
+		}
+		gvk := t.GroupVersionKind()
+		items, err := r.applier.ListToPrune(ctx, cr, gvk, false)
+		if err != nil {
+			return false, fmt.Errorf("listing %s to see whether they were orphaned: %w", gvk.Kind, err)
+		}
+		if slices.ContainsFunc(items, func(item client.Object) bool { return r.orphaned(cr, item) }) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // leaveOrphans says that cr's objects stay.

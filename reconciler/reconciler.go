@@ -791,10 +791,13 @@ func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) ([]v1alph
 	if !controllerutil.ContainsFinalizer(cr, finalizer) {
 		return nil, nil
 	}
+	orphaning, err := r.orphaning(ctx, cr)
+	if err != nil {
+		return nil, fmt.Errorf("cleaning up before deletion: %w", err)
+	}
 	var pruned []v1alpha1.InventoryEntry
-	var err error
 	switch {
-	case r.orphaning(cr):
+	case orphaning:
 		// Deleted with propagationPolicy Orphan (kubectl delete
 		// --cascade=orphan): every object stays; the garbage collector
 		// removes their ownerReferences.

@@ -83,7 +83,7 @@ func TestSecretDataWithheldFromRefusals(t *testing.T) {
 			createGadget(t, ns, "s", testv1alpha1.GadgetSpec{Settings: "creds"})
 			eventually(t, 30*time.Second, "the refusal told without the data", func() error {
 				return gadgetCondition(t, ns, "s", v1alpha1.ConditionReady, metav1.ConditionFalse, tt.reason,
-					`node "copy", which renders Secret data; its message is withheld`)
+					`node "copy", which reads Secret data; its message is withheld`)
 			})
 			g := &testv1alpha1.Gadget{}
 			if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "s"}, g); err != nil {

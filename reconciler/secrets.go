@@ -12,19 +12,19 @@ import (
 )
 
 // withholdSecretData replaces the apply errors that may be about an object
-// rendered from a Secret input's data (render.Kind.SecretNode): the API
-// server quotes what it refuses ("Invalid value: ..."), and so may a
-// webhook or a policy. An error that names its object (the API status's
-// details) is withheld when a node holding Secret data rendered one of
-// that name; an error that names none, whenever such a node rendered
-// anything. Each withheld error keeps its API status code, reason and cause
+// rendered by a node whose template read Secret data, a Secret input's or
+// the graph's own Secrets' (render.Kind.SecretNode): the API server quotes
+// what it refuses ("Invalid value: ..."), and so may a webhook or a
+// policy. An error that names its object (the API status's details) is
+// withheld when such a node rendered one of that name; an error that names
+// none, whenever such a node rendered anything. Each withheld error keeps its API status code, reason and cause
 // types, so that what the reconciler decides on them stands, with a fixed
 // message that names the nodes, never a value, a name or a length.
 func (r *Reconciler) withholdSecretData(desired []*unstructured.Unstructured, errs []error) []error {
 	held := map[string]string{} // object name → node
 	var nodes []string
 	for _, d := range desired {
-		if node := r.kind.SecretNode(d); node != "" {
+		if node := r.kind.SecretNode(d, desired); node != "" {
 			held[d.GetName()] = node
 			if !slices.Contains(nodes, node) {
 				nodes = append(nodes, node)
@@ -43,9 +43,9 @@ func (r *Reconciler) withholdSecretData(desired []*unstructured.Unstructured, er
 		named := errors.As(err, &status) && status.Status().Details != nil && status.Status().Details.Name != ""
 		switch {
 		case !named:
-			out = append(out, withheldStatus(err, "an apply failed that may concern an object of "+nodeList(nodes)+", which renders Secret data; its message is withheld, as it may quote the data"))
+			out = append(out, withheldStatus(err, "an apply failed that may concern an object of "+nodeList(nodes)+", which reads Secret data; its message is withheld, as it may quote the data"))
 		case held[status.Status().Details.Name] != "":
-			out = append(out, withheldStatus(err, "the API server refused an object of "+nodeList([]string{held[status.Status().Details.Name]})+", which renders Secret data; its message is withheld, as it may quote the data: as someone who may read the Secret, apply the render with kubectl apply --server-side --dry-run=server to see it"))
+			out = append(out, withheldStatus(err, "the API server refused an object of "+nodeList([]string{held[status.Status().Details.Name]})+", which reads Secret data; its message is withheld, as it may quote the data: as someone who may read the Secret, apply the render with kubectl apply --server-side --dry-run=server to see it"))
 		default:
 			out = append(out, err)
 		}

@@ -236,7 +236,7 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 		r.rollout.List = listOf(mgr.GetClient(), mgr.GetScheme(), gvk)
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(strings.ToLower(gvk.Kind)).
-			For(k.New(), builder.WithPredicates(predicate.Funcs{CreateFunc: r.noteOrphaningOnCreate, UpdateFunc: r.notOwnStatusWrite})).
+			For(k.New(), builder.WithPredicates(predicate.Funcs{CreateFunc: r.noteOrphaningOnCreate, UpdateFunc: r.notOwnStatusWrite, DeleteFunc: r.forgetOrphaning})).
 			WithOptions(controller.Options{
 				MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1),
 				SkipNameValidation:      &opts.SkipNameValidation,

@@ -63,6 +63,9 @@ func (e immutableError) Error() string {
 	del := "kubectl delete " + kubectlObject(d)
 	msg := gvk.Kind + " " + quoted(d.GetNamespace(), d.GetName()) + ": the new render changes " + strings.Join(e.fields, ", ") +
 		", which the API server does not let change once set. stencil leaves the object as it is"
+	if CreateOnly(d) {
+		return msg + ": its template makes it once and never again (create-only), so stencil never recreates it. Change the spec or template back, or delete it yourself (" + del + "), and stencil creates it anew, with new values"
+	}
 	if e.holdsData {
 		return msg + ": it holds data, which recreating it would lose. Change the spec or template back, set " + v1alpha1.AnnotationForce + ": " + v1alpha1.ForceEnabledDataLoss +
 			" in its template to allow that, or delete it yourself (" + del + ")"
