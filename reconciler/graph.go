@@ -1,7 +1,9 @@
 package reconciler
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -54,10 +56,34 @@ func (r *Reconciler) renderPlan(ctx context.Context, cr v1alpha1.Object) (*rende
 	plan, err := r.kind.RenderGraph(cr, render.GraphInput{Live: live, Inputs: inputs})
 	// What a failed render read is watched too: a change of it may be the fix.
 	r.inputs.set(nn, inputs.reads)
-	if err != nil && (len(inputs.reads) > 0 || live.n > 0) {
-		return nil, &readFailure{err: err, inputs: inputs.reads}
+	if err == nil {
+		return plan, nil
 	}
-	return plan, err
+	if reads := r.failedNodeReads(cr, err, inputs.reads); len(reads) > 0 || live.n > 0 {
+		return nil, &readFailure{err: err, inputs: reads}
+	}
+	return nil, err
+}
+
+// failedNodeReads are the reads of the inputs that the template which
+// failed with err reads (every read, when err names no template).
+func (r *Reconciler) failedNodeReads(cr v1alpha1.Object, err error, reads []render.Read) []render.Read {
+	failed, ok := errors.AsType[*render.Error](err)
+	if !ok {
+		return reads
+	}
+	var out []render.Read
+	seen := map[string]bool{}
+	for _, in := range r.kind.NodeInputs(failed.File) {
+		ns := cmp.Or(in.Namespace, cr.GetNamespace())
+		for _, read := range reads {
+			if what := describeRead(read); read.GVK == in.GroupVersionKind() && read.Namespace == ns && !seen[what] {
+				seen[what] = true
+				out = append(out, read)
+			}
+		}
+	}
+	return out
 }
 
 // readLog is a render's Snapshot that logs what the render reads. Each
@@ -104,7 +130,7 @@ func (e *readFailure) Error() string {
 		return e.err.Error() + " (the template read the live objects of the nodes before it: a change of them renders the resource again)"
 	}
 	what := firstFew(len(e.inputs), func(i int) string { return describeRead(e.inputs[i]) }, ", ", " ")
-	return e.err.Error() + " (the render read the inputs " + what + ": a change of them renders the resource again)"
+	return e.err.Error() + " (the template reads " + what + ": a change of it renders the resource again)"
 }
 
 func (e *readFailure) Unwrap() error { return e.err }

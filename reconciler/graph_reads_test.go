@@ -1,7 +1,9 @@
 package reconciler
 
 import (
+	"errors"
 	"testing"
+	"testing/fstest"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -9,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -61,5 +65,36 @@ func TestInputReadRegisteredBeforeTheRead(t *testing.T) {
 	w.set(nn, log.reads) // what renderPlan does, the render failed or not
 	if got := w.readers(cm, event); len(got) != 1 {
 		t.Fatalf("after the render, the input's event wakes %v; want %v", got, nn)
+	}
+}
+
+// TestReadFailureNamesTheFailedTemplatesInputs: a render that fails names
+// the inputs the failed template reads, not those other nodes read.
+func TestReadFailureNamesTheFailedTemplatesInputs(t *testing.T) {
+	kind, err := render.Load(render.Definition{
+		GroupVersionKind: schema.GroupVersionKind{Group: "test.stencil.dev", Version: "v1alpha1", Kind: "Gadget"},
+		New:              func() v1alpha1.Object { return &testv1alpha1.Gadget{} },
+		Templates: fstest.MapFS{
+			"_kind.yaml": {Data: []byte("owns:\n- {apiVersion: v1, kind: ConfigMap}\ninputs:\n  a: {apiVersion: v1, kind: ConfigMap, name: a}\n  b: {apiVersion: v1, kind: Secret, name: b}\n")},
+			"one.yaml":   {Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: one\ndata:\n  x: {{ (input \"a\").data.x | quote }}\n")},
+			"two.yaml":   {Data: []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: two\ndata:\n  x: {{ (input \"b\").data.x | quote }}\n")},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{kind: kind}
+	cr := &testv1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}}
+	reads := []render.Read{
+		{GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespace: "ns", Name: "a"},
+		{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, Namespace: "ns", Name: "b"},
+	}
+	failed := &render.Error{File: "one.yaml", Err: errors.New(`map has no entry for key "x"`)}
+	got := r.failedNodeReads(cr, failed, reads)
+	if len(got) != 1 || describeRead(got[0]) != "ConfigMap ns/a" {
+		t.Fatalf("one.yaml failed; the reads named are %v, want ConfigMap ns/a alone", got)
+	}
+	if got := r.failedNodeReads(cr, errors.New("not a template's"), reads); len(got) != 2 {
+		t.Fatalf("an error that names no template: %d reads named, want every one", len(got))
 	}
 }
