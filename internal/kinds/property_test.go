@@ -62,6 +62,7 @@ func TestPropertyKinds(t *testing.T) {
 		t.Run(f.Name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, hashOf(f.Name)))
 			accepted, refused := 0, 0
+			p.inputRefusals = 0
 			for range *propertySpecs {
 				var ok bool
 				if f.Kind != nil {
@@ -75,7 +76,12 @@ func TestPropertyKinds(t *testing.T) {
 					refused++
 				}
 			}
-			t.Logf("%d accepted by the API server and checked, %d refused by it", accepted, refused)
+			t.Logf("%d accepted by the API server and checked (%d of them refused by a template for their inputs), %d refused by it", accepted, p.inputRefusals, refused)
+			// A template may refuse an input with a clear message (fail:
+			// two keys that make one variable), but not most of them.
+			if p.inputRefusals > *propertySpecs/20 {
+				t.Errorf("the templates refused (fail) the random inputs of %d of %d resources: valid inputs must render", p.inputRefusals, *propertySpecs)
+			}
 			if accepted < *propertySpecs/4 {
 				t.Errorf("only %d of %d random resources were valid: the generator misses the schema", accepted, *propertySpecs)
 			}
@@ -112,10 +118,13 @@ func FuzzKinds(f *testing.F) {
 // property holds what every check needs: the validator, the kinds' spec
 // schemas, and a namespace for the dry runs.
 type property struct {
-	client    client.Client
-	validator *renderschema.Validator
-	specs     map[schema.GroupVersionKind]*structuralschema.Structural
-	namespace string
+	// inputRefusals counts the graph renders a template refused for their
+	// random inputs (a fail call).
+	inputRefusals int
+	client        client.Client
+	validator     *renderschema.Validator
+	specs         map[schema.GroupVersionKind]*structuralschema.Structural
+	namespace     string
 }
 
 func newProperty(t *testing.T) *property {
@@ -192,7 +201,8 @@ func (p *property) kindOnce(t *testing.T, r *rand.Rand, k *render.Kind) bool {
 		// Rendered as it converges, over random inputs.
 		var refused bool
 		if objs, refused, err = convergeGraph(r, k, cr, p.validator); refused {
-			return false
+			p.inputRefusals++
+			return true
 		}
 	} else {
 		objs, err = k.RenderValidated(cr, p.validator)
