@@ -17,9 +17,10 @@ import (
 // what it refuses ("Invalid value: ..."), and so may a webhook or a
 // policy. An error that names its object (the API status's details) is
 // withheld when such a node rendered one of that name; an error that names
-// none, whenever such a node rendered anything. Each withheld error keeps its API status code, reason and cause
-// types, so that what the reconciler decides on them stands, with a fixed
-// message that names the nodes, never a value, a name or a length.
+// none, whenever such a node rendered anything. Each withheld error keeps
+// its API status code, reason and cause types, so that what the reconciler
+// decides on them stands, with a fixed message that names the nodes, never
+// a value, a name or a length.
 func (r *Reconciler) withholdSecretData(desired []*unstructured.Unstructured, errs []error) []error {
 	held := map[string]string{} // object name → node
 	var nodes []string

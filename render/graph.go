@@ -92,9 +92,12 @@ type graphNode struct {
 	readyWhen []string
 	// readsNodes are the nodes whose objects the template reads.
 	readsNodes []string
-	// secrets say how the node reads a Secret input's data, directly or
-	// through a node it reads that does: it may render only Secrets.
-	secrets []string
+	// secretInput says how the node holds a Secret input's data, directly
+	// or through a node it reads that does: it may then render only
+	// Secrets. (Reading the graph's own Secrets does not bind a node so:
+	// their data is the graph's to hand to its objects; see
+	// Kind.SecretNode for the rule that withholds what it says.)
+	secretInput []string
 }
 
 type graphInput struct {
@@ -148,8 +151,8 @@ func compileGraph(decl Declaration, tmpl *template.Template, manifests []string)
 	return g, nil
 }
 
-// readsSecrets: an input of the graph is a Secret.
-func (g *graph) readsSecrets() bool {
+// readsSecretInput: an input of the graph is a Secret.
+func (g *graph) readsSecretInput() bool {
 	for _, in := range g.inputs {
 		if in.secret() {
 			return true
@@ -165,8 +168,8 @@ func (g *graph) taint() {
 	for _, name := range g.order { // the nodes a node reads come before it
 		n := g.nodes[name]
 		for _, r := range n.readsNodes {
-			if up := g.nodes[r]; len(up.secrets) > 0 {
-				n.secrets = append(n.secrets, fmt.Sprintf("node %q, which holds %s", r, up.secrets[0]))
+			if up := g.nodes[r]; len(up.secretInput) > 0 {
+				n.secretInput = append(n.secretInput, fmt.Sprintf("node %q, which holds %s", r, up.secretInput[0]))
 			}
 		}
 	}
@@ -244,7 +247,7 @@ func (g *graph) compileNode(n *graphNode, tmpl *template.Template) error {
 			}
 			reads[c.arg] = true
 			if in.secret() {
-				n.secrets = append(n.secrets, fmt.Sprintf("the Secret input %q", c.arg))
+				n.secretInput = append(n.secretInput, fmt.Sprintf("the Secret input %q", c.arg))
 			}
 		case "include":
 			return fmt.Errorf("include takes a literal template name in a graph kind, as in {{ include \"name\" . }}: stencil reads the graph from what each template runs")
@@ -259,8 +262,8 @@ func (g *graph) compileNode(n *graphNode, tmpl *template.Template) error {
 	}
 	n.after = slices.Sorted(maps.Keys(after))
 	n.reads = slices.Sorted(maps.Keys(reads))
-	slices.Sort(n.secrets)
-	n.secrets = slices.Compact(n.secrets)
+	slices.Sort(n.secretInput)
+	n.secretInput = slices.Compact(n.secretInput)
 	for i, src := range n.ReadyWhen {
 		t := fmt.Sprintf("%s.readyWhen[%d]", n.name, i)
 		if err := addRule(tmpl, t, src); err != nil {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"text/template"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
@@ -196,7 +197,7 @@ var secretGVK = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
 // hand the status template the whole objects, see [Kind.ReadsWhole]), or
 // observed Secrets (the status template reads those too).
 func (k *Kind) keepsSecretsFromStatus() error {
-	if !k.graph.readsSecrets() {
+	if !k.graph.readsSecretInput() {
 		return nil
 	}
 	if t, ok := k.owns[secretGVK]; ok && t.Status {
@@ -298,19 +299,37 @@ func (k *Kind) ReadsWhole(gvk schema.GroupVersionKind) bool {
 }
 
 // SecretNode is the graph node that rendered o (its annotation says which)
-// when that node reads a Secret input's data, directly or through a node
-// it reads; "" otherwise. What the API server says of such an object may
-// quote that data, so it is withheld.
-func (k *Kind) SecretNode(o interface{ GetAnnotations() map[string]string }) string {
-	if k.graph == nil {
+// when that node's template reads Secret data; "" otherwise. It does when
+// it reads a Secret input, or the objects of a node that holds a Secret
+// input's data, or the objects of a node that renders a Secret: the
+// graph's own Secrets (a generated password, one a person chose in a
+// Secret the node adopted) are Secret data too. rendered are the render's
+// objects, which say what each node renders. What the API server says of
+// an object of such a node may quote the data, so it is withheld.
+//
+// This rule withholds messages only: a node that reads the graph's own
+// Secrets may render any object (a Deployment refers to its password
+// Secret), unlike one that holds a Secret input's data, which may render
+// only Secrets.
+func (k *Kind) SecretNode(o interface{ GetAnnotations() map[string]string }, rendered []*unstructured.Unstructured) string {
+	n := k.nodeOf(o)
+	switch {
+	case n == nil:
 		return ""
+	case len(n.secretInput) > 0:
+		return n.name
 	}
-	name := o.GetAnnotations()[v1alpha1.AnnotationGraphNode]
-	if n := k.graph.nodes[name]; n != nil && len(n.secrets) > 0 {
-		return name
+	for _, d := range rendered {
+		if isSecret(d) && slices.Contains(n.readsNodes, d.GetAnnotations()[v1alpha1.AnnotationGraphNode]) {
+			return n.name
+		}
 	}
 	return ""
 }
+
+// isSecret: o is a Secret, whose data is withheld from what a template
+// that read it says.
+func isSecret(o *unstructured.Unstructured) bool { return o.GroupVersionKind() == secretGVK }
 
 // Templates is the version of the kind's templates: a digest of its
 // folder, which any edit of a template changes.

@@ -204,7 +204,7 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 	defer func() { run.b.scope = nil }()
 	gr := &graphRun{k: k, run: run, cr: obj, in: in, owner: newOwner(k.def.GroupVersionKind, obj),
 		rendered: map[string][]*unstructured.Unstructured{}, ready: map[string]readiness{},
-		inputs: map[string]inputValue{}, secrets: map[string]string{}, plan: &Plan{}}
+		inputs: map[string]inputValue{}, secretInput: map[string]string{}, plan: &Plan{}}
 	seen := map[string]bool{}
 	for _, name := range k.graph.order {
 		n := k.graph.nodes[name]
@@ -213,8 +213,8 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 			continue
 		}
 		scope := &graphScope{run: gr, node: n}
-		if len(n.secrets) > 0 {
-			scope.secret = n.secrets[0]
+		if len(n.secretInput) > 0 {
+			scope.secretInput = n.secretInput[0]
 		}
 		run.b.scope = scope
 		out, err := run.execute(n.file, obj)
@@ -232,8 +232,8 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 		if err != nil {
 			return nil, &Error{File: n.file, Err: withheld(scope, err)}
 		}
-		if scope.secret != "" {
-			gr.secrets[name] = scope.secret
+		if scope.secretInput != "" {
+			gr.secretInput[name] = scope.secretInput
 		}
 		for _, d := range docs {
 			setSource(d, n.file)
@@ -244,8 +244,8 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 				}
 				return nil, err
 			}
-			if scope.secret != "" && (d.GetAPIVersion() != "v1" || d.GetKind() != "Secret") {
-				return nil, &Error{File: n.file, Err: fmt.Errorf("a %s: the template reads %s, so it may render only Secrets: a Secret's data must not reach an object that more people can read", d.GetKind(), scope.secret)}
+			if scope.secretInput != "" && !isSecret(d) {
+				return nil, &Error{File: n.file, Err: fmt.Errorf("a %s: the template reads %s, so it may render only Secrets: a Secret's data must not reach an object that more people can read", d.GetKind(), scope.secretInput)}
 			}
 		}
 		gr.rendered[name] = docs
@@ -295,9 +295,10 @@ type graphRun struct {
 	rendered map[string][]*unstructured.Unstructured
 	ready    map[string]readiness
 	inputs   map[string]inputValue
-	// secrets: the nodes rendered from a Secret input's data, and how.
-	secrets map[string]string
-	plan    *Plan
+	// secretInput: the nodes rendered from a Secret input's data, and
+	// how (see graphNode.secretInput).
+	secretInput map[string]string
+	plan        *Plan
 }
 
 // readiness of a rendered node: its live objects, and why it is not ready
@@ -589,11 +590,13 @@ func (gr *graphRun) resolve(in *graphInput) inputValue {
 type graphScope struct {
 	run  *graphRun
 	node *graphNode
-	// secret says how the node reads a Secret input's data (empty: it
-	// does not): then it may render only Secrets.
-	secret string
+	// secretInput says how the node reads a Secret input's data (empty:
+	// it does not): then it may render only Secrets.
+	secretInput string
 	// read says which Secret data the template has been given so far
-	// (empty: none): from then on, its errors and waits are withheld.
+	// (empty: none), a Secret input's or the graph's own Secrets': from
+	// then on, its errors and waits are withheld. It binds the node to
+	// nothing else (see Kind.SecretNode).
 	read string
 }
 
@@ -615,10 +618,25 @@ func (s *graphScope) objects(name string) ([]map[string]any, error) {
 	if !slices.Contains(s.node.after, name) {
 		return nil, fmt.Errorf("objects %q: not a node this one waits for", name)
 	}
-	if held := s.run.secrets[name]; held != "" && s.read == "" {
-		s.read = fmt.Sprintf("node %q, which holds %s", name, held)
+	if s.read == "" {
+		s.read = s.run.secretData(name)
 	}
 	return s.run.readiness(name).live, nil
+}
+
+// secretData says what Secret data the objects of node name give a
+// template that reads them ("" none): a Secret input's, which the node
+// holds, or that of the Secrets it renders, the graph's own (generated,
+// or adopted with a value a person chose). Kind.SecretNode judges by the
+// same rules after the render.
+func (gr *graphRun) secretData(name string) string {
+	if held := gr.secretInput[name]; held != "" {
+		return fmt.Sprintf("node %q, which holds %s", name, held)
+	}
+	if slices.ContainsFunc(gr.rendered[name], isSecret) {
+		return fmt.Sprintf("a Secret of node %q", name)
+	}
+	return ""
 }
 
 func (s *graphScope) input(name string) (any, error) {

@@ -166,3 +166,91 @@ func TestStatusTemplateReadsNoInput(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnSecretReadWithheld: the graph's own Secrets hold Secret data too (a
+// generated password, or one a person chose in a Secret the node adopted),
+// so once a template has read one through object or objects, nothing it
+// says reaches status: not its error, not what it waits for, not a limit's
+// error, not a name's refusal. Unlike a Secret input's data, it may reach
+// other objects than Secrets (a Deployment refers to its password Secret).
+// What a template says before the read, or after it read a node that
+// renders no Secret, stays.
+func TestOwnSecretReadWithheld(t *testing.T) {
+	const decl = "owns: [{apiVersion: v1, kind: Secret}, {apiVersion: v1, kind: ConfigMap}]\n" +
+		"graph:\n  pw: {createOnly: true}\n  plain: {createOnly: true}\n"
+	const value = "hunter2" // the password, aHVudGVyMg== in base64
+	owned := map[string]any{v1alpha1.LabelOwnerUID: "uid-1"}
+	snapshot := render.Objects{
+		{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "data": map[string]any{"password": "aHVudGVyMg=="},
+			"metadata": map[string]any{"name": "pw", "namespace": "team-a", "resourceVersion": "42", "labels": owned}}},
+		{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"password": value},
+			"metadata": map[string]any{"name": "plain", "namespace": "team-a", "labels": owned}}},
+	}
+	const password = `object "pw" | need "data.password" | b64dec`
+	tests := []struct {
+		name string
+		// template is conn.yaml.
+		template string
+		// limits, when set, are the render's.
+		limits *render.Limits
+		// wantErr is in the error; wantWait in what conn waits for ("":
+		// none).
+		wantErr, wantWait string
+		// withheld: what the render says of conn is withheld, so it
+		// must not quote the password.
+		withheld bool
+		// limit: the error is a *render.LimitError.
+		limit bool
+	}{
+		{name: "a template's error after the read (the review's case)",
+			template: `{{ ` + password + ` | mustToDate "2006-01-02" }}`,
+			wantErr:  `conn.yaml: the template failed after it read a Secret of node "pw"; its message is withheld`, withheld: true},
+		{name: "a need built from the data",
+			template: `{{ $k := ` + password + ` }}{{ need (printf "data.%s" $k) (object "pw") }}`,
+			wantWait: `a value its template needs after it read a Secret of node "pw" (withheld`, withheld: true},
+		{name: "a limit after the read",
+			template: configMap("conn", `data: {p: {{ `+password+` | repeat 100 | quote }}}`),
+			limits:   &render.Limits{Time: render.DefaultLimits.Time, Bytes: 400, Objects: 10, StatusBytes: 100},
+			wantErr:  `conn.yaml: the template failed after it read a Secret of node "pw"; its message is withheld`, withheld: true, limit: true},
+		{name: "a name made from the data",
+			template: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: '{{ " + password + " }}-X'}\n",
+			wantErr:  `conn.yaml: the template failed after it read a Secret of node "pw"; its message is withheld`, withheld: true},
+		{name: "an object other than a Secret may refer to it",
+			template: configMap("conn", `data: {version: {{ object "pw" | need "metadata.resourceVersion" | quote }}}`)},
+		{name: "an error before the read is shown",
+			template: `{{ required "spec.extra is required" .Spec.Extra }}{{ object "pw" }}`,
+			wantErr:  "spec.extra is required"},
+		{name: "an error after reading a node that renders no Secret is shown",
+			template: `{{ object "plain" | need "data.password" | printf "bad %s" | fail }}`,
+			wantErr:  "bad " + value},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kind, err := loadDeclared(t, decl, map[string]string{
+				"pw.yaml":    "apiVersion: v1\nkind: Secret\nmetadata: {name: pw}\ndata: {password: {{ generate 16 | b64enc | quote }}}\n",
+				"plain.yaml": configMap("plain", ""),
+				"conn.yaml":  tt.template,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.limits != nil {
+				kind = kind.WithLimits(*tt.limits)
+			}
+			plan, err := kind.RenderGraph(widget(testv1alpha1.WidgetSpec{}), render.GraphInput{Live: snapshot})
+			said := waitsOrError(plan, err)
+			if tt.withheld && (strings.Contains(said, value) || strings.Contains(said, "aHVudGVyMg")) {
+				t.Fatalf("the render quotes the Secret's data: %s", said)
+			}
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("error: %v, want one containing %q", err, tt.wantErr)
+			}
+			if tt.wantWait != "" && (plan == nil || !strings.Contains(waits(plan), "conn waits for "+tt.wantWait)) {
+				t.Fatalf("waiting: %q, want conn waiting for %q", said, tt.wantWait)
+			}
+			if _, ok := errors.AsType[*render.LimitError](err); ok != tt.limit {
+				t.Fatalf("error %v: a *render.LimitError is %v, want %v (its reason, LimitExceeded, depends on it)", err, ok, tt.limit)
+			}
+		})
+	}
+}
