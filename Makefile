@@ -31,9 +31,10 @@ tools: ## Build the pinned tools into bin/ (cached; a second run builds nothing)
 	hack/tools/install.sh $(BIN)
 
 .PHONY: manifests
-manifests: tools ## Generate the CRDs (config/crd/bases, and the test kind's), the RBAC (config/rbac/role.yaml) and the Helm chart (dist/chart).
+manifests: tools ## Generate the CRDs (config/crd/bases, and the test kind's), the RBAC (config/rbac/role.yaml), the graph kinds' deletion policy (config/policy/graph_deletion.yaml) and the Helm chart (dist/chart).
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	go run ./hack/rbacgen config/rbac/role.yaml
+	go run ./hack/policygen config/policy/graph_deletion.yaml
 	$(CONTROLLER_GEN) crd paths=./internal/testkind/... output:crd:artifacts:config=internal/testkind/crd
 	go run ./hack/chart -out dist/chart
 

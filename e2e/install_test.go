@@ -35,8 +35,9 @@ func TestInstallManifest(t *testing.T) {
 	mustKubectl(t, "apply", "--server-side", "-f", manifest)
 	t.Cleanup(func() { // the suite's own operator runs out of cluster, in the same namespace
 		_, _ = kubectl(t, "-n", "stencil-system", "delete", "deployment/stencil", "service/stencil-metrics", "--ignore-not-found")
-		// The admission policy too: the other tests install it when they need it.
-		_, _ = kubectl(t, "delete", "validatingadmissionpolicybinding/stencil-control-keys", "validatingadmissionpolicy/stencil-control-keys", "--ignore-not-found")
+		// The admission policies too: the other tests install them when they need them.
+		_, _ = kubectl(t, "delete", "validatingadmissionpolicybinding/stencil-control-keys", "validatingadmissionpolicy/stencil-control-keys",
+			"validatingadmissionpolicybinding/stencil-graph-deletion", "validatingadmissionpolicy/stencil-graph-deletion", "--ignore-not-found")
 	})
 	for _, crd := range []string{"memcacheds.cache.example.com", "mywebs.operator.k8s-summit.org", "foos.samplecontroller.k8s.io", "flighttickets.flights.com", "guestbooks.webapp.my.domain"} {
 		mustKubectl(t, "wait", "--for=condition=Established", "crd/"+crd, "--timeout=30s")
@@ -48,6 +49,8 @@ func TestInstallManifest(t *testing.T) {
 		{"-n", "stencil-system", "service", "stencil-metrics"},
 		{"validatingadmissionpolicy", "stencil-control-keys"},
 		{"validatingadmissionpolicybinding", "stencil-control-keys"},
+		{"validatingadmissionpolicy", "stencil-graph-deletion"},
+		{"validatingadmissionpolicybinding", "stencil-graph-deletion"},
 	} {
 		mustKubectl(t, append([]string{"get"}, obj...)...)
 	}
