@@ -217,8 +217,8 @@ func TestGraphWaitsForValuesAndInputs(t *testing.T) {
 	})
 	g := &testv1alpha1.Gadget{}
 	exists(t, g, ns, "m")
-	g.Spec.Value = "now"
-	if err := k8s.Update(t.Context(), g); err != nil {
+	// A merge patch: the operator writes the Gadget's status meanwhile.
+	if err := k8s.Patch(t.Context(), g, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"value":"now"}}`))); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the copy rendered once the value exists", func() error {
@@ -253,8 +253,8 @@ func TestGraphGeneratedValueKeptAcrossRestarts(t *testing.T) {
 	startGadgets(t) // a new process, with no memory of the first
 	g := &testv1alpha1.Gadget{}
 	exists(t, g, ns, "r")
-	g.Spec.Value = "two"
-	if err := k8s.Update(t.Context(), g); err != nil {
+	// A merge patch: the operator writes the Gadget's status meanwhile.
+	if err := k8s.Patch(t.Context(), g, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"value":"two"}}`))); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the new process rendering the new value", func() error {
