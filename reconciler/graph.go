@@ -453,6 +453,7 @@ func (r *Reconciler) deleteInOrder(ctx context.Context, cr v1alpha1.Object) ([]v
 		item client.Object
 	}
 	var left []found
+	witnesses := r.newOrphanWitnesses(cr)
 	top := math.MinInt
 	for _, gvk := range r.applier.PruneTypes(cr, false) {
 		items, err := r.applier.ListToPrune(ctx, cr, gvk, true)
@@ -463,19 +464,20 @@ func (r *Reconciler) deleteInOrder(ctx context.Context, cr v1alpha1.Object) ([]v
 			if item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled {
 				continue
 			}
-			if r.orphaned(cr, item) {
-				// The garbage collector orphaned it: the deletion asked
-				// that every object stay (see orphaning).
-				r.orphans.Store(cr.GetUID(), true)
-				r.leaveOrphans(ctx, cr)
-				return nil, nil
-			}
+			witnesses.see(item)
 			if !r.applier.OwnedBy(item, cr) {
 				continue
 			}
 			left = append(left, found{gvk, item})
 			top = max(top, deletionStage(item))
 		}
+	}
+	if witnesses.orphaned() {
+		// The garbage collector orphaned them: the deletion asked that
+		// every object stay (see orphaning).
+		r.orphans.Store(cr.GetUID(), true)
+		r.leaveOrphans(ctx, cr)
+		return nil, nil
 	}
 	if len(left) == 0 {
 		return nil, nil
@@ -491,8 +493,14 @@ func (r *Reconciler) deleteInOrder(ctx context.Context, cr v1alpha1.Object) ([]v
 			continue
 		}
 		// Foreground: the object stays until its dependents are gone (a
-		// Deployment's pods), so that the stage before it outlives them.
-		if err := r.applier.DeleteOwned(ctx, cr, f.gvk, f.item, metav1.DeletePropagationForeground); err != nil {
+		// Deployment's pods), so that the stage before it outlives them. A
+		// stencil resource with a finalizer of its own (a graph kind's)
+		// orders its own deletion, and refuses a foreground one.
+		policy := metav1.DeletePropagationForeground
+		if slices.Contains(f.item.GetFinalizers(), finalizer) {
+			policy = metav1.DeletePropagationBackground
+		}
+		if err := r.applier.DeleteOwned(ctx, cr, f.gvk, f.item, policy); err != nil {
 			return deleted, err
 		}
 		deleted = append(deleted, v1alpha1.InventoryEntry{APIVersion: f.gvk.GroupVersion().String(), Kind: f.gvk.Kind, Namespace: f.item.GetNamespace(), Name: f.item.GetName()})

@@ -61,22 +61,44 @@ func (r *Reconciler) orphaning(ctx context.Context, cr v1alpha1.Object) (bool, e
 	return orphaned, err
 }
 
-// orphaned: item, a namespaced object that carries cr's owner label and
-// owner annotation (stencil rendered it for cr: the cluster's controllers
-// copy labels, never the annotation), has lost its ownerReference to cr:
-// the garbage collector orphaned it. A kept object (prune disabled) never
-// had one.
-func (r *Reconciler) orphaned(cr v1alpha1.Object, item client.Object) bool {
-	return item.GetNamespace() != "" && metav1.GetControllerOf(item) == nil &&
-		item.GetAnnotations()[v1alpha1.AnnotationPrune] != v1alpha1.PruneDisabled &&
-		item.GetAnnotations()[v1alpha1.AnnotationOwner] == v1alpha1.OwnerAnnotation(r.kind.GroupVersionKind(), cr.GetNamespace(), cr.GetName())
+// orphanWitnesses tells, from cr's objects, whether the garbage collector
+// orphaned them: it removes the ownerReference to cr from every one of
+// them before it removes its finalizer, so the namespaced objects stencil
+// rendered for cr (owner label and owner annotation: the cluster's
+// controllers copy labels into what they make, not annotations; kept ones,
+// prune disabled, never had one) have none left, and at least one exists.
+// One object whose ownerReference a person removed (to keep it) is not
+// enough: the others still have theirs.
+type orphanWitnesses struct {
+	cr               v1alpha1.Object
+	owner            string // cr's owner annotation
+	without, withRef int
 }
 
-// orphanedObjects: the garbage collector orphaned one of cr's namespaced
-// objects (see orphaned), as the cache shows them. It is how a deletion
+func (r *Reconciler) newOrphanWitnesses(cr v1alpha1.Object) *orphanWitnesses {
+	return &orphanWitnesses{cr: cr, owner: v1alpha1.OwnerAnnotation(r.kind.GroupVersionKind(), cr.GetNamespace(), cr.GetName())}
+}
+
+func (w *orphanWitnesses) see(item client.Object) {
+	if item.GetNamespace() == "" || item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled ||
+		item.GetAnnotations()[v1alpha1.AnnotationOwner] != w.owner {
+		return
+	}
+	if ref := metav1.GetControllerOf(item); ref != nil && ref.UID == w.cr.GetUID() {
+		w.withRef++
+	} else if ref == nil {
+		w.without++
+	}
+}
+
+func (w *orphanWitnesses) orphaned() bool { return w.without > 0 && w.withRef == 0 }
+
+// orphanedObjects: the garbage collector orphaned cr's namespaced objects
+// (see orphanWitnesses), as the cache shows them. It is how a deletion
 // with propagationPolicy Orphan is told once the garbage collector is done
 // and its finalizer gone (stencil was down meanwhile).
 func (r *Reconciler) orphanedObjects(ctx context.Context, cr v1alpha1.Object) (bool, error) {
+	w := r.newOrphanWitnesses(cr)
 	for _, t := range r.kind.Declaration().Owns {
 		if t.ClusterScoped {
 			continue
@@ -86,11 +108,11 @@ func (r *Reconciler) orphanedObjects(ctx context.Context, cr v1alpha1.Object) (b
 		if err != nil {
 			return false, fmt.Errorf("listing %s to see whether they were orphaned: %w", gvk.Kind, err)
 		}
-		if slices.ContainsFunc(items, func(item client.Object) bool { return r.orphaned(cr, item) }) {
-			return true, nil
+		for _, item := range items {
+			w.see(item)
 		}
 	}
-	return false, nil
+	return w.orphaned(), nil
 }
 
 // leaveOrphans says that cr's objects stay.
