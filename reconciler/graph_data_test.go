@@ -77,9 +77,12 @@ func TestGraphHealsWhenItsInputIsFixed(t *testing.T) {
 	if err := k8s.Patch(t.Context(), settings, patch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the Gadget Ready once its input has data", func() error {
+	fixed := time.Now()
+	// Well before the 5-minute retry: the watch of what the failed render read.
+	eventually(t, 30*time.Second, "the Gadget Ready once its input has data", func() error {
 		return gadgetCondition(t, ns, "h", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled)
 	})
+	t.Logf("Ready %v after the input was fixed", time.Since(fixed).Round(time.Millisecond))
 	cm := &corev1.ConfigMap{}
 	if !exists(t, cm, ns, "h-copy") || cm.Data["greeting"] != "hi" {
 		t.Fatalf("h-copy holds %v; want the input's data", cm.Data)
