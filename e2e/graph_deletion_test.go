@@ -47,6 +47,14 @@ spec: {version: "1.0.0"}
 			t.Errorf("kubectl delete --cascade=foreground: %v, want refused with %q", err, want)
 		}
 	}
+	// A foregroundDeletion finalizer put on the resource beforehand makes a
+	// DELETE that names no policy a foreground one: refused too.
+	mustKubectl(t, "-n", ns, "patch", "appstack", "shop", "--type=json", "-p", `[{"op":"add","path":"/metadata/finalizers/-","value":"foregroundDeletion"}]`)
+	_, err = kubectl(t, "delete", "--raw", "/apis/stacks.stencil.dev/v1alpha1/namespaces/"+ns+"/appstacks/shop")
+	if err == nil || !strings.Contains(err.Error(), "--cascade=background") {
+		t.Errorf("a DELETE with no policy of an AppStack that carries foregroundDeletion: %v, want refused", err)
+	}
+	mustKubectl(t, "-n", ns, "patch", "appstack", "shop", "--type=json", "-p", `[{"op":"test","path":"/metadata/finalizers/1","value":"foregroundDeletion"},{"op":"remove","path":"/metadata/finalizers/1"}]`)
 	for _, ref := range objects {
 		if ts := mustKubectl(t, "-n", ns, "get", ref, "-o", "jsonpath={.metadata.deletionTimestamp}"); ts != "" {
 			t.Errorf("%s is being deleted after a refused foreground deletion", ref)

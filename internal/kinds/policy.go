@@ -86,7 +86,11 @@ func graphDeletionPolicy(rules []admissionv1.NamedRuleWithOperations) []any {
 			}},
 			Validations: []admissionv1.Validation{{
 				// On a DELETE the request's options are its DeleteOptions.
-				Expression:        "request.options == null || !has(request.options.propagationPolicy) || request.options.propagationPolicy != 'Foreground'",
+				// One that names no policy deletes in the foreground when
+				// the resource already carries the foregroundDeletion
+				// finalizer (a person added it).
+				Expression: "request.options != null && has(request.options.propagationPolicy) ? request.options.propagationPolicy != 'Foreground' : " +
+					"!(has(oldObject.metadata.finalizers) && 'foregroundDeletion' in oldObject.metadata.finalizers)",
 				Message:           "stencil deletes a graph kind's objects in the reverse order of its graph; a foreground deletion would let the garbage collector delete them all at once: delete the resource in the background (kubectl delete's default, --cascade=background)",
 				MessageExpression: graphDeletionMessage,
 				Reason:            &forbidden,
