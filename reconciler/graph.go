@@ -453,7 +453,6 @@ func (r *Reconciler) deleteInOrder(ctx context.Context, cr v1alpha1.Object) ([]v
 		item client.Object
 	}
 	var left []found
-	witnesses := r.newOrphanWitnesses(cr)
 	top := math.MinInt
 	for _, gvk := range r.applier.PruneTypes(cr, false) {
 		items, err := r.applier.ListToPrune(ctx, cr, gvk, true)
@@ -461,23 +460,12 @@ func (r *Reconciler) deleteInOrder(ctx context.Context, cr v1alpha1.Object) ([]v
 			return nil, fmt.Errorf("listing %s to delete: %w", gvk.Kind, err)
 		}
 		for _, item := range items {
-			if item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled {
-				continue
-			}
-			witnesses.see(item)
-			if !r.applier.OwnedBy(item, cr) {
+			if item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled || !r.applier.OwnedBy(item, cr) {
 				continue
 			}
 			left = append(left, found{gvk, item})
 			top = max(top, deletionStage(item))
 		}
-	}
-	if witnesses.orphaned() {
-		// The garbage collector orphaned them: the deletion asked that
-		// every object stay (see orphaning).
-		r.orphans.Store(cr.GetUID(), true)
-		r.leaveOrphans(ctx, cr)
-		return nil, nil
 	}
 	if len(left) == 0 {
 		return nil, nil

@@ -61,58 +61,40 @@ func (r *Reconciler) orphaning(ctx context.Context, cr v1alpha1.Object) (bool, e
 	return orphaned, err
 }
 
-// orphanWitnesses tells, from cr's objects, whether the garbage collector
-// orphaned them: it removes the ownerReference to cr from every one of
-// them before it removes its finalizer, so the namespaced objects stencil
-// rendered for cr (owner label and owner annotation: the cluster's
-// controllers copy labels into what they make, not annotations; kept ones,
-// prune disabled, never had one) have none left, and at least one exists.
-// One object whose ownerReference a person removed (to keep it) is not
-// enough: the others still have theirs.
-type orphanWitnesses struct {
-	cr               v1alpha1.Object
-	owner            string // cr's owner annotation
-	without, withRef int
-}
-
-func (r *Reconciler) newOrphanWitnesses(cr v1alpha1.Object) *orphanWitnesses {
-	return &orphanWitnesses{cr: cr, owner: v1alpha1.OwnerAnnotation(r.kind.GroupVersionKind(), cr.GetNamespace(), cr.GetName())}
-}
-
-func (w *orphanWitnesses) see(item client.Object) {
-	if item.GetNamespace() == "" || item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled ||
-		item.GetAnnotations()[v1alpha1.AnnotationOwner] != w.owner {
-		return
-	}
-	if ref := metav1.GetControllerOf(item); ref != nil && ref.UID == w.cr.GetUID() {
-		w.withRef++
-	} else if ref == nil {
-		w.without++
-	}
-}
-
-func (w *orphanWitnesses) orphaned() bool { return w.without > 0 && w.withRef == 0 }
-
-// orphanedObjects: the garbage collector orphaned cr's namespaced objects
-// (see orphanWitnesses), as the cache shows them. It is how a deletion
-// with propagationPolicy Orphan is told once the garbage collector is done
-// and its finalizer gone (stencil was down meanwhile).
+// orphanedObjects tells, from cr's objects as the cache holds them,
+// whether the garbage collector orphaned them: it is how a deletion with
+// propagationPolicy Orphan is told once the collector is done and its
+// finalizer gone (stencil was down meanwhile). The collector removes the
+// ownerReference to cr from every object before it removes its finalizer,
+// so the namespaced objects stencil rendered for cr (owner label and owner
+// annotation: the cluster's controllers copy labels into what they make,
+// not annotations; kept ones, prune disabled, never had one) have none
+// left, and at least one exists. One object whose ownerReference a person
+// removed (to keep it) is not enough: the others still have theirs.
 func (r *Reconciler) orphanedObjects(ctx context.Context, cr v1alpha1.Object) (bool, error) {
-	w := r.newOrphanWitnesses(cr)
+	owner := v1alpha1.OwnerAnnotation(r.kind.GroupVersionKind(), cr.GetNamespace(), cr.GetName())
+	without := 0
 	for _, t := range r.kind.Declaration().Owns {
 		if t.ClusterScoped {
 			continue
 		}
-		gvk := t.GroupVersionKind()
-		items, err := r.applier.ListToPrune(ctx, cr, gvk, false)
+		items, err := r.applier.ListToPrune(ctx, cr, t.GroupVersionKind(), false)
 		if err != nil {
-			return false, fmt.Errorf("listing %s to see whether they were orphaned: %w", gvk.Kind, err)
+			return false, fmt.Errorf("listing %s to see whether they were orphaned: %w", t.Kind, err)
 		}
 		for _, item := range items {
-			w.see(item)
+			if item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled || item.GetAnnotations()[v1alpha1.AnnotationOwner] != owner {
+				continue
+			}
+			switch ref := metav1.GetControllerOf(item); {
+			case ref == nil:
+				without++
+			case ref.UID == cr.GetUID():
+				return false, nil
+			}
 		}
 	}
-	return w.orphaned(), nil
+	return without > 0, nil
 }
 
 // leaveOrphans says that cr's objects stay.

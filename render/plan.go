@@ -84,9 +84,6 @@ type Plan struct {
 	Objects []*unstructured.Unstructured
 	// Waiting are the nodes not rendered, in graph order.
 	Waiting []Waiting
-	// Reads are the inputs the render looked for, found or not: a change
-	// of any of them renders the resource again.
-	Reads []Read
 }
 
 // Waiting is a node that was not rendered: what it waits for.
@@ -548,7 +545,6 @@ func (gr *graphRun) resolve(in *graphInput) inputValue {
 			}
 			return inputValue{why: "a selector for the input " + in.Kind + " (the spec gives none)"}
 		}
-		gr.plan.Reads = append(gr.plan.Reads, Read{GVK: gvk, Namespace: ns, Selector: sel})
 		objs, err := gr.in.Inputs.List(gvk, ns, sel)
 		if err != nil {
 			return inputValue{err: &ReadError{fmt.Errorf("inputs: listing %s: %w", in.Kind, err)}}
@@ -573,7 +569,6 @@ func (gr *graphRun) resolve(in *graphInput) inputValue {
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 		return inputValue{err: fmt.Errorf("inputs: %s name %q is not a valid name: %s", in.Kind, name, strings.Join(errs, "; "))}
 	}
-	gr.plan.Reads = append(gr.plan.Reads, Read{GVK: gvk, Namespace: ns, Name: name})
 	o, err := gr.in.Inputs.Get(gvk, ns, name)
 	switch {
 	case err != nil:

@@ -1,6 +1,8 @@
 package render
 
 import (
+	"strings"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
@@ -45,4 +47,22 @@ func (k *Kind) nodeOf(o interface{ GetAnnotations() map[string]string }) *graphN
 		return nil
 	}
 	return k.graph.nodes[o.GetAnnotations()[v1alpha1.AnnotationGraphNode]]
+}
+
+// NodeInputs are the inputs that the template file of a graph kind's node
+// reads (nil when file is no node's or reads none): what a failure of
+// that template may come from.
+func (k *Kind) NodeInputs(file string) []Input {
+	if k.graph == nil {
+		return nil
+	}
+	n := k.graph.nodes[strings.TrimSuffix(file, ".yaml")]
+	if n == nil {
+		return nil
+	}
+	out := make([]Input, 0, len(n.reads))
+	for _, name := range n.reads {
+		out = append(out, k.graph.inputs[name].Input)
+	}
+	return out
 }
