@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -296,11 +298,7 @@ func TestGraphDeletesInReverseOrder(t *testing.T) {
 	// Hold one object of the last stage (1) with a finalizer of the test's.
 	const hold = "test.stencil.dev/hold"
 	late := &corev1.ConfigMap{}
-	exists(t, late, ns, "d-after-gate")
-	late.Finalizers = append(late.Finalizers, hold)
-	if err := k8s.Update(t.Context(), late); err != nil {
-		t.Fatal(err)
-	}
+	setHold(t, ns, "d-after-gate", hold, true)
 	if err := k8s.Delete(t.Context(), &testv1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "d"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -322,10 +320,7 @@ func TestGraphDeletesInReverseOrder(t *testing.T) {
 			t.Errorf("%s (stage 0) deleted while stage 1 is still there", obj.name)
 		}
 	}
-	late.Finalizers = nil
-	if err := k8s.Update(t.Context(), late); err != nil {
-		t.Fatal(err)
-	}
+	setHold(t, ns, "d-after-gate", hold, false)
 	eventually(t, 30*time.Second, "the Gadget and its objects gone", func() error {
 		for _, name := range []string{"d-gate", "d-value", "d-settings", "d-after-gate"} {
 			if exists(t, &corev1.ConfigMap{}, ns, name) {
@@ -341,5 +336,23 @@ func TestGraphDeletesInReverseOrder(t *testing.T) {
 			return fmt.Errorf("the Gadget is still there")
 		}
 		return nil
+	})
+}
+
+// setHold adds (or removes) the test's finalizer on the ConfigMap ns/name,
+// reading it again when another writer changed it meanwhile (the garbage
+// collector adds and removes its own on a foreground deletion).
+func setHold(t *testing.T, ns, name, hold string, on bool) {
+	t.Helper()
+	eventually(t, 30*time.Second, "finalizer "+hold+" set to "+strconv.FormatBool(on)+" on "+name, func() error {
+		cm := &corev1.ConfigMap{}
+		if err := k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, cm); err != nil {
+			return err
+		}
+		cm.Finalizers = slices.DeleteFunc(cm.Finalizers, func(f string) bool { return f == hold })
+		if on {
+			cm.Finalizers = append(cm.Finalizers, hold)
+		}
+		return k8s.Update(t.Context(), cm)
 	})
 }
