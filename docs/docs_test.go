@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
 	"github.com/stencil-operator/stencil/api/v1alpha1"
@@ -163,7 +164,15 @@ func kubectl(t *testing.T, args ...string) {
 // MyWeb's template tests, and the same template with the typo fails with the
 // exact line the guide prints.
 func TestEditLintTest(t *testing.T) {
-	v, err := schema.New()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	data, err := os.ReadFile("../config/crd/bases/operator.k8s-summit.org_mywebs.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, crd); err != nil {
+		t.Fatal(err)
+	}
+	v, err := schema.New(crd) // MyWeb's CRD defaults the cases' inputs, as stencil test does
 	if err != nil {
 		t.Fatal(err)
 	}

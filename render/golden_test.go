@@ -1,10 +1,14 @@
 package render_test
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -14,6 +18,7 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	shipped "github.com/stencil-operator/stencil/internal/kinds"
@@ -88,19 +93,19 @@ func check(t *testing.T, dirName string, c kindtest.Case, out kindtest.Outcome) 
 }
 
 // validator checks objects against the built-in schemas and every CRD in
-// the repository.
+// the repository: the kinds' (config/crd/bases), the third-party types'
+// their templates write (config/crd/external) and the test kind's. It
+// defaults each case's input with its kind's CRD, as `stencil test` does.
 func validator(t *testing.T) *schema.Validator {
 	t.Helper()
 	var crds []*apiextensionsv1.CustomResourceDefinition
-	for _, glob := range []string{"../config/crd/bases/*.yaml", "../internal/testkind/crd/*.yaml"} {
+	for _, glob := range []string{"../config/crd/bases/*.yaml", "../config/crd/external/*.yaml", "../internal/testkind/crd/*.yaml"} {
 		files, err := filepath.Glob(glob)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, f := range files {
-			crd := &apiextensionsv1.CustomResourceDefinition{}
-			readYAML(t, f, crd)
-			crds = append(crds, crd)
+			crds = append(crds, readCRDs(t, f)...)
 		}
 	}
 	v, err := schema.New(crds...)
@@ -154,6 +159,34 @@ func TestDecoratorGolden(t *testing.T) {
 			t.Run(d.Name()+"/"+c.Name, func(t *testing.T) {
 				check(t, d.Name(), c, kindtest.RunDecorator(d, c, v))
 			})
+		}
+	}
+}
+
+// readCRDs reads the CustomResourceDefinitions of a file, one or more (a
+// third-party project often publishes its CRDs as one file).
+func readCRDs(t *testing.T, path string) []*apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return crds
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(doc, crd); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if crd.Kind == "CustomResourceDefinition" {
+			crds = append(crds, crd)
 		}
 	}
 }

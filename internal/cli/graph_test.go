@@ -26,7 +26,7 @@ func TestGraphCycleFailsRenderAndLint(t *testing.T) {
 	const want = "kind AppStack: _kind.yaml: graph: cycle: app → migration → app"
 	for _, args := range [][]string{
 		{"render", "--templates", dir, "-f", "../../config/samples/appstack.yaml"},
-		{"lint", "--templates", dir},
+		{"lint", repoCRDs, "--templates", dir},
 	} {
 		out, err, code := execute(t, args...)
 		if code != 2 || !strings.Contains(out+errString(err), want) {

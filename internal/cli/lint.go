@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -30,23 +31,45 @@ import (
 type templateSource struct {
 	templates string
 	crds      []string
+	// apiVersions are the optional owned types the offline cluster serves.
+	apiVersions []string
 }
 
 func (s *templateSource) bindFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&s.templates, "templates", "", "Read the kinds' folders from this folder (laid out as templates/) instead of the built-in ones: edited templates, without rebuilding.")
-	cmd.Flags().StringSliceVar(&s.crds, "crds", nil, "Files or folders of CustomResourceDefinitions that validate objects of custom resource types (e.g. config/crd/bases).")
+	cmd.Flags().StringSliceVar(&s.apiVersions, "api-versions", nil, `Optional owned types (optional: true in _kind.yaml) to render as served by the cluster, as "group/version/Kind" or "group/version" (repeat it or separate them with commas), as helm template --api-versions: what (capabilities).APIVersions.Has answers. The kinds' other types count as served; without it no optional type is. A test case's api-versions.txt replaces it for that case.`)
+	cmd.Flags().StringSliceVar(&s.crds, "crds", nil, "Files or folders of CustomResourceDefinitions: the kinds' CRDs default their custom resources, and every CRD validates the objects of its type (default: config/crd/bases and config/crd/external, those in the working directory).")
 }
 
-// load parses the folders and, when validate, builds the validator.
-func (s *templateSource) load(validate bool) ([]kinds.Folder, *renderschema.Validator, error) {
-	folders, err := kinds.Folders(s.templates)
+// defaultCRDs are the folders of a project's CustomResourceDefinitions, as
+// `stencil init` and `make manifests` lay them out: its kinds' (generated)
+// and the third-party types' its templates write (copied in by hand).
+var defaultCRDs = []string{"config/crd/bases", "config/crd/external"}
+
+// crdPaths are the --crds given or, when none is, the default folders that
+// exist in the working directory.
+func (s *templateSource) crdPaths() []string {
+	if s.crds != nil {
+		return s.crds
+	}
+	var found []string
+	for _, dir := range defaultCRDs {
+		if info, err := os.Stat(dir); err == nil && info.IsDir() {
+			found = append(found, dir)
+		}
+	}
+	return found
+}
+
+// load parses the folders and reads the CRDs into the validator, which
+// also defaults custom resources.
+func (s *templateSource) load() ([]kinds.Folder, *renderschema.Validator, error) {
+	folders, err := registered.Folders(s.templates)
 	if err != nil {
 		return nil, nil, err
 	}
-	if !validate {
-		return folders, nil, nil
-	}
-	crds, err := readCRDs(s.crds)
+	servedOffline(folders, s.apiVersions)
+	crds, err := readCRDs(s.crdPaths())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -55,6 +78,19 @@ func (s *templateSource) load(validate bool) ([]kinds.Folder, *renderschema.Vali
 		return nil, nil, err
 	}
 	return folders, v, nil
+}
+
+// servedOffline tells each kind of folders which of its optional owned
+// types the cluster serves: those versions names (--api-versions).
+func servedOffline(folders []kinds.Folder, versions []string) {
+	if len(versions) == 0 {
+		return
+	}
+	for i := range folders {
+		if folders[i].Kind != nil {
+			folders[i].Kind = folders[i].Kind.WithAPIVersions(versions)
+		}
+	}
 }
 
 // readCRDs reads every CustomResourceDefinition in the files, and in the
@@ -136,11 +172,26 @@ func renderPlanChecked(cr resource, v *renderschema.Validator, warn io.Writer, i
 	return cr.kind.RenderGraphValidated(cr.obj, in, &lenient{v: v, warn: warn, warned: map[schema.GroupVersionKind]bool{}})
 }
 
-// lenient validates what it has a schema for and warns about the rest.
+// lenient validates and defaults what it has a schema for and warns about
+// the rest.
 type lenient struct {
 	v      *renderschema.Validator
 	warn   io.Writer
 	warned map[schema.GroupVersionKind]bool
+}
+
+// Default defaults a custom resource with its CRD, or warns once that its
+// kind's CRD is missing.
+func (l *lenient) Default(o *unstructured.Unstructured) error {
+	err := l.v.Default(o)
+	if errors.Is(err, renderschema.ErrNoSchema) {
+		if gvk := o.GroupVersionKind(); !l.warned[gvk] {
+			l.warned[gvk] = true
+			_, _ = fmt.Fprintf(l.warn, "Warning: %s is not defaulted: no CRD for %s (give it with --crds)\n", o.GetKind(), gvk)
+		}
+		return nil
+	}
+	return err
 }
 
 func (l *lenient) Validate(o *unstructured.Unstructured) error {
@@ -158,6 +209,7 @@ func (l *lenient) Validate(o *unstructured.Unstructured) error {
 func newLintCommand() *cobra.Command {
 	var src templateSource
 	var samples []string
+	var server bool
 	cmd := &cobra.Command{
 		Use:   "lint",
 		Short: "Check every kind's templates, offline: each test case and sample renders, and every object is valid",
@@ -167,16 +219,41 @@ against its type's schema: unknown fields, wrong types, missing required
 fields, invalid names and labels. Each problem is printed as
 templates/<kind>/<file>[:line]: <object>: <field>: <problem>, and the
 command exits 2 when there is one. A type with no schema (a custom resource
-type whose CRD --crds does not give) is a problem too.`,
+type whose CRD --crds does not give) is a problem too.
+
+Custom resources (samples and test inputs) are defaulted by their kind's CRD
+first, as the API server stores them, and samples are checked against it.
+CRDs come from --crds, by default config/crd/bases and config/crd/external
+(the CRDs of third-party types the templates write) in the working
+directory; samples from -f, by default config/samples.
+
+--server also dry-runs every sample, and every object it renders, against
+the cluster of the current kubeconfig context (server-side apply, dryRun=All,
+fieldValidation=Strict; nothing is stored): what only the API server knows,
+such as CEL rules, admission policies and webhooks, is reported too.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			folders, v, err := src.load(true)
+			folders, v, err := src.load()
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			problems, checked, err := lint(cmd.InOrStdin(), folders, v, samples)
+			if samples == nil {
+				samples = defaultSamples()
+			}
+			stdin, err := io.ReadAll(cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			problems, checked, err := lint(bytes.NewReader(stdin), folders, v, samples)
 			if err != nil {
 				return &exitError{code: 2, err: err}
+			}
+			if server {
+				more, err := lintOnServer(cmd.Context(), bytes.NewReader(stdin), folders, v, samples)
+				if err != nil {
+					return &exitError{code: 2, err: err}
+				}
+				problems = append(problems, more...)
 			}
 			for _, p := range problems {
 				_, _ = fmt.Fprintln(cmd.OutOrStdout(), p)
@@ -189,7 +266,8 @@ type whose CRD --crds does not give) is a problem too.`,
 		},
 	}
 	src.bindFlags(cmd)
-	cmd.Flags().StringSliceVarP(&samples, "filename", "f", nil, "Files of custom resources to render too (e.g. config/samples/myweb.yaml).")
+	cmd.Flags().StringSliceVarP(&samples, "filename", "f", nil, "Files of custom resources, or folders of them, to render too (default: config/samples, when in the working directory).")
+	cmd.Flags().BoolVar(&server, "server", false, "Dry-run every sample and every object it renders against the cluster of the current kubeconfig context.")
 	return cmd
 }
 
@@ -209,19 +287,109 @@ func lint(stdin io.Reader, folders []kinds.Folder, v *renderschema.Validator, sa
 		}
 	}
 	byKind := kindsOf(folders)
-	for _, file := range samples {
-		crs, err := readResourcesOf(file, stdin, "default", byKind)
+	files, err := sampleFiles(samples)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, file := range files {
+		crs, err := readResourcesOf(file, stdin, "default", byKind, v)
 		if err != nil {
 			return nil, 0, err
 		}
 		for _, cr := range crs {
 			checked++
+			if err := validateResource(cr, v); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %v", file, err))
+				continue
+			}
 			if _, err := cr.kind.RenderValidated(cr.obj, v); err != nil {
 				problems = append(problems, fmt.Sprintf("%s: %s %s: %v", file, cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), placeError(err, folderOf(cr.kind))))
 			}
 		}
 	}
 	return problems, checked, nil
+}
+
+// validateResource checks a custom resource against its CRD, defaulted, as
+// the API server would before storing it.
+func validateResource(cr resource, v *renderschema.Validator) error {
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(cr.doc, &u.Object); err != nil {
+		return err
+	}
+	u.SetNamespace(cr.obj.GetNamespace())
+	if err := v.Default(u); err != nil {
+		return err
+	}
+	return v.Validate(u)
+}
+
+// samplesDir is where a project keeps its custom resources' samples.
+const samplesDir = "config/samples"
+
+// defaultSamples is config/samples when the working directory has it.
+func defaultSamples() []string {
+	if info, err := os.Stat(samplesDir); err == nil && info.IsDir() {
+		return []string{samplesDir}
+	}
+	return nil
+}
+
+// sampleFiles are the files given and the samples in the folders given:
+// every *.yaml file under them that holds Kubernetes objects, but
+// kustomization.yaml (a Helm values file holds none).
+func sampleFiles(paths []string) ([]string, error) {
+	var files []string
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if p == "-" || err == nil && !info.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		err = filepath.WalkDir(p, func(file string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() || filepath.Ext(file) != ".yaml" || e.Name() == "kustomization.yaml" {
+				return err
+			}
+			objects, err := holdsObjects(file)
+			if objects {
+				files = append(files, file)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+// holdsObjects reports whether a document of file has an apiVersion and a
+// kind.
+func holdsObjects(file string) (bool, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return false, err
+	}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", file, err)
+		}
+		probe := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &probe.Object); err != nil {
+			return false, fmt.Errorf("%s: %w", file, err)
+		}
+		if probe.GetAPIVersion() != "" && probe.GetKind() != "" {
+			return true, nil
+		}
+	}
 }
 
 func newTestCommand() *cobra.Command {
@@ -244,7 +412,7 @@ objects (or succeeds where it expects an error) is reported, never recorded.`,
 			if update && src.templates == "" {
 				return &exitError{code: 2, err: errors.New("--update writes into the folder --templates names: give it (e.g. --templates templates)")}
 			}
-			folders, v, err := src.load(true)
+			folders, v, err := src.load()
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}

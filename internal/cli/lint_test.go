@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -37,7 +38,7 @@ func withTypo(t *testing.T) string {
 // exit code.
 func execute(t *testing.T, args ...string) (string, error, int) {
 	t.Helper()
-	cmd := newRootCommand()
+	cmd := newRootCommand("stencil")
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
@@ -54,6 +55,10 @@ func execute(t *testing.T, args ...string) (string, error, int) {
 	return out.String(), err, code
 }
 
+// repoCRDs gives the offline commands the repository's CRDs: the tests run
+// in internal/cli, where the default folders (config/crd/...) are not.
+const repoCRDs = "--crds=../../config/crd/bases,../../config/crd/external"
+
 const typoMessage = "templates/myweb/pdb.yaml:6: PodDisruptionBudget default/myweb: .spec.maxUnavailabel: field not declared in schema"
 
 // TestTypoFailsRenderLintAndTest repeats issue 29's typo: every offline
@@ -66,8 +71,8 @@ func TestTypoFailsRenderLintAndTest(t *testing.T) {
 		code int
 	}{
 		{"render", []string{"render", "--templates", dir, "-f", "../../config/samples/myweb.yaml"}, 2},
-		{"lint", []string{"lint", "--templates", dir}, 2},
-		{"test", []string{"test", "--templates", dir, "myweb"}, 1},
+		{"lint", []string{"lint", repoCRDs, "--templates", dir}, 2},
+		{"test", []string{"test", repoCRDs, "--templates", dir, "myweb"}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,7 +89,7 @@ func TestTypoFailsRenderLintAndTest(t *testing.T) {
 		for _, args := range [][]string{
 			{"render", "-f", "../../config/samples/myweb.yaml"},
 			{"lint", "--crds", "../../config/crd/bases", "-f", "../../config/samples/myweb.yaml"},
-			{"test"},
+			{"test", repoCRDs},
 		} {
 			if out, err, _ := execute(t, args...); err != nil {
 				t.Errorf("%v: %v\n%s", args, err, out)
@@ -115,30 +120,221 @@ func TestTestUpdate(t *testing.T) {
 	if err := os.WriteFile(expected, []byte("stale: true\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, _, code := execute(t, "test", "--templates", dir, "foo"); code != 1 || !strings.Contains(out, "FAIL foo/seed: expected.yaml differs") {
+	if out, _, code := execute(t, "test", repoCRDs, "--templates", dir, "foo"); code != 1 || !strings.Contains(out, "FAIL foo/seed: expected.yaml differs") {
 		t.Fatalf("a stale expected.yaml: exit %d, want 1 and FAIL foo/seed:\n%s", code, out)
 	}
 	if _, err, code := execute(t, "test", "--update"); code != 2 || !strings.Contains(errString(err), "--templates") {
 		t.Fatalf("--update without --templates: exit %d (%v), want 2 naming --templates", code, err)
 	}
-	if out, err, _ := execute(t, "test", "--templates", dir, "--update", "foo"); err != nil || !strings.Contains(out, "updated foo/seed/expected.yaml") {
+	if out, err, _ := execute(t, "test", repoCRDs, "--templates", dir, "--update", "foo"); err != nil || !strings.Contains(out, "updated foo/seed/expected.yaml") {
 		t.Fatalf("--update: %v\n%s", err, out)
 	}
 	if got, _ := os.ReadFile(expected); !bytes.Equal(got, want) {
 		t.Errorf("--update wrote:\n%s\nwant:\n%s", got, want)
 	}
-	if out, err, _ := execute(t, "test", "--templates", dir, "foo"); err != nil {
+	if out, err, _ := execute(t, "test", repoCRDs, "--templates", dir, "foo"); err != nil {
 		t.Fatalf("after --update: %v\n%s", err, out)
 	}
 	// A broken template is not recorded by --update: the typo still fails.
 	typo := withTypo(t)
-	if out, _, code := execute(t, "test", "--templates", typo, "--update", "myweb"); code != 1 || strings.Contains(out, "updated") {
+	if out, _, code := execute(t, "test", repoCRDs, "--templates", typo, "--update", "myweb"); code != 1 || strings.Contains(out, "updated") {
 		t.Fatalf("--update over a broken template: exit %d, want 1 and nothing written:\n%s", code, out)
 	}
 	if _, err := os.Stat(filepath.Join(typo, "myweb", "tests", "seed", "error.txt")); err == nil {
 		t.Error("--update recorded the broken render as error.txt")
 	}
-	if _, err, code := execute(t, "test", "nosuchkind"); code != 2 || !strings.Contains(errString(err), "nosuchkind") {
+	if _, err, code := execute(t, "test", repoCRDs, "nosuchkind"); code != 2 || !strings.Contains(errString(err), "nosuchkind") {
 		t.Errorf("an unknown folder: exit %d (%v), want 2", code, err)
+	}
+}
+
+// TestLintSamples: lint checks every sample of a config/samples folder, and
+// a stale one (a field or a kind that no longer exists, a value its CRD
+// refuses) fails it, naming the file.
+func TestLintSamples(t *testing.T) {
+	tests := []struct {
+		name string
+		// file and content are written into a copy of config/samples.
+		file, content string
+		// want is in the output when lint must fail; "" when it must pass.
+		want string
+	}{
+		{"the repository's samples", "", "", ""},
+		{"a field that no longer exists", "myweb.yaml",
+			"apiVersion: operator.k8s-summit.org/v1\nkind: MyWeb\nmetadata: {name: myweb}\nspec: {image: nginx, nodePortNumber: 30100, pageTitle: old}\n",
+			`myweb.yaml: document 1: invalid MyWeb: error unmarshaling JSON: while decoding JSON: json: unknown field "pageTitle"`},
+		{"a kind that no longer exists", "oldweb.yaml",
+			"apiVersion: operator.k8s-summit.org/v1\nkind: OldWeb\nmetadata: {name: old}\nspec: {}\n",
+			`oldweb.yaml: document 1: unknown kind "OldWeb"`},
+		{"a value the CRD refuses", "full/myweb.yaml",
+			"apiVersion: operator.k8s-summit.org/v1\nkind: MyWeb\nmetadata: {name: myweb}\nspec: {image: nginx, nodePortNumber: 20}\n",
+			"MyWeb default/myweb: .spec.nodePortNumber: should be greater than or equal to 30000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "samples")
+			if err := os.CopyFS(dir, os.DirFS("../../config/samples")); err != nil {
+				t.Fatal(err)
+			}
+			if tt.file != "" {
+				if err := os.WriteFile(filepath.Join(dir, tt.file), []byte(tt.content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out, err, code := execute(t, "lint", repoCRDs, "-f", dir)
+			all := out + errString(err)
+			if tt.want == "" {
+				if code != 0 || !strings.Contains(out, "every object valid") {
+					t.Fatalf("exit %d, want 0:\n%s", code, all)
+				}
+				return
+			}
+			if code != 2 || !strings.Contains(all, tt.want) {
+				t.Fatalf("exit %d, want 2 and %q:\n%s", code, tt.want, all)
+			}
+		})
+	}
+}
+
+// TestLintDefaultsToTheProject: in a project's root, lint reads the CRDs of
+// config/crd/ and lints config/samples/ without being told (make test runs
+// it on this repository): a stale sample there fails it.
+func TestLintDefaultsToTheProject(t *testing.T) {
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, err := sampleFiles([]string{filepath.Join(repo, samplesDir)})
+	if err != nil || len(samples) < 12 {
+		t.Fatalf("config/samples: %d samples (%v), want every kind's seed and full one", len(samples), err)
+	}
+	if slices.ContainsFunc(samples, func(f string) bool {
+		return strings.HasSuffix(f, "kustomization.yaml") || strings.HasSuffix(f, "values.yaml")
+	}) {
+		t.Errorf("samples linted: %v; want no kustomization or Helm values", samples)
+	}
+	t.Run("this repository", func(t *testing.T) {
+		t.Chdir(repo)
+		if out, err, code := execute(t, "lint"); code != 0 {
+			t.Fatalf("lint in the repository's root: exit %d (%v)\n%s", code, err, out)
+		}
+	})
+	t.Run("a project with a stale sample", func(t *testing.T) {
+		project := t.TempDir()
+		for _, dir := range []string{"config/crd", samplesDir} {
+			if err := os.CopyFS(filepath.Join(project, dir), os.DirFS(filepath.Join(repo, dir))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stale := "apiVersion: operator.k8s-summit.org/v1\nkind: MyWeb\nmetadata: {name: myweb}\nspec: {image: nginx, nodePortNumber: 30100, pageTitle: old}\n"
+		if err := os.WriteFile(filepath.Join(project, samplesDir, "myweb.yaml"), []byte(stale), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Chdir(project)
+		out, err, code := execute(t, "lint", "--templates", filepath.Join(repo, "templates"))
+		if all := out + errString(err); code != 2 || !strings.Contains(all, `config/samples/myweb.yaml: document 1: invalid MyWeb`) {
+			t.Fatalf("exit %d, want 2 naming config/samples/myweb.yaml:\n%s", code, all)
+		}
+	})
+}
+
+// certificateCRD is a third-party CRD, as a project keeps it in
+// config/crd/external: a small cert-manager Certificate.
+const certificateCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: certificates.cert-manager.io}
+spec:
+  group: cert-manager.io
+  names: {kind: Certificate, plural: certificates}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [secretName]
+            properties:
+              secretName: {type: string}
+              dnsNames: {type: array, items: {type: string}}
+`
+
+// TestExternalCRDs: in a project whose MyWeb template writes a Certificate,
+// lint and test read its schema from config/crd/external, and report each
+// unknown field of it by its path.
+func TestExternalCRDs(t *testing.T) {
+	tests := []struct {
+		name string
+		// external is config/crd/external/certificates.yaml; "" for none.
+		external string
+		// spec is the Certificate template's spec.
+		spec string
+		// want is in lint's and test's output when they must fail; "" when
+		// lint must pass.
+		want string
+	}{
+		{"the CRD in config/crd/external", certificateCRD, "secretName: web-tls\n  dnsNames: [web.example.com]", ""},
+		{"no CRD", "", "secretName: web-tls", "no schema"},
+		{"two typos, both reported", certificateCRD, "secretName: web-tls\n  dnsName: [web.example.com]\n  issuer: x",
+			"Certificate default/myweb: .spec.dnsName: field not declared in schema; .spec.issuer: field not declared in schema"},
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			project := t.TempDir()
+			templates := filepath.Join(project, "templates")
+			if err := os.CopyFS(templates, os.DirFS(filepath.Join(repo, "templates"))); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.CopyFS(filepath.Join(project, "config/crd/bases"), os.DirFS(filepath.Join(repo, "config/crd/bases"))); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Join(project, "config/crd/external"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if tt.external != "" {
+				if err := os.WriteFile(filepath.Join(project, "config/crd/external/certificates.yaml"), []byte(tt.external), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cert := "apiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata:\n  name: {{ .Name | quote }}\nspec:\n  " + tt.spec + "\n"
+			if err := os.WriteFile(filepath.Join(templates, "myweb", "certificate.yaml"), []byte(cert), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			appendFile(t, filepath.Join(templates, "myweb", "_kind.yaml"), "- {apiVersion: cert-manager.io/v1, kind: Certificate, resource: certificates}\n")
+			t.Chdir(project)
+			commands := [][]string{{"lint", "--templates", templates}}
+			if tt.want != "" { // test also fails on expected.yaml, without the Certificate
+				commands = append(commands, []string{"test", "--templates", templates, "myweb"})
+			}
+			for _, args := range commands {
+				out, err, code := execute(t, args...)
+				all := out + errString(err)
+				switch {
+				case tt.want == "" && code != 0:
+					t.Errorf("%v: exit %d, want 0:\n%s", args, code, all)
+				case tt.want != "" && (code == 0 || !strings.Contains(all, tt.want)):
+					t.Errorf("%v: exit %d, want a failure saying %q:\n%s", args, code, tt.want, all)
+				}
+			}
+		})
+	}
+}
+
+func appendFile(t *testing.T, path, text string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(data, text...), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -17,9 +17,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/reconciler"
 	"github.com/stencil-operator/stencil/render"
+	"github.com/stencil-operator/stencil/render/kindtest"
+	renderschema "github.com/stencil-operator/stencil/render/schema"
 )
 
 func newRenderCommand() *cobra.Command {
@@ -35,8 +36,11 @@ would apply, as a YAML stream (like helm template).
 
 Every object is checked against its type's schema first, as the API server
 would check it: the built-in types' schemas are built in, custom resource
-types' come from the CRDs given with --crds. An invalid object fails the
-command (exit code 2) with the template, the object and the field.
+types' come from the CRDs given with --crds (by default config/crd/bases and
+config/crd/external in the working directory). An invalid object fails the
+command (exit code 2) with the template, the object and the field. Each
+custom resource is first defaulted by its kind's CRD, as the API server
+stores it.
 --templates renders the kinds' folders on disk instead of the built-in ones.
 
 A resource without metadata.uid renders with an empty owner UID; give it
@@ -51,11 +55,11 @@ read them from the cluster with --live. The nodes that wait are listed on
 standard error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			folders, v, err := src.load(validate)
+			folders, v, err := src.load()
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			crs, err := readResourcesOf(file, cmd.InOrStdin(), namespace, kindsOf(folders))
+			crs, err := readResourcesOf(file, cmd.InOrStdin(), namespace, kindsOf(folders), &lenient{v: v, warn: cmd.ErrOrStderr(), warned: map[schema.GroupVersionKind]bool{}})
 			if err != nil {
 				return err
 			}
@@ -67,7 +71,7 @@ standard error.`,
 				if err := liveUID(cr, in); err != nil {
 					return err
 				}
-				plan, err := renderPlanChecked(cr, v, cmd.ErrOrStderr(), in)
+				plan, err := renderPlanChecked(cr, checked(v, validate), cmd.ErrOrStderr(), in)
 				if err != nil {
 					return &exitError{code: 2, err: fmt.Errorf("rendering %s %s: %w", cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), placeError(err, folderOf(cr.kind)))}
 				}
@@ -86,6 +90,14 @@ standard error.`,
 	cmd.Flags().BoolVar(&live, "live", false, "Read a graph kind's live objects from the cluster (the current kubeconfig context).")
 	cmd.MarkFlagsMutuallyExclusive("observed", "live")
 	return cmd
+}
+
+// checked is v when validate, else nil: render without validation.
+func checked(v *renderschema.Validator, validate bool) *renderschema.Validator {
+	if !validate {
+		return nil
+	}
+	return v
 }
 
 // liveUID gives a resource without metadata.uid the UID of the live one,
@@ -127,21 +139,24 @@ func graphInput(ctx context.Context, observed string, live bool) (render.GraphIn
 type resource struct {
 	kind *render.Kind
 	obj  v1alpha1.Object
+	// doc is the resource's document as written.
+	doc []byte
 }
 
 // readResources reads a YAML stream of custom resources of stencil's kinds.
 // Unknown kinds and fields are errors.
 func readResources(file string, stdin io.Reader, namespace string) ([]resource, error) {
-	loaded, err := kinds.Load()
+	loaded, err := registered.Load()
 	if err != nil {
 		return nil, err
 	}
-	return readResourcesOf(file, stdin, namespace, loaded)
+	return readResourcesOf(file, stdin, namespace, loaded, nil)
 }
 
 // readResourcesOf reads a YAML stream of custom resources of the loaded
-// kinds.
-func readResourcesOf(file string, stdin io.Reader, namespace string, loaded []*render.Kind) ([]resource, error) {
+// kinds, defaulted with d (when not nil) as the API server would store
+// them.
+func readResourcesOf(file string, stdin io.Reader, namespace string, loaded []*render.Kind, d kindtest.Defaulter) ([]resource, error) {
 	byGVK := map[schema.GroupVersionKind]*render.Kind{}
 	var known []string
 	for _, k := range loaded {
@@ -173,14 +188,14 @@ func readResourcesOf(file string, stdin io.Reader, namespace string, loaded []*r
 		if !ok {
 			return nil, fmt.Errorf("%s: document %d: unknown kind %q (apiVersion %q); stencil knows %s", file, n, probe.GetKind(), probe.GetAPIVersion(), strings.Join(known, ", "))
 		}
-		obj := k.New()
-		if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+		obj, err := kindtest.Decode(k, doc, d)
+		if err != nil {
 			return nil, fmt.Errorf("%s: document %d: invalid %s: %w", file, n, k.GroupVersionKind().Kind, err)
 		}
 		if obj.GetNamespace() == "" {
 			obj.SetNamespace(namespace)
 		}
-		out = append(out, resource{kind: k, obj: obj})
+		out = append(out, resource{kind: k, obj: obj, doc: doc})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no custom resources", file)

@@ -20,7 +20,7 @@ func TestRenderOffline(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := newRootCommand()
+			cmd := newRootCommand("stencil")
 			var out bytes.Buffer
 			cmd.SetOut(&out)
 			cmd.SetErr(&out)
@@ -39,12 +39,43 @@ func TestRenderOffline(t *testing.T) {
 }
 
 func TestInvalidSpecIsAClearError(t *testing.T) {
-	cmd := newRootCommand()
+	cmd := newRootCommand("stencil")
 	cmd.SetIn(strings.NewReader("apiVersion: flights.com/v1\nkind: FlightTicket\nmetadata: {name: x}\nspec: {form: A}\n"))
 	cmd.SetOut(&bytes.Buffer{})
 	cmd.SetArgs([]string{"render", "-f", "-"})
 	err := cmd.Execute()
 	if err == nil || !strings.Contains(err.Error(), `invalid FlightTicket`) || !strings.Contains(err.Error(), `unknown field "form"`) {
 		t.Fatalf("error = %v, want one naming the kind and the unknown field", err)
+	}
+}
+
+// TestRenderAppliesCRDDefaults: render defaults a resource with its kind's
+// CRD, as the API server stores it, and says so when the CRD is missing.
+func TestRenderAppliesCRDDefaults(t *testing.T) {
+	const stack = "apiVersion: stacks.stencil.dev/v1alpha1\nkind: AppStack\nmetadata: {name: shop, namespace: team-a, uid: 6c1e3f0a-0d7e-4d35-9a63-2b7f8e4c1a10}\nspec: {version: \"1.0.0\", settings: shop-settings}\n"
+	tests := []struct {
+		name string
+		args []string
+		// want is in the output (objects and warnings).
+		want string
+	}{
+		{"with the CRDs", []string{"render", repoCRDs, "-f", "-"}, "image: ghcr.io/example/app:1.0.0"},
+		{"without them", []string{"render", "-f", "-"}, "Warning: AppStack is not defaulted: no CRD for stacks.stencil.dev/v1alpha1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := newRootCommand("stencil")
+			var out bytes.Buffer
+			cmd.SetIn(strings.NewReader(stack))
+			cmd.SetOut(&out)
+			cmd.SetErr(&out)
+			cmd.SetArgs(append(tt.args, "--observed", "../../templates/appstack/tests/migrated/observed.yaml"))
+			if err := cmd.Execute(); err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			if !strings.Contains(out.String(), tt.want) {
+				t.Errorf("output lacks %q:\n%s", tt.want, out.String())
+			}
+		})
 	}
 }

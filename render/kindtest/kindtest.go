@@ -1,8 +1,9 @@
 // Package kindtest runs the template tests a kind's folder carries, in
 // templates/<kind>/tests/<case>/:
 //
-//   - input.yaml: the custom resource (for a decorator, its parent as the
-//     cluster holds it);
+//   - input.yaml: the custom resource, defaulted by its
+//     CustomResourceDefinition's schema as the API server would store it
+//     (see [RunKind]); for a decorator, its parent as the cluster holds it;
 //   - observed.yaml (optional): for a decorator, the observed objects, by
 //     the name the templates read them as; for a graph kind, the live
 //     objects its render reads (its own earlier objects and its inputs),
@@ -12,7 +13,12 @@
 //     comment line per node that waits);
 //   - fragments.yaml (optional): objects the render must produce, each given
 //     by apiVersion, kind and name and only the fields that matter;
-//   - error.txt (optional): the render must fail with this message.
+//   - error.txt (optional): the render must fail with this message;
+//   - api-versions.txt (optional): the optional owned types the cluster
+//     serves in this case, one "group/version/Kind" or "group/version" a
+//     line (# starts a comment), as stencil render --api-versions takes
+//     them; without it the case renders with none served (or with
+//     --api-versions, under stencil test).
 //
 // A case with none of the last three passes when the render succeeds and
 // every object is valid. It is pure: cases are read from an fs.FS, and the
@@ -21,6 +27,7 @@ package kindtest
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -33,6 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -46,6 +54,9 @@ const (
 	ExpectedFile  = "expected.yaml"
 	FragmentsFile = "fragments.yaml"
 	ErrorFile     = "error.txt"
+	// APIVersionsFile lists the optional owned types the cluster serves
+	// in the case.
+	APIVersionsFile = "api-versions.txt"
 )
 
 // Case is one test case of a kind.
@@ -72,7 +83,7 @@ func Cases(kindFolder fs.FS) ([]Case, error) {
 			return nil, fmt.Errorf("%s/%s: a case is a folder", Folder, e.Name())
 		}
 		c := Case{Name: e.Name(), Files: map[string][]byte{}}
-		for _, f := range []string{InputFile, ObservedFile, ExpectedFile, FragmentsFile, ErrorFile} {
+		for _, f := range []string{InputFile, ObservedFile, ExpectedFile, FragmentsFile, ErrorFile, APIVersionsFile} {
 			data, err := fs.ReadFile(kindFolder, path.Join(Folder, e.Name(), f))
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
@@ -122,10 +133,27 @@ func (o Outcome) Updatable(c Case) bool {
 	return false
 }
 
+// Defaulter sets the defaults a custom resource type's schema declares, as
+// the API server does before it stores a resource (a *schema.Validator is
+// one).
+type Defaulter interface {
+	Default(*unstructured.Unstructured) error
+}
+
 // RunKind runs c against k, checking every object with v (when not nil).
+// When v is a [Defaulter] too, the input is defaulted first, as the API
+// server stores it: the render is the operator's.
 func RunKind(k *render.Kind, c Case, v render.Validator) Outcome {
-	cr := k.New()
-	if err := yaml.UnmarshalStrict(c.Files[InputFile], cr); err != nil {
+	if data, ok := c.Files[APIVersionsFile]; ok {
+		versions, err := APIVersions(k, data)
+		if err != nil {
+			return Outcome{Case: c.Name, Err: fmt.Errorf("%s: %w", APIVersionsFile, err)}
+		}
+		k = k.WithAPIVersions(versions)
+	}
+	d, _ := v.(Defaulter)
+	cr, err := Decode(k, c.Files[InputFile], d)
+	if err != nil {
 		return Outcome{Case: c.Name, Err: fmt.Errorf("%s: %w", InputFile, err)}
 	}
 	if !k.HasGraph() {
@@ -142,6 +170,37 @@ func RunKind(k *render.Kind, c Case, v render.Validator) Outcome {
 	}
 	out := judgeWith(c, plan.Objects, nil, waitingComments(plan))
 	return out
+}
+
+// Decode reads one custom resource of k's kind from a YAML document,
+// refusing fields its type lacks, and sets its schema's defaults with d
+// (when not nil) on the document as written, as the API server does: a
+// field absent from the document is defaulted even where the Go type
+// would decode it as a zero value.
+func Decode(k *render.Kind, doc []byte, d Defaulter) (v1alpha1.Object, error) {
+	cr := k.New()
+	if err := yaml.UnmarshalStrict(doc, cr); err != nil {
+		return nil, err
+	}
+	if d == nil {
+		return cr, nil
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+		return nil, err
+	}
+	if err := d.Default(u); err != nil {
+		return nil, fmt.Errorf("defaulting: %w", err)
+	}
+	defaulted := k.New()
+	data, err := json.Marshal(u.Object)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(data, defaulted); err != nil {
+		return nil, fmt.Errorf("defaulted: %w", err)
+	}
+	return defaulted, nil
 }
 
 // waitingComments are the comment lines that head a graph kind's expected
@@ -312,4 +371,35 @@ func normalise(v any) any {
 		return n
 	}
 	return v
+}
+
+// APIVersions reads an api-versions.txt: one "group/version/Kind" or
+// "group/version" a line, blank lines and # comments skipped. Each must
+// name an optional owned type of k (or its group/version): a line that
+// names none is an error, not a case that silently tests nothing.
+func APIVersions(k *render.Kind, data []byte) ([]string, error) {
+	var out []string
+	for i, line := range strings.Split(string(data), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if !namesOptional(k, line) {
+			return nil, fmt.Errorf("line %d: %q names no optional owned type of %s (optional: true under owns in _kind.yaml)", i+1, line, k.GroupVersionKind().Kind)
+		}
+		out = append(out, line)
+	}
+	return out, nil
+}
+
+// namesOptional reports whether s ("group/version/Kind" or
+// "group/version") names one of k's optional owned types.
+func namesOptional(k *render.Kind, s string) bool {
+	for _, gvk := range k.OptionalTypes() {
+		if s == gvk.GroupVersion().String()+"/"+gvk.Kind || s == gvk.GroupVersion().String() {
+			return true
+		}
+	}
+	return false
 }

@@ -114,3 +114,57 @@ func TestUpdatable(t *testing.T) {
 		t.Error("a case with both error.txt and expected.yaml was accepted")
 	}
 }
+
+// TestAPIVersionsFile: a case's api-versions.txt says which optional owned
+// types the cluster serves in it; a line that names none of the kind's is
+// refused.
+func TestAPIVersionsFile(t *testing.T) {
+	def := testkind.Widget()
+	def.Templates = fstest.MapFS{
+		"_kind.yaml": {Data: []byte("owns:\n- {apiVersion: v1, kind: ConfigMap}\n- {apiVersion: cert-manager.io/v1, kind: Certificate, optional: true}\n")},
+		"configmap.yaml": {Data: []byte(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: w-config}
+data:
+  served: {{ (capabilities).APIVersions.Has "cert-manager.io/v1/Certificate" | quote }}
+`)},
+	}
+	k, err := render.Load(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fragment := func(served string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-config}\ndata: {served: \"" + served + "\"}\n"
+	}
+	tests := []struct {
+		name string
+		// versions is the case's api-versions.txt (absent when "").
+		versions string
+		// served is what the template must see.
+		served string
+		// wantErr is what the case's failure says ("" when it passes).
+		wantErr string
+	}{
+		{name: "no file: none served", served: "false"},
+		{name: "the type", versions: "cert-manager.io/v1/Certificate\n", served: "true"},
+		{name: "its group/version, with a comment and blank lines", versions: "# cert-manager installed\n\ncert-manager.io/v1 # any kind of it\n", served: "true"},
+		{name: "only comments: none served", versions: "# nothing\n", served: "false"},
+		{name: "a type the kind does not own as optional", versions: "v1/ConfigMap\n", wantErr: `api-versions.txt: line 1: "v1/ConfigMap" names no optional owned type`},
+		{name: "a typo", versions: "cert-manager.io/v1/Certificat\n", wantErr: "names no optional owned type of Widget"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := kindtest.Case{Name: "c", Files: map[string][]byte{kindtest.InputFile: []byte(input), kindtest.FragmentsFile: []byte(fragment(tt.served))}}
+			if tt.versions != "" {
+				c.Files[kindtest.APIVersionsFile] = []byte(tt.versions)
+			}
+			out := kindtest.RunKind(k, c, nil)
+			switch {
+			case tt.wantErr == "" && out.Err != nil:
+				t.Fatalf("failed: %v", out.Err)
+			case tt.wantErr != "" && (out.Err == nil || !strings.Contains(out.Err.Error(), tt.wantErr)):
+				t.Fatalf("error %v, want one saying %q", out.Err, tt.wantErr)
+			}
+		})
+	}
+}

@@ -3,7 +3,8 @@
 //
 //   - built-in types against the schemas client-go ships (its
 //     applyconfigurations type converter, structured-merge-diff): unknown
-//     fields and wrong types;
+//     fields, every one of them and each by its full path with list
+//     indexes, and wrong types;
 //   - built-in types' required fields, read from their Go types as
 //     Kubernetes' OpenAPI generator reads them (a field without omitempty or
 //     omitzero in its json tag is required);
@@ -15,6 +16,10 @@
 //     patterns and bounds (kube-openapi's validator). CEL rules
 //     (x-kubernetes-validations) are left to the API server, to keep a CEL
 //     runtime out of the operator's binary.
+//
+// [Validator.Default] sets a custom resource's defaults from its CRD, as the
+// API server does before storing it, so that offline renders see what the
+// operator reads.
 //
 // It is pure: no client, no network. The API server stays the authority; this
 // package exists so that a template's typo fails in `stencil render`,

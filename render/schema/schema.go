@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	runtimeschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -121,8 +120,7 @@ func (v *Validator) Validate(o *unstructured.Unstructured) error {
 	if crd, ok := v.crds[gvk]; ok {
 		problems = crd.validate(o)
 	} else if clientgoscheme.Scheme.Recognizes(gvk) {
-		_, err := builtin().ObjectToTyped(o)
-		problems = append(smdProblems(err), missingRequired(gvk, o.Object)...)
+		problems = append(builtinProblems(o), missingRequired(gvk, o.Object)...)
 	} else {
 		return fmt.Errorf("%s %s: %w (give its CustomResourceDefinition)", gvk.Kind, name(o), ErrNoSchema)
 	}
@@ -141,20 +139,44 @@ func name(o *unstructured.Unstructured) string {
 	return o.GetNamespace() + "/" + o.GetName()
 }
 
-// smdProblems turns structured-merge-diff's validation errors into problems.
-func smdProblems(err error) []Problem {
-	if err == nil {
-		return nil
+// unknownField is structured-merge-diff's message for a field its schema
+// lacks, the same as pruning's for a custom resource.
+const unknownField = "field not declared in schema"
+
+// builtinProblems checks a built-in object with structured-merge-diff. It
+// stops at the first unknown field of each object it walks, so each one it
+// finds is noted, taken out of a copy, and the copy checked again: every
+// unknown field is reported at once. Paths name list items by index.
+func builtinProblems(o *unstructured.Unstructured) []Problem {
+	content := o.DeepCopy()
+	var problems []Problem
+	for {
+		_, err := builtin().ObjectToTyped(content)
+		if err == nil {
+			return problems
+		}
+		var errs typed.ValidationErrors
+		if !errors.As(err, &errs) {
+			return append(problems, Problem{Message: err.Error()})
+		}
+		var unknown, other []Problem
+		for _, e := range errs {
+			path, parent, field, ok := indexPath(content.Object, e.Path)
+			switch {
+			case ok && parent != nil && e.ErrorMessage == unknownField:
+				delete(parent, field) // each round takes one out at least: it ends
+				unknown = append(unknown, Problem{Path: path, Message: e.ErrorMessage})
+			case ok:
+				other = append(other, Problem{Path: path, Message: e.ErrorMessage})
+			default:
+				other = append(other, Problem{Path: e.Path, Message: e.ErrorMessage})
+			}
+		}
+		problems = append(problems, unknown...)
+		if len(unknown) == 0 {
+			return append(problems, other...) // the others again when fields went
+		}
 	}
-	var errs typed.ValidationErrors
-	if !errors.As(err, &errs) {
-		return []Problem{{Message: err.Error()}}
-	}
-	out := make([]Problem, 0, len(errs))
-	for _, e := range errs {
-		out = append(out, Problem{Path: e.Path, Message: e.ErrorMessage})
-	}
-	return out
 }
 
 // validate checks a custom resource as the API server does on create:
@@ -168,7 +190,7 @@ func (s *crdSchema) validate(o *unstructured.Unstructured) []Problem {
 	for _, p := range pruning.PruneWithOptions(content, s.structural, true, opts) {
 		problems = append(problems, Problem{Path: "." + p, Message: "field not declared in schema"})
 	}
-	applyDefaults(content, s.structural) // as the API server does before it validates
+	defaultObject(content, s.structural) // as the API server does before it validates
 	for _, err := range s.openAPI.Validate(content).Errors {
 		problems = append(problems, openAPIProblem(err))
 	}
@@ -230,36 +252,4 @@ func (e *Error) FieldPaths() []string {
 		}
 	}
 	return paths
-}
-
-// applyDefaults sets the schema's defaults of the fields x lacks, in place,
-// as the API server does before validating (a field both required and
-// defaulted is valid when absent). apiextensions-apiserver's defaulting
-// package does this too, but it links the CEL runtime into the operator.
-func applyDefaults(x any, s *structuralschema.Structural) {
-	if s == nil {
-		return
-	}
-	switch v := x.(type) {
-	case map[string]any:
-		for name, prop := range s.Properties {
-			if _, ok := v[name]; !ok && prop.Default.Object != nil {
-				v[name] = runtime.DeepCopyJSONValue(prop.Default.Object)
-			}
-			if child, ok := v[name]; ok {
-				applyDefaults(child, &prop)
-			}
-		}
-		if s.AdditionalProperties != nil && s.AdditionalProperties.Structural != nil {
-			for name, child := range v {
-				if _, declared := s.Properties[name]; !declared {
-					applyDefaults(child, s.AdditionalProperties.Structural)
-				}
-			}
-		}
-	case []any:
-		for _, item := range v {
-			applyDefaults(item, s.Items)
-		}
-	}
 }

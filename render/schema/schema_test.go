@@ -36,6 +36,14 @@ kind: PodDisruptionBudget
 metadata: {name: web, namespace: default}
 spec: {maxUnavailabel: 1, selector: {matchLabels: {app: web}}}
 `, []string{".spec.maxUnavailabel: field not declared in schema"}},
+		{"every unknown field at once, each by its full path", strings.NewReplacer(
+			"spec:\n  selector", "spec:\n  selectr: {}\n  selector",
+			"{name: web, image: nginx, ports: [{containerPort: 80}]}", "{name: web, image: nginx, ports: [{containerPort: 80}]}, {name: b, image: nginx, imagePullPolcy: Always, ports: [{containerPort: 81, prot: TCP}]}",
+		).Replace(deployment), []string{
+			".spec.selectr: field not declared in schema",
+			".spec.template.spec.containers[1].imagePullPolcy: field not declared in schema",
+			".spec.template.spec.containers[1].ports[0].prot: field not declared in schema",
+		}},
 		{"a string where a number goes", strings.Replace(deployment, "spec:\n  selector", "spec:\n  replicas: \"3\"\n  selector", 1),
 			[]string{".spec.replicas: expected numeric"}},
 		{"a missing required field", strings.Replace(deployment, "  selector: {matchLabels: {app: web}}\n", "", 1),
@@ -66,6 +74,11 @@ kind: MyWeb
 metadata: {name: web, namespace: default}
 spec: {image: nginx, nodePortNumber: 30100, nodePortNumbr: 1}
 `, []string{".spec.nodePortNumbr: field not declared in schema"}},
+		{"a custom resource's unknown fields, all of them", `apiVersion: operator.k8s-summit.org/v1
+kind: MyWeb
+metadata: {name: web, namespace: default}
+spec: {image: nginx, nodePortNumber: 30100, nodePortNumbr: 1, imag: x}
+`, []string{".spec.nodePortNumbr: field not declared in schema", ".spec.imag: field not declared in schema"}},
 		{"a custom resource out of bounds", `apiVersion: operator.k8s-summit.org/v1
 kind: MyWeb
 metadata: {name: web, namespace: default}
