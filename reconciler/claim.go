@@ -49,10 +49,10 @@ func (r *Reconciler) noteClaim(nn types.NamespacedName, held bool) {
 	switch {
 	case held && !had:
 		r.claims.Store(nn, true)
-		claimedResources.WithLabelValues(r.kind.GroupVersionKind().Kind, shard.ClaimName(r.shards)).Inc()
+		claimedResources.WithLabelValues(r.kind().GroupVersionKind().Kind, shard.ClaimName(r.shards)).Inc()
 	case !held && had:
 		r.claims.Delete(nn)
-		claimedResources.WithLabelValues(r.kind.GroupVersionKind().Kind, shard.ClaimName(r.shards)).Dec()
+		claimedResources.WithLabelValues(r.kind().GroupVersionKind().Kind, shard.ClaimName(r.shards)).Dec()
 	}
 }
 
@@ -69,7 +69,7 @@ func (r *Reconciler) claimed(ctx context.Context, cr client.Object) (bool, error
 		r.noteClaim(client.ObjectKeyFromObject(cr), true)
 		return true, nil
 	}
-	fresh := r.kind.New()
+	fresh := r.kind().New()
 	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(cr), fresh); err != nil {
 		return false, err
 	}
@@ -159,7 +159,7 @@ func (r *Reconciler) release(ctx context.Context, nn types.NamespacedName) error
 		return nil
 	}
 	r.noteClaim(nn, false) // gone from this shard's view: no longer counted, whatever follows
-	fresh := r.kind.New()
+	fresh := r.kind().New()
 	if err := r.reader.Get(ctx, nn, fresh); err != nil {
 		return client.IgnoreNotFound(err)
 	}
@@ -194,9 +194,9 @@ func (r *Reconciler) releaseMoved(ctx context.Context) error {
 	if r.shards == nil {
 		return nil
 	}
-	resources, err := ListResources(ctx, r.reader, r.scheme, r.kind.GroupVersionKind(), client.MatchingLabels{v1alpha1.LabelClaim: shard.ClaimName(r.shards)})
+	resources, err := ListResources(ctx, r.reader, r.scheme, r.kind().GroupVersionKind(), client.MatchingLabels{v1alpha1.LabelClaim: shard.ClaimName(r.shards)})
 	if err != nil {
-		return fmt.Errorf("listing the %s this shard claims: %w", r.kind.GroupVersionKind().Kind, err)
+		return fmt.Errorf("listing the %s this shard claims: %w", r.kind().GroupVersionKind().Kind, err)
 	}
 	for _, cr := range resources {
 		// No event will bring a resource outside this shard's view back:
@@ -245,7 +245,7 @@ func (r *Reconciler) pruneAfterClaim(ctx context.Context, cr v1alpha1.Object, de
 // claim's), with an optimistic lock, and on the fresh copy: cr stays the
 // version the reconcile read.
 func (r *Reconciler) clearPrunePending(ctx context.Context, cr v1alpha1.Object) error {
-	fresh := r.kind.New()
+	fresh := r.kind().New()
 	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(cr), fresh); err != nil {
 		return fmt.Errorf("reading %s to remove %s: %w", client.ObjectKeyFromObject(cr), v1alpha1.AnnotationPrunePending, err)
 	}

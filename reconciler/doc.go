@@ -21,6 +21,10 @@
 // Invariants:
 //   - It never touches text/template; package render turns a custom
 //     resource into objects.
+//   - A reconcile renders with one version of its kind's templates from
+//     start to end. LiveKinds (reload.go, --reload-templates) replaces
+//     them between reconciles, only when they need no watch the running
+//     controller lacks, and queues the kind's resources again.
 //   - Objects are server-side-applied with field manager "stencil"
 //     (engine.FieldManager); status is merge-patched with "stencil-status"
 //     (StatusFieldManager), only what changed.

@@ -40,8 +40,8 @@ import (
 // renderPlan renders cr with the live state its graph reads: its objects
 // from the cache, its inputs from the API server.
 func (r *Reconciler) renderPlan(ctx context.Context, cr v1alpha1.Object) (*render.Plan, error) {
-	if !r.kind.HasGraph() {
-		objs, err := r.kind.Render(cr)
+	if !r.kind().HasGraph() {
+		objs, err := r.renderKind().Render(cr)
 		if err != nil {
 			return nil, err
 		}
@@ -53,7 +53,7 @@ func (r *Reconciler) renderPlan(ctx context.Context, cr v1alpha1.Object) (*rende
 		Snapshot: readSnapshot{ctx: ctx, c: r.inputReader(cr), who: r.inputIdentity(cr), meta: r.inputCache, memo: r.inputMemo},
 		watch:    func(read render.Read) { r.inputs.add(nn, read) },
 	}
-	plan, err := r.kind.RenderGraph(cr, render.GraphInput{Live: live, Inputs: inputs})
+	plan, err := r.renderKind().RenderGraph(cr, render.GraphInput{Live: live, Inputs: inputs})
 	// What a failed render read is watched too: a change of it may be the fix.
 	r.inputs.set(nn, inputs.reads)
 	if err == nil {
@@ -74,7 +74,7 @@ func (r *Reconciler) failedNodeReads(cr v1alpha1.Object, err error, reads []rend
 	}
 	var out []render.Read
 	seen := map[string]bool{}
-	for _, in := range r.kind.NodeInputs(failed.File) {
+	for _, in := range r.kind().NodeInputs(failed.File) {
 		ns := cmp.Or(in.Namespace, cr.GetNamespace())
 		for _, read := range reads {
 			if what := describeRead(read); read.GVK == in.GroupVersionKind() && read.Namespace == ns && !seen[what] {
@@ -148,7 +148,7 @@ func describeRead(r render.Read) string {
 // stencil, only what that ServiceAccount may read), else as stencil,
 // uncached.
 func (r *Reconciler) inputReader(cr v1alpha1.Object) client.Reader {
-	sa := r.identities.serviceAccount(r.kind.GroupVersionKind().Kind)
+	sa := r.identities.serviceAccount(r.kind().GroupVersionKind().Kind)
 	if sa == "" || r.tenants == nil {
 		return r.reader
 	}
@@ -162,7 +162,7 @@ func (r *Reconciler) inputReader(cr v1alpha1.Object) client.Reader {
 // inputIdentity names who reads cr's inputs: its ServiceAccount, or "" for
 // stencil.
 func (r *Reconciler) inputIdentity(cr v1alpha1.Object) string {
-	sa := r.identities.serviceAccount(r.kind.GroupVersionKind().Kind)
+	sa := r.identities.serviceAccount(r.kind().GroupVersionKind().Kind)
 	if sa == "" || r.tenants == nil {
 		return ""
 	}

@@ -83,7 +83,8 @@ func TestReadFailureNamesTheFailedTemplatesInputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Reconciler{kind: kind}
+	r := &Reconciler{}
+	r.current.Store(kind)
 	cr := &testv1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}}
 	reads := []render.Read{
 		{GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespace: "ns", Name: "a"},

@@ -24,11 +24,15 @@ var (
 		Name: "stencil_unseen_apply_rechecks_total",
 		Help: "Resources reconciled again because the watch had not shown one of their applies 30 s after it: watch events were missed, or the cache is far behind.",
 	}, []string{"kind"})
-	unhealthy = newUnhealthyResources()
+	unhealthy   = newUnhealthyResources()
+	kindWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "stencil_kind_waiting",
+		Help: "1 for each type (group/version/Kind) a kind needs that the cluster does not serve (its CRD is not installed): the kind does not run (its own type) or its resources are Stalled with reason TypeNotServed until it is.",
+	}, []string{"kind", "type"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(fightsStarted, unseenRechecks, unhealthy)
+	metrics.Registry.MustRegister(fightsStarted, unseenRechecks, unhealthy, kindWaiting)
 }
 
 // startCounters makes the counters of kind exist at zero, so that a

@@ -19,12 +19,12 @@ import (
 // them, else from the cache), and the observed objects that carry the custom
 // resource's owner label, from the cache.
 func (r *Reconciler) kindStatus(ctx context.Context, cr v1alpha1.Object, res *result) (map[string]any, error) {
-	if !r.kind.HasStatus() {
+	if !r.kind().HasStatus() {
 		return nil, nil
 	}
 	live := render.LiveState{Owned: map[string]any{}, Observed: map[string][]map[string]any{}}
 	for _, d := range res.desired {
-		if !r.kind.ReadsWhole(d.GroupVersionKind()) {
+		if !r.kind().ReadsWhole(d.GroupVersionKind()) {
 			// Cached whole for another reason (a graph kind reads it): the
 			// status template sees only what its kind declares it reads.
 			continue
@@ -38,7 +38,7 @@ func (r *Reconciler) kindStatus(ctx context.Context, cr v1alpha1.Object, res *re
 		}
 		live.Owned[d.GetKind()+"/"+d.GetName()] = m
 	}
-	for _, t := range r.kind.Declaration().Observes {
+	for _, t := range r.kind().Declaration().Observes {
 		items, err := r.applier.ListOwned(ctx, t.GroupVersionKind(), cr.GetUID(), client.InNamespace(cr.GetNamespace()))
 		if err != nil {
 			return nil, fmt.Errorf("listing %s for status: %w", t.Kind, err)
@@ -59,7 +59,7 @@ func (r *Reconciler) kindStatus(ctx context.Context, cr v1alpha1.Object, res *re
 		})
 		live.Observed[t.Kind] = objs
 	}
-	return r.kind.RenderStatus(cr, live)
+	return r.renderKind().RenderStatus(cr, live)
 }
 
 func nameOf(obj map[string]any) string {

@@ -72,9 +72,9 @@ func (r *Reconciler) orphaning(ctx context.Context, cr v1alpha1.Object) (bool, e
 // left, and at least one exists. One object whose ownerReference a person
 // removed (to keep it) is not enough: the others still have theirs.
 func (r *Reconciler) orphanedObjects(ctx context.Context, cr v1alpha1.Object) (bool, error) {
-	owner := v1alpha1.OwnerAnnotation(r.kind.GroupVersionKind(), cr.GetNamespace(), cr.GetName())
+	owner := v1alpha1.OwnerAnnotation(r.kind().GroupVersionKind(), cr.GetNamespace(), cr.GetName())
 	without := 0
-	for _, t := range r.kind.Declaration().Owns {
+	for _, t := range r.kind().Declaration().Owns {
 		if t.ClusterScoped {
 			continue
 		}

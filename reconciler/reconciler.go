@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -47,7 +49,10 @@ const finalizer = "stencil.dev/cleanup"
 // Reconciler reconciles the custom resources of one kind. One generic type
 // serves every kind.
 type Reconciler struct {
-	kind     *render.Kind
+	// current is the kind's templates (read through kind); swap lets a
+	// reload replace them between reconciles (see reload.go).
+	current  atomic.Pointer[render.Kind]
+	swap     sync.RWMutex
 	client   client.Client
 	reader   client.Reader // uncached: what the cache cannot be trusted with
 	recorder events.EventRecorder
@@ -100,6 +105,11 @@ type Reconciler struct {
 	// inputMemo the inputs as last read, by who read them.
 	inputCache client.Reader
 	inputMemo  *inputMemo
+	// types are the types the kind needs that the cluster did not serve
+	// when the controller was set up (see served.go); cache is the
+	// manager's, which watches them once they are.
+	types *kindTypes
+	cache cache.Cache
 }
 
 // Timings of the reconcile.
@@ -142,7 +152,9 @@ const (
 // status it writes says what happened, on every path: a failure in any phase,
 // and a panic, each have their own reason.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ret reconcile.Result, err error) {
-	cr := r.kind.New()
+	r.swap.RLock() // one reconcile, one version of the templates
+	defer r.swap.RUnlock()
+	cr := r.kind().New()
 	if err := r.client.Get(ctx, req.NamespacedName, cr); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, err
@@ -205,6 +217,11 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	log := ctrl.LoggerFrom(ctx)
 	var err error
 	r.rollout.Leave(client.ObjectKeyFromObject(cr)) // the gate adds it again if it still waits
+	if err := r.types.notServed(); err != nil {
+		// Someone must install a CRD; awaitTypes brings it back then.
+		res.record(v1alpha1.ReasonTypeNotServed, true, err)
+		return reconcile.Result{}, nil
+	}
 	plan, err := r.renderPlan(ctx, cr)
 	if err != nil {
 		log.Info("Render failed", "error", err.Error())
@@ -288,7 +305,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	for _, d := range out.Deferred {
 		res.drift = append(res.drift, d.Drift)
 	}
-	countFights(r.kind.GroupVersionKind().Kind, out.FightsStarted, out.FightCorrections)
+	countFights(r.kind().GroupVersionKind().Kind, out.FightsStarted, out.FightCorrections)
 	for _, o := range out.Adopted {
 		log.Info("Adopted an existing object on request", "object", o)
 		r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Adopted", "Adopt", "Took over %s, which was annotated %s", o, v1alpha1.AnnotationAdopt)
@@ -305,7 +322,7 @@ func (r *Reconciler) run(ctx context.Context, cr v1alpha1.Object, res *result) (
 	if retry, blocked := r.leaveBlocked(ctx, cr, res, out); blocked {
 		return reconcile.Result{RequeueAfter: retry}, nil
 	}
-	res.templates, res.renderDigest = r.kind.Templates(), digest
+	res.templates, res.renderDigest = r.kind().Templates(), digest
 	res.ownedFields = r.applier.OwnedDigest(res.desired)
 	// While nodes of a graph wait, nothing is pruned: their objects stay as
 	// they are, whatever they carry (an object from before the kind had a
@@ -350,18 +367,18 @@ func (r *Reconciler) awaitTurn(ctx context.Context, cr v1alpha1.Object, res *res
 		return false, err
 	}
 	if !v.Since.IsZero() {
-		res.rollout = &v1alpha1.RolloutStatus{Templates: r.kind.Templates(), Started: metav1.NewTime(v.Since)}
+		res.rollout = &v1alpha1.RolloutStatus{Templates: r.kind().Templates(), Started: metav1.NewTime(v.Since)}
 	}
 	switch {
 	case v.Started:
-		ctrl.LoggerFrom(ctx).Info("Rolling out a change of the templates", "templates", r.kind.Templates(), "from", cr.StencilStatus().Templates)
+		ctrl.LoggerFrom(ctx).Info("Rolling out a change of the templates", "templates", r.kind().Templates(), "from", cr.StencilStatus().Templates)
 		r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "RollingOut", "Apply",
 			"Applying version %s of the templates, which changes this resource's objects; stencil rolls such changes out to at most %d %s resources at a time",
-			r.kind.Templates(), r.rollout.Opts.Batch, r.kind.GroupVersionKind().Kind)
+			r.kind().Templates(), r.rollout.Opts.Batch, r.kind().GroupVersionKind().Kind)
 	case v.Halted:
-		res.waiting = &pending{reason: v1alpha1.ReasonRolloutHalted, message: r.rollout.WaitMessage(v), templates: r.kind.Templates()}
+		res.waiting = &pending{reason: v1alpha1.ReasonRolloutHalted, message: r.rollout.WaitMessage(v), templates: r.kind().Templates()}
 	case v.Wait:
-		res.waiting = &pending{reason: v1alpha1.ReasonRolloutWaiting, message: r.rollout.WaitMessage(v), templates: r.kind.Templates()}
+		res.waiting = &pending{reason: v1alpha1.ReasonRolloutWaiting, message: r.rollout.WaitMessage(v), templates: r.kind().Templates()}
 	}
 	return v.Wait, nil
 }
@@ -383,7 +400,7 @@ func (r *Reconciler) intact(ctx context.Context, cr v1alpha1.Object) (bool, erro
 		if !r.applier.Types().Declared(gvk) {
 			continue // no informer for it; prune reads such types itself
 		}
-		if r.kind.JudgesHealth(gvk) {
+		if r.kind().JudgesHealth(gvk) {
 			h, err := r.judgeLive(ctx, o, probe)
 			if err != nil || !h.Current {
 				return false, err
@@ -413,10 +430,10 @@ func (r *Reconciler) settleRollout(ctx context.Context, cr v1alpha1.Object, res 
 	if !halted {
 		return
 	}
-	ctrl.LoggerFrom(ctx).Info("The rollout of a change of the templates halted", "templates", r.kind.Templates(), "why", why)
+	ctrl.LoggerFrom(ctx).Info("The rollout of a change of the templates halted", "templates", r.kind().Templates(), "why", why)
 	r.recorder.Eventf(cr, nil, corev1.EventTypeWarning, v1alpha1.ReasonRolloutHalted, "Rollout",
 		"Version %s of the templates reached this resource and %s; stencil halted its rollout to the other %s resources until this one is Ready or deleted. Fix it, or roll stencil back to the previous templates",
-		r.kind.Templates(), why, r.kind.GroupVersionKind().Kind)
+		r.kind().Templates(), why, r.kind().GroupVersionKind().Kind)
 }
 
 func newRewrites() workqueue.TypedRateLimiter[types.NamespacedName] {
@@ -515,7 +532,7 @@ func (r *Reconciler) finish(ctx context.Context, cr v1alpha1.Object, current map
 	if errors.Is(err, fence.ErrFenced) {
 		return fence.Requeue(ctx, err)
 	}
-	countObjects(r.kind.GroupVersionKind().Kind, res)
+	countObjects(r.kind().GroupVersionKind().Kind, res)
 	if res.quiet {
 		return ret, err
 	}
@@ -561,7 +578,7 @@ func (r *Reconciler) writable() error {
 
 // forget drops what this process remembers of a deleted custom resource.
 func (r *Reconciler) forget(nn types.NamespacedName) {
-	unhealthy.forget(r.kind.GroupVersionKind().Kind, nn)
+	unhealthy.forget(r.kind().GroupVersionKind().Kind, nn)
 	r.written.Delete(nn)
 	r.rewrites.Forget(nn)
 	r.waiters.Forget(nn)
@@ -717,7 +734,7 @@ var errEmptyRender = errors.New("the templates rendered no objects")
 // ensureFinalizer adds the cleanup finalizer before any cluster-scoped object
 // is applied.
 func (r *Reconciler) ensureFinalizer(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) error {
-	if controllerutil.ContainsFinalizer(cr, finalizer) || !anyClusterScoped(desired) && !r.kind.HasGraph() {
+	if controllerutil.ContainsFinalizer(cr, finalizer) || !anyClusterScoped(desired) && !r.kind().HasGraph() {
 		return nil
 	}
 	patch := finalizersPatch(cr)
@@ -802,7 +819,7 @@ func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) ([]v1alph
 		// --cascade=orphan): every object stays; the garbage collector
 		// removes their ownerReferences.
 		r.leaveOrphans(ctx, cr)
-	case r.kind.HasGraph():
+	case r.kind().HasGraph():
 		if pruned, err = r.deleteInOrder(ctx, cr); isStageLeft(err) {
 			return pruned, err
 		}

@@ -25,7 +25,7 @@ func (r *Reconciler) withholdSecretData(desired []*unstructured.Unstructured, er
 	held := map[string]string{} // object name → node
 	var nodes []string
 	for _, d := range desired {
-		if node := r.kind.SecretNode(d, desired); node != "" {
+		if node := r.kind().SecretNode(d, desired); node != "" {
 			held[d.GetName()] = node
 			if !slices.Contains(nodes, node) {
 				nodes = append(nodes, node)

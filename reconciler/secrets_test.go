@@ -68,7 +68,8 @@ func TestWithholdSecretData(t *testing.T) {
 		{name: "a terminating namespace stays one", err: terminating, withheld: true,
 			check: func(err error) bool { return apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) }},
 	}
-	r := &Reconciler{kind: kind}
+	r := &Reconciler{}
+	r.current.Store(kind)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := errors.Join(r.withholdSecretData(plan.Objects, []error{tt.err})...)
@@ -139,7 +140,8 @@ func TestWithholdOwnSecretData(t *testing.T) {
 		{name: "no object named", err: tooLarge, withheld: true},
 		{name: "no object named, while no node read the Secret", first: true, err: tooLarge},
 	}
-	r := &Reconciler{kind: kind}
+	r := &Reconciler{}
+	r.current.Store(kind)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			desired := plan.Objects

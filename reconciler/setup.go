@@ -68,6 +68,9 @@ type Options struct {
 	// claims each resource before it writes for it and gives the claim up
 	// when the resource moves to another shard (see claim.go).
 	Shards *shard.Shards
+	// Live, when set, lets the caller replace a kind's templates while its
+	// controller runs (see LiveKinds).
+	Live *LiveKinds
 }
 
 // DefaultReconcileTimeout bounds a reconcile when Options leave it unset.
@@ -169,9 +172,9 @@ func statusOnly(e metav1.ManagedFieldsEntry) bool {
 }
 
 // newApplier is the applier of kind k's objects.
-func newApplier(mgr ctrl.Manager, k *render.Kind, types engine.CachedTypes, firstApplies *engine.Claims) (*engine.Applier, error) {
+func newApplier(mgr ctrl.Manager, k *render.Kind, types engine.CachedTypes, firstApplies *engine.Claims, served func(schema.GroupVersionKind) bool) (*engine.Applier, error) {
 	opts := engine.Options{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Types: types, Claims: firstApplies,
-		OwnerKind: k.GroupVersionKind(), Recorder: mgr.GetEventRecorder("stencil")}
+		OwnerKind: k.GroupVersionKind(), Recorder: mgr.GetEventRecorder("stencil"), Served: served}
 	for _, t := range k.Declaration().Owns {
 		opts.Owns = append(opts.Owns, engine.OwnedType{GVK: t.GroupVersionKind(), ClusterScoped: t.ClusterScoped})
 	}
@@ -188,16 +191,16 @@ func ClientOptions() client.Options {
 // Setup starts one controller per kind, named after the kind, all served by
 // the same generic Reconciler. Each owned or observed type has one informer,
 // shared by the kinds: whole objects when a status template reads them,
-// metadata only otherwise, indexed by owner UID.
+// metadata only otherwise, indexed by owner UID. A kind whose own type the
+// cluster does not serve does not run; one that needs other types the
+// cluster does not serve runs without them until they are (see served.go).
 func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 	types := cachedTypesOf(kinds, mgr.GetScheme())
+	served := &servedTypes{mapper: mgr.GetRESTMapper(), index: indexOwnerUID(mgr, types), known: map[schema.GroupVersionKind]bool{}}
 	firstApplies := &engine.Claims{}
 	var leases *shard.LeaseWatch // one per process: a shard's Lease is read once for all kinds
 	if opts.Shards != nil && opts.Shards.Leases != nil {
 		leases = shard.NewLeaseWatch(*opts.Shards.Leases, mgr.GetAPIReader(), mgr.GetClient())
-	}
-	if err := engine.IndexOwnerUID(mgr.GetFieldIndexer(), types); err != nil {
-		return err
 	}
 	inputs, err := inputCache(mgr, kinds, opts.Namespaces)
 	if err != nil {
@@ -206,14 +209,19 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 	memo := &inputMemo{}
 	for _, k := range kinds {
 		gvk := k.GroupVersionKind()
+		if !served.has(context.Background(), gvk) {
+			kindWaiting.WithLabelValues(gvk.Kind, apiVersionKind(gvk)).Set(1)
+			mgr.GetLogger().Info("Not running a kind whose CRD the cluster does not serve; install it and restart stencil", "kind", gvk.Kind, "type", apiVersionKind(gvk))
+			continue
+		}
 		unhealthy.track(gvk.Kind)
 		startCounters(gvk.Kind)
-		applier, err := newApplier(mgr, k, types, firstApplies)
+		needs := typesOf(context.Background(), k, served)
+		applier, err := newApplier(mgr, k, types, firstApplies, needs.served)
 		if err != nil {
 			return fmt.Errorf("%s: %w", gvk.Kind, err)
 		}
 		r := &Reconciler{
-			kind:       k,
 			client:     mgr.GetClient(),
 			reader:     mgr.GetAPIReader(),
 			recorder:   mgr.GetEventRecorder("stencil"),
@@ -228,7 +236,11 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 			inputCache: inputs,
 			inputMemo:  memo,
 			identities: opts.Identities,
+			types:      needs,
+			cache:      mgr.GetCache(),
 		}
+		r.current.Store(k)
+		opts.Live.add(r)
 		if opts.Identities.Default != "" || len(opts.Identities.ByKind) > 0 {
 			r.tenants = newTenants(mgr.GetConfig(), mgr.GetScheme())
 		}
@@ -245,16 +257,29 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 		b = b.WatchesRawSource(source.Channel(r.rollout.Wake, &handler.EnqueueRequestForObject{}))
 		b = b.WatchesRawSource(source.Channel(r.recheck, &handler.EnqueueRequestForObject{}))
 		for _, t := range k.Declaration().Owns {
-			b = r.watchOwned(b, t.GroupVersionKind())
+			if needs.served(t.GroupVersionKind()) {
+				b = r.watchOwned(b, t.GroupVersionKind())
+			}
 		}
 		for _, t := range k.Declaration().Observes {
-			b = b.Watches(types.NewObject(t.GroupVersionKind()), handler.EnqueueRequestsFromMapFunc(r.ownerByUID))
+			if needs.served(t.GroupVersionKind()) {
+				b = b.Watches(types.NewObject(t.GroupVersionKind()), handler.EnqueueRequestsFromMapFunc(r.ownerByUID))
+			}
 		}
 		for _, gvk := range inputTypes(k) {
-			b = b.WatchesRawSource(source.Kind[client.Object](inputs, metadataOf(gvk), r.inputHandler(gvk)))
+			if needs.served(gvk) {
+				b = b.WatchesRawSource(source.Kind[client.Object](inputs, metadataOf(gvk), r.inputHandler(gvk)))
+			}
 		}
-		if err := b.Complete(r); err != nil {
+		c, err := b.Build(r)
+		if err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", gvk.Kind, err)
+		}
+		if len(needs.pending()) > 0 {
+			mgr.GetLogger().Info("Running a kind without types the cluster does not serve; watching them once they are", "kind", gvk.Kind, "types", needs.names())
+			if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return r.awaitTypes(ctx, c, served, inputs) })); err != nil {
+				return err
+			}
 		}
 		if err := mgr.Add(manager.RunnableFunc(r.recheckUnseen)); err != nil {
 			return err
@@ -395,7 +420,7 @@ func (r *Reconciler) notOwnStatusWrite(e event.UpdateEvent) bool {
 func (r *Reconciler) recheckUnseen(ctx context.Context) error {
 	tick := time.NewTicker(cacheBackstop / 3)
 	defer tick.Stop()
-	kind := r.kind.GroupVersionKind().GroupKind()
+	kind := r.kind().GroupVersionKind().GroupKind()
 	for {
 		select {
 		case <-ctx.Done():
@@ -414,7 +439,7 @@ func (r *Reconciler) recheckUnseen(ctx context.Context) error {
 				continue
 			}
 			unseenRechecks.WithLabelValues(kind.Kind).Inc()
-			o := r.kind.New()
+			o := r.kind().New()
 			o.SetNamespace(nn.Namespace)
 			o.SetName(nn.Name)
 			select {
@@ -448,7 +473,7 @@ func (r *Reconciler) ownerByUID(_ context.Context, obj client.Object) []reconcil
 func (r *Reconciler) ownerOf(_ context.Context, obj client.Object) []reconcile.Request {
 	gk, owner, ok := v1alpha1.ParseOwnerAnnotation(obj.GetAnnotations()[v1alpha1.AnnotationOwner])
 	nn := types.NamespacedName(owner)
-	if !ok || gk != r.kind.GroupVersionKind().GroupKind() || !sameTenant(obj, nn) {
+	if !ok || gk != r.kind().GroupVersionKind().GroupKind() || !sameTenant(obj, nn) {
 		return nil
 	}
 	if known, ok := r.owners.Load(types.UID(obj.GetLabels()[v1alpha1.LabelOwnerUID])); !ok || known != nn {
@@ -474,12 +499,12 @@ func (r *Reconciler) ownedObjectHandler(gvk schema.GroupVersionKind) handler.Eve
 	enqueue := handler.EnqueueRequestsFromMapFunc(r.ownerOf)
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if !r.applier.OwnWrite(gvk.String(), e.Object) || r.kind.HasGraph() {
+			if !r.applier.OwnWrite(gvk.String(), e.Object) || r.kind().HasGraph() {
 				enqueue.Create(ctx, e, q)
 			}
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if !r.applier.OwnWrite(gvk.String(), e.ObjectNew) || r.kind.HasGraph() {
+			if !r.applier.OwnWrite(gvk.String(), e.ObjectNew) || r.kind().HasGraph() {
 				enqueue.Update(ctx, e, q)
 			}
 		},
@@ -491,6 +516,18 @@ func (r *Reconciler) ownedObjectHandler(gvk schema.GroupVersionKind) handler.Eve
 				q.Add(req)
 			}
 		},
+	}
+}
+
+// indexOwnerUID indexes a type's informer by owner UID, when some kind
+// owns or observes it.
+func indexOwnerUID(mgr ctrl.Manager, types engine.CachedTypes) func(schema.GroupVersionKind) error {
+	return func(gvk schema.GroupVersionKind) error {
+		if !types.Declared(gvk) {
+			return nil
+		}
+		one := engine.CachedTypes{Whole: map[schema.GroupVersionKind]bool{gvk: types.Whole[gvk]}, Scheme: types.Scheme}
+		return engine.IndexOwnerUID(mgr.GetFieldIndexer(), one)
 	}
 }
 

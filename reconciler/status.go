@@ -35,7 +35,7 @@ import (
 func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, current map[string]any, res *result) error {
 	before := cr.StencilStatus()
 	after := computeStatus(before, res, cr.StencilDriftPolicy())
-	unhealthy.set(r.kind.GroupVersionKind().Kind, client.ObjectKeyFromObject(cr), after.Conditions)
+	unhealthy.set(r.kind().GroupVersionKind().Kind, client.ObjectKeyFromObject(cr), after.Conditions)
 	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(after)
 	if err != nil {
 		return fmt.Errorf("encoding status: %w", err)
@@ -66,7 +66,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, curren
 	}
 	// The answer we need is the new resourceVersion: metadata only.
 	written := &metav1.PartialObjectMetadata{}
-	written.SetGroupVersionKind(r.kind.GroupVersionKind())
+	written.SetGroupVersionKind(r.kind().GroupVersionKind())
 	written.SetNamespace(cr.GetNamespace())
 	written.SetName(cr.GetName())
 	r.statusWrites.Begin(key)
@@ -109,9 +109,9 @@ func statusPatch(before, after map[string]any) ([]byte, error) {
 // equal to the stored one however the template wrote its numbers, zero
 // values or empty lists.
 func (r *Reconciler) normalize(status map[string]any) (map[string]any, error) {
-	obj := r.kind.New()
+	obj := r.kind().New()
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"status": status}, obj); err != nil {
-		return nil, fmt.Errorf("status does not fit %s's status type: %w", r.kind.GroupVersionKind().Kind, err)
+		return nil, fmt.Errorf("status does not fit %s's status type: %w", r.kind().GroupVersionKind().Kind, err)
 	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {

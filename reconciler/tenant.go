@@ -172,7 +172,7 @@ func describeAccess(k accessKey, r schema.GroupVersionResource) string {
 // objects, and checks that it may write desired's: when it may not, res
 // records why (Stalled, reason Forbidden) and act is false.
 func (r *Reconciler) actAs(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured, res *result) (context.Context, bool, error) {
-	sa := r.identities.serviceAccount(r.kind.GroupVersionKind().Kind)
+	sa := r.identities.serviceAccount(r.kind().GroupVersionKind().Kind)
 	if sa == "" || r.tenants == nil {
 		return ctx, true, nil
 	}

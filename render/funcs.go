@@ -39,6 +39,7 @@ func funcs(t *template.Template) template.FuncMap {
 	fm["ownerLabels"] = ownerLabels
 	fm[fnNeed] = need
 	maps.Copy(fm, graphFuncStubs())
+	fm[fnCapabilities] = capabilitiesFunc(&budget{})
 	fm["include"] = func(name string, data any) (string, error) {
 		var buf strings.Builder
 		err := t.ExecuteTemplate(&buf, name, data)

@@ -29,6 +29,19 @@ type Definition struct {
 	// Templates is the kind's folder: *.yaml templates, a _kind.yaml
 	// declaration, optional _*.tpl helpers and an optional kustomization.yaml.
 	Templates fs.FS
+	// ShortNames are the kind's short names, as its CRD declares them
+	// (+kubebuilder:resource:shortName); `stencil drift` accepts them.
+	ShortNames []string
+}
+
+// DecoratorDefinition registers a decorator: a folder of templates whose
+// parent is an existing type (its _decorator.yaml names it), with no Go type.
+type DecoratorDefinition struct {
+	// Name is the decorator's name, as --decorators names it.
+	Name string
+	// Templates is the decorator's folder: *.yaml templates, a
+	// _decorator.yaml and optional _*.tpl helpers.
+	Templates fs.FS
 }
 
 // Declaration is a kind's _kind.yaml: the types its templates may emit, and
@@ -65,6 +78,11 @@ type TypeRef struct {
 	// Unset, it is true for the types whose health kstatus reads from their
 	// status (see [TypeRef.JudgesHealth]).
 	Health *bool `json:"health,omitempty"`
+	// Optional (owned types only): the kind runs without the type when
+	// the cluster does not serve it (its CRD is not installed); stencil
+	// then neither watches nor prunes it, and a render that holds one
+	// fails. Templates ask with (capabilities).APIVersions.Has.
+	Optional bool `json:"optional,omitempty"`
 }
 
 // JudgesHealth reports whether the resource's Ready waits for the objects of
@@ -138,6 +156,9 @@ type Kind struct {
 	limits      Limits
 	runs        *executions // shared by the copies WithLimits makes
 	graph       *graph      // nil: not a graph kind
+	// served are the optional owned types the cluster serves (see
+	// [Kind.WithAPIVersions]).
+	served map[schema.GroupVersionKind]bool
 }
 
 // Load parses a kind's folder once: every template with missingkey=error and
@@ -158,6 +179,11 @@ func Load(def Definition) (*Kind, error) {
 	}
 	for _, t := range k.declaration.Owns {
 		k.owns[t.GroupVersionKind()] = t
+	}
+	for _, t := range k.declaration.Observes {
+		if t.Optional {
+			return nil, fmt.Errorf("kind %s: %s: observed type %s is optional; only owned types may be", name, declarationFile, t.GroupVersionKind())
+		}
 	}
 	tmpl, manifests, entries, err := parseFolder(name, def.Templates, declarationFile)
 	if err != nil {

@@ -75,6 +75,9 @@ type budget struct {
 	// scope is what the graph functions read while a graph kind's node
 	// renders (nil otherwise).
 	scope *graphScope
+	// capabilities are what the capabilities function returns (nil
+	// outside a kind's templates).
+	capabilities *Capabilities
 }
 
 // reset starts an execution of at most bytes (the limit named name) within
@@ -266,6 +269,7 @@ func meteredFuncs(c *template.Template, b *budget) template.FuncMap {
 		"mustMergeOverwrite": b.mergeCharged(sprigCounted().mustMergeOverwrite),
 	}
 	maps.Copy(fm, graphFuncs(b))
+	fm[fnCapabilities] = capabilitiesFunc(b)
 	maps.Copy(fm, chargedAfter(b, shallowSize, stringFuncs...))
 	maps.Copy(fm, chargedAfter(b, shallowSize, listFuncs...))
 	maps.Copy(fm, chargedAfter(b, func(v any) int { return deepSize(v, b.left) }, deepFuncs...))

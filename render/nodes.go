@@ -30,7 +30,7 @@ func (k *Kind) NodeReady(d *unstructured.Unstructured, live map[string]any) (why
 		return "", false
 	}
 	what := d.GetKind() + " " + d.GetName()
-	run, err := k.runs.get(k.limits, k.limits.Bytes, "rendered bytes")
+	run, err := k.execution(k.limits.Bytes, "rendered bytes")
 	if err != nil {
 		return what + ": cannot run its readyWhen rules: " + err.Error(), true
 	}

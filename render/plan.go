@@ -193,7 +193,7 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 	if in.Random == nil {
 		in.Random = cryptorand.Reader
 	}
-	run, err := k.runs.get(k.limits, k.limits.Bytes, "rendered bytes")
+	run, err := k.execution(k.limits.Bytes, "rendered bytes")
 	if err != nil {
 		return nil, err
 	}

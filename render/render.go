@@ -70,7 +70,7 @@ func (k *Kind) render(obj v1alpha1.Object, v Validator) ([]*unstructured.Unstruc
 		}
 		return plan.Objects, nil
 	}
-	run, err := k.runs.get(k.limits, k.limits.Bytes, "rendered bytes")
+	run, err := k.execution(k.limits.Bytes, "rendered bytes")
 	if err != nil {
 		return nil, err
 	}

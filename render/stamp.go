@@ -65,6 +65,9 @@ func (k *Kind) check(o *unstructured.Unstructured, own owner) error {
 	if !declared {
 		return fmt.Errorf("%s %q: type %s is not declared in %s; add it under owns", gvk.Kind, o.GetName(), gvk, declarationFile)
 	}
+	if err := k.checkServed(gvk, o.GetName()); err != nil {
+		return err
+	}
 	if errs := validation.IsDNS1123Subdomain(o.GetName()); len(errs) > 0 {
 		return fmt.Errorf("%s %q: invalid name: %s", gvk.Kind, o.GetName(), strings.Join(errs, "; "))
 	}

@@ -48,7 +48,7 @@ func (k *Kind) RenderStatus(cr v1alpha1.Object, live LiveState) (map[string]any,
 			data.Observed[t.Kind] = []map[string]any{}
 		}
 	}
-	run, err := k.runs.get(k.limits, k.limits.StatusBytes, "status bytes")
+	run, err := k.execution(k.limits.StatusBytes, "status bytes")
 	if err != nil {
 		return nil, &Error{File: statusFile, Err: err}
 	}

@@ -260,6 +260,11 @@ const (
 	// it reached did not become Ready in time; this resource's objects stay
 	// as they are until that resource is Ready or deleted.
 	ReasonRolloutHalted = "RolloutHalted"
+	// ReasonTypeNotServed (Stalled): a type the kind needs (its owned,
+	// observed or input types, declared in _kind.yaml) is not served by
+	// the cluster: its CRD is not installed. The kind's other resources
+	// and kinds run; this one starts when the type is served.
+	ReasonTypeNotServed = "TypeNotServed"
 )
 
 // Labels and annotations that stencil puts on every object it applies.

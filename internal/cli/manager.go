@@ -52,6 +52,7 @@ type managerOptions struct {
 	shards           shard.Shards
 	identities       reconciler.Identities
 	watchNamespaces  []string
+	templates        templateFlags
 }
 
 // decoratorFlags say which decorators run, where.
@@ -92,6 +93,7 @@ func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.identities.Default, "default-service-account", "", "ServiceAccount, in each custom resource's namespace, that writes the resource's objects (stencil impersonates it; its RBAC bounds what a resource can make). Empty: stencil writes them with its own identity. See docs/tenancy.md.")
 	fs.StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "Namespaces whose custom resources this stencil reconciles, comma-separated: a namespace-scoped install (a RoleBinding to stencil's ClusterRole in each grants what it needs there; config/namespaced, docs/tenancy.md). Empty: every namespace. Decorators, which work across namespaces, and kinds that own cluster-scoped types cannot run then.")
 	fs.StringToStringVar(&o.identities.ByKind, "kind-service-account", nil, "Per kind, the ServiceAccount that writes its objects, over --default-service-account: Kind=name, comma-separated (an empty name: stencil's own identity).")
+	o.templates.bind(fs)
 	fs.BoolVar(&o.compression, "kube-api-compression", false, "Ask the API server to gzip its answers and watch streams (for a slow link; costs its CPU).")
 }
 
@@ -218,8 +220,9 @@ func metricsOptions(o managerOptions) metricsserver.Options {
 	return opts
 }
 
-// leaderElectionID names the Lease that replicas compete for.
-const leaderElectionID = "stencil.stencil.dev"
+// leaderElectionID names the Lease that the operator's replicas compete
+// for: stencil.stencil.dev for stencil, <name>.stencil.dev for a project's.
+func leaderElectionID() string { return registered.Name + ".stencil.dev" }
 
 // The leader election's timings (controller-runtime's defaults, set here
 // because the fence depends on them): a standby takes the Lease over after
@@ -270,7 +273,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return err
 	}
-	lease := o.shards.LeaseName(leaderElectionID)
+	lease := o.shards.LeaseName(leaderElectionID())
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
@@ -283,7 +286,10 @@ func runManager(ctx context.Context, o managerOptions) error {
 		cfg.Wrap(f.Wrap)
 		mayWrite = f.Open
 	}
-	folders, err := kinds.Folders("")
+	if err := o.templates.check(); err != nil {
+		return err
+	}
+	folders, err := registered.Folders(o.templates.dir)
 	if err != nil {
 		return fmt.Errorf("loading templates: %w", err)
 	}
@@ -298,7 +304,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	}
 	loaded, decorators := kinds.Split(folders)
 	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), kinds.AddToScheme(scheme)); err != nil {
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), registered.AddTo(scheme)); err != nil {
 		return fmt.Errorf("building scheme: %w", err)
 	}
 	if err := checkIdentities(o.identities, loaded); err != nil {
@@ -314,6 +320,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         cacheOpts,
+		NewCache:                      reconciler.NewCache, // a kind whose CRD is missing does not stop the others
 		Client:                        reconciler.ClientOptions(),
 		Metrics:                       metricsOptions(o),
 		HealthProbeBindAddress:        o.probeAddr,
@@ -327,7 +334,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 		RetryPeriod:                   new(2 * time.Second),
 	})
 	if err != nil {
-		return fmt.Errorf("creating manager: %w (are the CRDs installed? `make install` installs them)", err)
+		return fmt.Errorf("creating manager: %w", err)
 	}
 	opts := reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite, Identities: o.identities, Namespaces: o.watchNamespaces}
 	decOpts := decorator.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, MayWrite: mayWrite, Enabled: scopes, Disabled: o.decorators.disabled}
@@ -338,11 +345,17 @@ func runManager(ctx context.Context, o managerOptions) error {
 			if err != nil {
 				return err
 			}
-			opts.Shards.Leases = &shard.Leases{Namespace: ns, Base: leaderElectionID, Wait: takeoverWait}
+			opts.Shards.Leases = &shard.Leases{Namespace: ns, Base: leaderElectionID(), Wait: takeoverWait}
 		}
 	}
+	if o.templates.reload {
+		opts.Live = &reconciler.LiveKinds{}
+	}
 	if err := reconciler.Setup(mgr, loaded, opts); err != nil {
-		return fmt.Errorf("%w (are the CRDs installed? `make install` installs them)", err)
+		return fmt.Errorf("setting up the kinds' controllers: %w", err)
+	}
+	if err := watchTemplates(mgr, o.templates, registered, o.limits, opts.Live); err != nil {
+		return err
 	}
 	if o.shards.Name != "" {
 		// The default shard runs the decorators: one writer of their labels.

@@ -63,6 +63,7 @@ type Applier struct {
 	// applier applies, and owns the types they declare (prune looks there).
 	ownerKind schema.GroupVersionKind
 	owns      []OwnedType
+	served    func(schema.GroupVersionKind) bool // nil: every type
 	// Recorder tells a resource, in events, what prune left in place.
 	recorder events.EventRecorder
 }
@@ -89,6 +90,10 @@ type Options struct {
 	Owns      []OwnedType
 	// Recorder tells an owner, in events, what prune left in place.
 	Recorder events.EventRecorder
+	// Served, when set, says whether the cluster serves a type: prune
+	// leaves the types it does not (an optional type whose CRD is not
+	// installed has no objects, and listing it would fail).
+	Served func(schema.GroupVersionKind) bool
 }
 
 // New is an Applier of the owners of opts.OwnerKind.
@@ -106,7 +111,7 @@ func New(opts Options) (*Applier, error) {
 		return nil, errors.New("an applier needs the scheme of the types it caches")
 	}
 	return &Applier{client: opts.Client, reader: opts.Reader, types: opts.Types, claims: opts.Claims, fights: NewFights(),
-		ownerKind: opts.OwnerKind, owns: opts.Owns, recorder: opts.Recorder}, nil
+		ownerKind: opts.OwnerKind, owns: opts.Owns, recorder: opts.Recorder, served: opts.Served}, nil
 }
 
 // Types says how the cache holds each type.

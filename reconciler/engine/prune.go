@@ -164,6 +164,9 @@ func (a *Applier) PruneTypes(cr v1alpha1.Object, clusterOnly bool) []schema.Grou
 	seen := map[schema.GroupVersionKind]bool{}
 	var types []schema.GroupVersionKind
 	add := func(gvk schema.GroupVersionKind) {
+		if a.served != nil && !a.served(gvk) {
+			return
+		}
 		if !seen[gvk] {
 			seen[gvk] = true
 			types = append(types, gvk)

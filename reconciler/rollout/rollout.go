@@ -119,6 +119,31 @@ func New(kind, templates string, opts Options) *Gate {
 		rolling: map[types.NamespacedName]*rolled{}}
 }
 
+// NewVersion makes templates the version the gate rolls out: the
+// templates were reloaded while stencil runs (--reload-templates). As a
+// restart with them would, it drops what was rolling or waiting for the
+// previous version: a resource that version reached and that is not Ready
+// no longer holds the new one back. The waiting ones are woken.
+func (g *Gate) NewVersion(templates string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.templates = templates
+	for nn, e := range g.rolling {
+		e.timer.Stop()
+		delete(g.rolling, nn)
+	}
+	g.enqueue(g.waiting)
+	g.waiting = nil
+	g.gauges()
+}
+
+// version is the version of the templates the gate rolls out.
+func (g *Gate) version() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.templates
+}
+
 // paces reports whether the gate holds back template changes at all.
 func (g *Gate) paces() bool { return g != nil && g.Opts.Batch > 0 }
 
@@ -129,7 +154,7 @@ func (g *Gate) paces() bool { return g != nil && g.Opts.Batch > 0 }
 // otherwise.
 func (g *Gate) TemplateChange(cr v1alpha1.Object, digest string) bool {
 	s := cr.StencilStatus()
-	if !g.paces() || s.Templates == "" || s.Templates == g.templates || s.RenderDigest == digest || cr.GetGeneration() != s.ObservedGeneration {
+	if !g.paces() || s.Templates == "" || s.Templates == g.version() || s.RenderDigest == digest || cr.GetGeneration() != s.ObservedGeneration {
 		return false
 	}
 	return meta.IsStatusConditionTrue(s.Conditions, v1alpha1.ConditionReady)
@@ -381,13 +406,14 @@ func (g *Gate) gauges() {
 
 // WaitMessage is the message of a resource the gate holds back.
 func (g *Gate) WaitMessage(v Turn) string {
+	templates := g.version()
 	const meanwhile = " Meanwhile stencil keeps its objects as the previous templates made them (it corrects their drift, and applies nothing new); a change of its spec is applied at once."
 	if v.Halted {
-		return "The rollout of version " + g.templates + " of the " + g.kind + " templates is halted: " + v.culprit.String() +
+		return "The rollout of version " + templates + " of the " + g.kind + " templates is halted: " + v.culprit.String() +
 			", which it reached, is not healthy (" + v.why + "). It goes on when " + v.culprit.String() +
 			" is Ready or deleted; or roll stencil back to the previous templates." + meanwhile
 	}
-	return "Version " + g.templates + " of the " + g.kind + " templates changes this resource's objects and waits for its turn: stencil rolls template changes out to at most " +
+	return "Version " + templates + " of the " + g.kind + " templates changes this resource's objects and waits for its turn: stencil rolls template changes out to at most " +
 		fmt.Sprint(g.Opts.Batch) + " " + g.kind + " resources at a time, and to the next one when one of those is Ready." + meanwhile
 }
 

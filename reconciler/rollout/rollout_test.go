@@ -307,3 +307,31 @@ func TestDescribeFailure(t *testing.T) {
 		}
 	}
 }
+
+// A reload (--reload-templates) is a new version: what the previous one
+// had rolling no longer holds the new one back, the waiting resources are
+// woken, and a resource applied with the previous version is a change.
+func TestRolloutNewVersion(t *testing.T) {
+	g := gate(t, Options{Batch: 1, Deadline: time.Hour})
+	if v := mustAdmit(t, g, "a"); !v.Started {
+		t.Fatalf("a: %+v, want started", v)
+	}
+	if v := mustAdmit(t, g, "b"); !v.Wait {
+		t.Fatalf("b: %+v, want to wait", v)
+	}
+	g.NewVersion("sha256:newer")
+	if got := woken(g); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("woken by the new version: %v, want [b]", got)
+	}
+	if v := mustAdmit(t, g, "b"); !v.Started {
+		t.Errorf("b after the new version: %+v, want started (a no longer counts)", v)
+	}
+	ready := readyCondition(metav1.ConditionTrue, v1alpha1.ReasonReconciled, time.Now())
+	applied := widgetWithStatus("c", 1, v1alpha1.Status{ObservedGeneration: 1, Templates: "sha256:new", RenderDigest: "sha256:r1", Conditions: ready})
+	if !g.TemplateChange(applied, "sha256:r2") {
+		t.Error("a resource applied with the previous version: not a change of the templates")
+	}
+	if !strings.Contains(g.WaitMessage(Turn{Wait: true}), "sha256:newer") {
+		t.Errorf("wait message %q does not name the new version", g.WaitMessage(Turn{Wait: true}))
+	}
+}

@@ -1,0 +1,151 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/stencil-operator/stencil/reconciler/engine"
+	"github.com/stencil-operator/stencil/render"
+)
+
+// kind is the kind's templates. A reconcile sees one version of them
+// from start to end: it holds r.swap's read lock, and Replace swaps under
+// the write lock. Event handlers, outside any reconcile, read only what no
+// reload changes (the kind's type), or a flag that is as right either way.
+func (r *Reconciler) kind() *render.Kind { return r.current.Load() }
+
+// LiveKinds are the kinds whose templates may be replaced while their
+// controllers run (stencil --reload-templates): Setup registers each kind's
+// reconciler when Options.Live is set. The zero value is ready to use.
+type LiveKinds struct {
+	mu     sync.Mutex
+	byKind map[schema.GroupKind]*Reconciler
+}
+
+// add registers r; a nil LiveKinds registers nothing.
+func (l *LiveKinds) add(r *Reconciler) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byKind == nil {
+		l.byKind = map[schema.GroupKind]*Reconciler{}
+	}
+	l.byKind[r.kind().GroupVersionKind().GroupKind()] = r
+}
+
+// Replaced is what Replace did.
+type Replaced struct {
+	// Unchanged: the templates were those the controller had; nothing
+	// was done.
+	Unchanged bool
+	// Templates is the digest of the templates now in use.
+	Templates string
+	// Resources is how many resources of the kind were queued to be
+	// reconciled again.
+	Resources int
+}
+
+// ErrNotRunning: no controller runs the kind (its CRD was not served when
+// stencil started); there is nothing to reload.
+var ErrNotRunning = errors.New("no controller runs the kind")
+
+// ErrNeedsRestart wraps the refusal of templates that need watches or a
+// cache the running controllers do not have.
+var ErrNeedsRestart = errors.New("restart stencil to pick this change up")
+
+// Replace makes the controller of k's kind render with k from its next
+// reconcile on (a reconcile under way finishes with the templates it
+// began with), and queues every resource of the kind to be reconciled
+// again. The rollout gate takes k as a new version of the templates: with
+// --rollout-batch above 0 the change is paced like a new stencil version.
+// It refuses templates that own, observe or read types the running
+// controllers do not watch, or need whole objects the cache holds as
+// metadata only: those need a restart (an error wrapping ErrNeedsRestart),
+// and the controller keeps the templates it has.
+func (l *LiveKinds) Replace(ctx context.Context, k *render.Kind) (Replaced, error) {
+	l.mu.Lock()
+	r := l.byKind[k.GroupVersionKind().GroupKind()]
+	l.mu.Unlock()
+	if r == nil {
+		return Replaced{}, fmt.Errorf("%s: %w", k.GroupVersionKind().Kind, ErrNotRunning)
+	}
+	old := r.kind()
+	if old.Templates() == k.Templates() {
+		return Replaced{Unchanged: true, Templates: k.Templates()}, nil
+	}
+	if err := unwatched(old, k, r.applier.Types()); err != nil {
+		return Replaced{}, fmt.Errorf("%w: %w", err, ErrNeedsRestart)
+	}
+	r.swap.Lock()
+	r.current.Store(k)
+	r.rollout.NewVersion(k.Templates())
+	r.swap.Unlock()
+	n, err := r.enqueueAll(ctx)
+	return Replaced{Templates: k.Templates(), Resources: n}, err
+}
+
+// enqueueAll queues every resource of the kind, as the cache holds them,
+// to be reconciled again.
+func (r *Reconciler) enqueueAll(ctx context.Context) (int, error) {
+	crs, err := ListResources(ctx, r.client, r.scheme, r.kind().GroupVersionKind())
+	if err != nil {
+		return 0, fmt.Errorf("listing the %s resources to reconcile again: %w", r.kind().GroupVersionKind().Kind, err)
+	}
+	for _, cr := range crs {
+		select {
+		case r.recheck <- event.GenericEvent{Object: cr}:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return len(crs), nil
+}
+
+// unwatched says what next needs that the controllers set up for cur (and
+// the cache, which holds types) lack: an owned type that is not watched,
+// or whose scope changed; an observed or input type that is not watched;
+// an owned type next's templates read whole that the cache holds as
+// metadata only. A type next no longer needs is fine: it is still watched,
+// and its objects are pruned.
+func unwatched(cur, next *render.Kind, types engine.CachedTypes) error {
+	var missing []string
+	owned := map[schema.GroupVersionKind]bool{} // → cluster-scoped
+	for _, t := range cur.Declaration().Owns {
+		owned[t.GroupVersionKind()] = t.ClusterScoped
+	}
+	for _, t := range next.Declaration().Owns {
+		gvk := t.GroupVersionKind()
+		scoped, ok := owned[gvk]
+		switch {
+		case !ok:
+			missing = append(missing, "it owns "+gvk.Kind+", which it did not")
+		case scoped != t.ClusterScoped:
+			missing = append(missing, "the scope of "+gvk.Kind+" changed")
+		case (t.Status || t.JudgesHealth() || next.HasGraph()) && !types.Whole[gvk]:
+			missing = append(missing, "it reads "+gvk.Kind+" whole, which the cache holds as metadata only")
+		}
+	}
+	for _, t := range next.Declaration().Observes {
+		if !slices.ContainsFunc(cur.Declaration().Observes, func(o render.TypeRef) bool { return o.GroupVersionKind() == t.GroupVersionKind() }) {
+			missing = append(missing, "it observes "+t.Kind+", which it did not")
+		}
+	}
+	for _, gvk := range inputTypes(next) {
+		if !slices.Contains(inputTypes(cur), gvk) {
+			missing = append(missing, "it reads inputs of type "+gvk.Kind+", which it did not")
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the %s templates need watches the running controller lacks: %s", next.GroupVersionKind().Kind, strings.Join(missing, "; "))
+	}
+	return nil
+}
