@@ -32,15 +32,14 @@ tools: ## Build the pinned tools into bin/ (cached; a second run builds nothing)
 
 .PHONY: manifests
 manifests: tools ## Generate the CRDs (config/crd/bases, and the test kind's), the RBAC (config/rbac/role.yaml), the graph kinds' deletion policy (config/policy/graph_deletion.yaml) and the Helm chart (dist/chart).
+	rm -f config/crd/bases/*.yaml internal/testkind/crd/*.yaml # from scratch: a renamed or removed kind leaves no CRD behind
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	go run ./hack/rbacgen config/rbac/role.yaml
-	go run ./hack/policygen config/policy/graph_deletion.yaml
 	$(CONTROLLER_GEN) crd paths=./internal/testkind/... output:crd:artifacts:config=internal/testkind/crd
-	go run ./hack/chart -out dist/chart
+	go run . manifests
 
 .PHONY: kind
 kind: tools ## Scaffold a kind: make kind GROUP=gadgets.example.com VERSION=v1alpha1 KIND=Gadget (API types, templates, samples, registration, a first template test with its expected output).
-	go run ./hack/scaffold -group "$(GROUP)" -version "$(or $(VERSION),v1alpha1)" -kind "$(KIND)"
+	go run . create kind --group "$(GROUP)" --version "$(or $(VERSION),v1alpha1)" --kind "$(KIND)"
 	$(MAKE) generate manifests
 	go run . test --templates templates --update $(shell echo "$(KIND)" | tr A-Z a-z)
 

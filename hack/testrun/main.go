@@ -66,7 +66,7 @@ var shards = map[string][]shard{
 // (measured): they start first, so that none of them is left to run alone
 // at the end. Shards count as long.
 var seconds = map[string]int{
-	"github.com/stencil-operator/stencil/hack/scaffold":          85,
+	"github.com/stencil-operator/stencil/internal/scaffold":      85,
 	"github.com/stencil-operator/stencil/internal/processtest":   65,
 	"github.com/stencil-operator/stencil/hack/run":               65,
 	"github.com/stencil-operator/stencil/internal/kinds":         55,

@@ -1,4 +1,4 @@
-// Command chart writes the operator's Helm chart (dist/chart) from the same
+// Package chart writes an operator's Helm chart (dist/chart) from the same
 // kustomization that `make build-installer` and `make deploy` apply
 // (config/default), so the two installs cannot drift apart:
 //
@@ -18,12 +18,11 @@
 //     namespaceSelector and objectSelector (--decorators and its scope
 //     flags), or disable (--disable-decorator).
 //
-// Usage: go run ./hack/chart [-out dist/chart]
-package main
+// `stencil manifests` runs it (`make manifests`).
+package chart
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,13 +34,10 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
-
-	"github.com/stencil-operator/stencil/internal/kinds"
 )
 
 // The defaults of config/manager/manager.yaml that values.yaml replaces.
 const (
-	configNamespace  = "stencil-system"
 	leaderElectArg   = "--leader-elect"
 	metricsArgPrefix = "--metrics-bind-address="
 	metricsSecureArg = "--metrics-secure"
@@ -52,18 +48,11 @@ const (
 	decoratorsArg = "--decorators"
 )
 
-func main() {
-	out := flag.String("out", "dist/chart", "Folder to write the chart into (replaced).")
-	config := flag.String("config", "config/default", "The kustomization to turn into a chart.")
-	flag.Parse()
-	if err := run(*config, *out); err != nil {
-		fmt.Fprintln(os.Stderr, "chart:", err)
-		os.Exit(1)
-	}
-}
-
-func run(config, out string) error {
-	files, err := chart(config)
+// Write replaces the folder out with the chart of the operator named name
+// (stencil, or a project's), made from the kustomization at config; the
+// decorators each get their entry in values.yaml.
+func Write(config, out, name string, decorators []string) error {
+	files, err := chart(config, name, decorators)
 	if err != nil {
 		return err
 	}
@@ -83,24 +72,16 @@ func run(config, out string) error {
 }
 
 // chart is the chart's files by path, from the kustomization at config.
-func chart(config string) (map[string][]byte, error) {
+func chart(config, name string, names []string) (map[string][]byte, error) {
 	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), config)
 	if err != nil {
 		return nil, fmt.Errorf("building %s: %w", config, err)
-	}
-	decorators, err := kinds.LoadDecorators()
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, d := range decorators {
-		names = append(names, d.Name())
 	}
 	schema, err := valuesSchema(names)
 	if err != nil {
 		return nil, err
 	}
-	files := map[string][]byte{"Chart.yaml": []byte(chartYAML), "values.schema.json": schema}
+	files := map[string][]byte{"Chart.yaml": fmt.Appendf(nil, chartYAML, name, name), "values.schema.json": schema}
 	clusterNames := map[string]bool{}
 	var objects []*unstructured.Unstructured
 	for _, r := range res.Resources() {
@@ -137,7 +118,7 @@ func chart(config string) (map[string][]byte, error) {
 				return nil, err
 			}
 		}
-		text, err := template(o, clusterNames)
+		text, err := template(o, clusterNames, name)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
 		}
@@ -150,21 +131,21 @@ func chart(config string) (map[string][]byte, error) {
 }
 
 // metricsObject: the object exists only for the metrics endpoint.
-func metricsObject(o *unstructured.Unstructured) bool {
-	return strings.HasPrefix(o.GetName(), "stencil-metrics")
+func metricsObject(o *unstructured.Unstructured, name string) bool {
+	return strings.HasPrefix(o.GetName(), name+"-metrics")
 }
 
 // template is o as a Helm template (see the package comment); a Deployment
 // has been parameterized.
-func template(o *unstructured.Unstructured, clusterNames map[string]bool) (string, error) {
+func template(o *unstructured.Unstructured, clusterNames map[string]bool, operator string) (string, error) {
 	data, err := yaml.Marshal(o.Object)
 	if err != nil {
 		return "", err
 	}
 	text := string(data)
-	text = strings.ReplaceAll(text, "namespace: "+configNamespace+"\n", "namespace: {{ .Release.Namespace }}\n")
+	text = strings.ReplaceAll(text, "namespace: "+operator+"-system\n", "namespace: {{ .Release.Namespace }}\n")
 	for name := range clusterNames {
-		text = regexp.MustCompile(`(?m)^(\s*(?:name|policyName): )`+regexp.QuoteMeta(name)+`$`).ReplaceAllString(text, "${1}{{ .Release.Name }}-"+strings.TrimPrefix(name, "stencil-"))
+		text = regexp.MustCompile(`(?m)^(\s*(?:name|policyName): )`+regexp.QuoteMeta(name)+`$`).ReplaceAllString(text, "${1}{{ .Release.Name }}-"+strings.TrimPrefix(name, operator+"-"))
 	}
 	text = strings.ReplaceAll(text, "image: __IMAGE__", `image: {{ required "image is required" .Values.image | quote }}`)
 	text = strings.ReplaceAll(text, "replicas: __REPLICAS__", "replicas: {{ .Values.replicas }}")
@@ -180,11 +161,11 @@ func template(o *unstructured.Unstructured, clusterNames map[string]bool) (strin
 	})
 	text = regexp.MustCompile(`(?m)^(\s*)- __METRICS__$`).ReplaceAllString(text,
 		"${1}{{- if .Values.metrics.enabled }}\n${1}- "+metricsArgPrefix+":{{ .Values.metrics.port }}\n${1}- "+metricsSecureArg+"\n${1}{{- else }}\n${1}- "+metricsArgPrefix+"0\n${1}{{- end }}")
-	text = "# Generated by hack/chart from config/default; do not edit.\n" + text
+	text = "# Generated by stencil manifests from config/default; do not edit.\n" + text
 	if o.GetKind() == "Deployment" {
 		text = deploymentGuard + text
 	}
-	if metricsObject(o) {
+	if metricsObject(o, operator) {
 		text = "{{- if .Values.metrics.enabled }}\n" + text + "{{- end }}\n"
 	}
 	if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
@@ -326,16 +307,16 @@ const decoratorArgs = `
 {{- end }}
 `
 
-const chartYAML = `# Generated by hack/chart from config/default; do not edit.
+const chartYAML = `# Generated by stencil manifests from config/default; do not edit.
 apiVersion: v2
-name: stencil
-description: The stencil operator, whose resource logic lives in templates.
+name: %s
+description: The %s operator, whose resource logic lives in templates (stencil).
 type: application
 version: 0.1.0
 appVersion: "0.1.0"
 `
 
-const valuesHeader = `# Generated by hack/chart from config/default; do not edit.
+const valuesHeader = `# Generated by stencil manifests from config/default; do not edit.
 # image: the operator's image (required).
 # replicas: one leads, the others stand by (needs leaderElection).
 # leaderElection: through a Lease in the release's namespace.

@@ -1,4 +1,4 @@
-package main
+package chart
 
 import (
 	"bytes"
@@ -13,13 +13,14 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/localcluster"
 )
 
-// TestChartIsUpToDate: dist/chart is what hack/chart makes of config/default
+// TestChartIsUpToDate: dist/chart is what `stencil manifests` makes of config/default
 // now (run `make manifests` after changing config/).
 func TestChartIsUpToDate(t *testing.T) {
-	want, err := chart("../../config/default")
+	want, err := chart("../../config/default", "stencil", sampleDecorators())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,4 +105,13 @@ func TestDecoratorsAreOptIn(t *testing.T) {
 	if got := args(helm("-f", "../../config/samples/replicaset-podcount/values.yaml")); !slices.Equal(got, want) {
 		t.Errorf("the chart with the sample's values: decorator flags %v, want %v", got, want)
 	}
+}
+
+// sampleDecorators names this repository's decorators.
+func sampleDecorators() []string {
+	var names []string
+	for _, d := range kinds.Samples().Decorators {
+		names = append(names, d.Name)
+	}
+	return names
 }

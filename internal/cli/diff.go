@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/reconciler"
 	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/render"
@@ -241,7 +240,7 @@ func newClientWith(qps float32, burst int) (client.Client, error) {
 		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, max(burst, 1))
 	}
 	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), kinds.AddToScheme(scheme)); err != nil {
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), registered.AddTo(scheme)); err != nil {
 		return nil, err
 	}
 	return client.New(cfg, client.Options{Scheme: scheme})

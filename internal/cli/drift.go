@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/reconciler/decorator"
 	"github.com/stencil-operator/stencil/render"
 )
@@ -121,7 +120,7 @@ func indent(s, prefix string) string {
 
 // findKind resolves a kind by its name, plural or short name, any case.
 func findKind(name string) (*render.Kind, error) {
-	loaded, err := kinds.Load()
+	loaded, err := registered.Load()
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +128,7 @@ func findKind(name string) (*render.Kind, error) {
 	var known []string
 	for _, k := range loaded {
 		kind := strings.ToLower(k.GroupVersionKind().Kind)
-		if name == kind || name == kind+"s" || kinds.ShortName(k.GroupVersionKind().Kind) == name && name != "" {
+		if name == kind || name == kind+"s" || registered.HasShortName(k.GroupVersionKind().Kind, name) {
 			return k, nil
 		}
 		known = append(known, kind)
@@ -139,7 +138,7 @@ func findKind(name string) (*render.Kind, error) {
 
 // findDecorator returns the decorator named name, or nil.
 func findDecorator(name string) (*render.Decorator, error) {
-	decorators, err := kinds.LoadDecorators()
+	decorators, err := registered.LoadDecorators()
 	if err != nil {
 		return nil, err
 	}

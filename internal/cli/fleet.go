@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/reconciler"
 	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/render"
@@ -62,7 +61,7 @@ func (d *resourceDiff) different() bool {
 // per kind and, verbose, what differs per resource with its diffs. It
 // reports whether anything differs and whether anything failed.
 func runFleetDiff(ctx context.Context, o fleetOptions, out io.Writer) (different, failed bool, err error) {
-	loaded, err := kinds.Load()
+	loaded, err := registered.Load()
 	if err != nil {
 		return false, false, err
 	}

@@ -67,7 +67,7 @@ func TestFleetReport(t *testing.T) {
 // diff takes -f or --all, not both, not neither.
 func TestDiffNeedsOneInput(t *testing.T) {
 	for _, args := range [][]string{{"diff"}, {"diff", "--all", "-f", "x.yaml"}} {
-		cmd := newRootCommand()
+		cmd := newRootCommand("stencil")
 		var out bytes.Buffer
 		cmd.SetOut(&out)
 		cmd.SetErr(&out)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,14 +10,22 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/stencil-operator/stencil/internal/kinds"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
-// Execute runs the command line and returns the process exit code.
-func Execute() int {
+// registered is the operator's kinds: the project's, set by Execute before
+// any command runs (this repository's samples in its own tests).
+var registered = kinds.Samples()
+
+// Execute runs the command line of the operator whose kinds are set, and
+// returns the process exit code.
+func Execute(set kinds.Set) int {
+	registered = set
 	// The context is cancelled on SIGINT or SIGTERM; a second signal exits.
-	err := newRootCommand().ExecuteContext(ctrl.SetupSignalHandler())
+	err := newRootCommand(set.Name).ExecuteContext(ctrl.SetupSignalHandler())
 	if err == nil {
 		return 0
 	}
@@ -30,11 +39,11 @@ func Execute() int {
 	return 1
 }
 
-func newRootCommand() *cobra.Command {
+func newRootCommand(name string) *cobra.Command {
 	opts := managerOptions{}
 	zapOpts := zap.Options{}
 	cmd := &cobra.Command{
-		Use:   "stencil",
+		Use:   name,
 		Short: "A Kubernetes operator whose resource logic lives in templates",
 		Long: `stencil renders each custom resource's spec through embedded Go templates,
 server-side-applies the result, prunes orphans by label and reports drift in
@@ -54,10 +63,20 @@ current kubeconfig (or in-cluster configuration).`,
 		// Run as a kubectl plugin: help says "kubectl stencil".
 		cmd.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl stencil"}
 	}
-	cmd.AddCommand(newRenderCommand(), newLintCommand(), newTestCommand(), newDiffCommand(), newDriftCommand())
+	cmd.AddCommand(newRenderCommand(), newLintCommand(), newTestCommand(), newDiffCommand(), newDriftCommand(), newManifestsCommand(), newInitCommand(), newCreateCommand(), newDevCommand())
 	opts.bindFlags(cmd.Flags())
 	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zapOpts.BindFlags(goFlags)
 	cmd.Flags().AddGoFlagSet(goFlags)
 	return cmd
+}
+
+// Run runs the command line args of the operator whose kinds are set, in
+// this process, until ctx ends (the operator) or the command is done: what
+// package stenciltest runs a project's operator with.
+func Run(ctx context.Context, set kinds.Set, args []string) error {
+	registered = set
+	cmd := newRootCommand(set.Name)
+	cmd.SetArgs(args)
+	return cmd.ExecuteContext(ctx)
 }

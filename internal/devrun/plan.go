@@ -1,7 +1,8 @@
-package main
+package devrun
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,20 +11,31 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// request is what the developer asked for on hack/run's command line.
-type request struct {
-	// context names the kubeconfig context to run against. Empty: a local
+// Request is what the developer asked for on the command line of `make
+// run` (stencil dev, hack/run).
+type Request struct {
+	// Operator is the path of the operator's binary to run.
+	Operator string
+	// Name is the operator's, as its messages name it.
+	Name string
+	// LocalArgs are more operator flags on a local control plane (this
+	// repository's decorators).
+	LocalArgs []string
+	// OperatorArgs are more operator flags, last: the developer's, which
+	// win over the plan's.
+	OperatorArgs []string
+	// Context names the kubeconfig context to run against. Empty: a local
 	// control plane, whatever the kubeconfig says.
-	context string
-	// samples is empty (the default: yes on a local control plane, no on a
+	Context string
+	// Samples is empty (the default: yes on a local control plane, no on a
 	// cluster) or a boolean: whether to apply config/samples.
-	samples string
-	// crds is empty (the default) or "apply": server-side-apply
+	Samples string
+	// CRDs is empty (the default) or "apply": server-side-apply
 	// config/crd/bases over the CRDs a cluster already has.
-	crds string
-	// leaseNamespace holds the deployed operator's leader election Lease,
+	CRDs string
+	// LeaseNamespace holds the deployed operator's leader election Lease,
 	// which a run against a cluster joins.
-	leaseNamespace string
+	LeaseNamespace string
 }
 
 // crdPolicy is how a run installs config/crd/bases.
@@ -50,10 +62,6 @@ type plan struct {
 	operatorArgs   []string
 }
 
-// deployedNamespace is where config/manager/manager.yaml deploys the
-// operator, and so where its leader election Lease is.
-const deployedNamespace = "stencil-system"
-
 // Addresses of the operator's endpoints, on this machine only.
 var localEndpoints = []string{"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081"}
 
@@ -62,19 +70,19 @@ var localEndpoints = []string{"--metrics-bind-address=127.0.0.1:8080", "--health
 // stencil version would, a batch at a time.
 var deployedRollout = []string{"--rollout-batch=10", "--rollout-deadline=10m"}
 
-// localDecorators are the decorators a local control plane runs: both
-// shipped ones, replicaset-podcount as the seed-004 sample
-// (config/samples/replicaset-podcount) turns it on, for the namespaces
-// labelled stencil.dev/podcount=on (the README's tour labels one). A
-// cluster's deployment runs none unless it names them; neither does a run
-// against it.
-var localDecorators = []string{"--decorators=replicaset-podcount,namespace-defaults", "--decorator-namespace-selector=replicaset-podcount=stencil.dev/podcount=on"}
+// localTemplates: on a local control plane stencil reads templates/ from
+// disk and picks up an edit of a kind's folder while it runs, without a
+// restart that would lose the cluster (a change of Go types still needs
+// one). A cluster's run renders with the built-in templates, as the
+// deployment does. The pacing is off (--rollout-batch=0): an edit reaches
+// every resource at once.
+var localTemplates = []string{"--templates=templates", "--reload-templates"}
 
-// decide turns a request into a plan. kubeconfig is the developer's
-// kubeconfig; it is read only when the request names a context, and may be
+// decide turns a Request into a plan. kubeconfig is the developer's
+// kubeconfig; it is read only when the Request names a context, and may be
 // nil otherwise.
-func decide(req request, kubeconfig *clientcmdapi.Config) (plan, error) {
-	if req.context == "" {
+func decide(req Request, kubeconfig *clientcmdapi.Config) (plan, error) {
+	if req.Context == "" {
 		return localPlan(req)
 	}
 	return clusterPlan(req, kubeconfig)
@@ -84,18 +92,18 @@ func decide(req request, kubeconfig *clientcmdapi.Config) (plan, error) {
 // applied, one operator without leader election, the decorators on, and a
 // template edited on the developer's machine reaching every resource at
 // once.
-func localPlan(req request) (plan, error) {
-	if req.crds != "" && req.crds != "apply" {
-		return plan{}, fmt.Errorf(`-crds is "apply" or empty, not %q`, req.crds)
+func localPlan(req Request) (plan, error) {
+	if req.CRDs != "" && req.CRDs != "apply" {
+		return plan{}, fmt.Errorf(`-crds is "apply" or empty, not %q`, req.CRDs)
 	}
-	samples, err := parseSamples(req.samples, true)
+	samples, err := parseSamples(req.Samples, true)
 	if err != nil {
 		return plan{}, err
 	}
 	return plan{
 		crds:         applyCRDs,
 		samples:      samples,
-		operatorArgs: slices.Concat(localEndpoints, []string{"--rollout-batch=0"}, localDecorators),
+		operatorArgs: slices.Concat(localEndpoints, []string{"--rollout-batch=0"}, req.LocalArgs, localTemplates, req.OperatorArgs),
 	}, nil
 }
 
@@ -103,33 +111,33 @@ func localPlan(req request) (plan, error) {
 // name is the kubeconfig's current context (what kubectl in another terminal
 // talks to), with the deployed operator's leader election and pacing, its
 // CRDs left as they are and no samples unless asked for.
-func clusterPlan(req request, kubeconfig *clientcmdapi.Config) (plan, error) {
-	if err := checkContext(req.context, kubeconfig); err != nil {
+func clusterPlan(req Request, kubeconfig *clientcmdapi.Config) (plan, error) {
+	if err := checkContext(req.Context, kubeconfig); err != nil {
 		return plan{}, err
 	}
-	if req.leaseNamespace == "" {
+	if req.LeaseNamespace == "" {
 		return plan{}, errors.New("-lease-namespace is empty: on a cluster stencil joins the deployed operator's leader election")
 	}
 	crds := createMissingCRDs
-	switch req.crds {
+	switch req.CRDs {
 	case "":
 	case "apply":
 		crds = applyCRDs
 	default:
-		return plan{}, fmt.Errorf(`-crds is "apply" or empty, not %q`, req.crds)
+		return plan{}, fmt.Errorf(`-crds is "apply" or empty, not %q`, req.CRDs)
 	}
-	samples, err := parseSamples(req.samples, false)
+	samples, err := parseSamples(req.Samples, false)
 	if err != nil {
 		return plan{}, err
 	}
 	args := slices.Concat(localEndpoints,
-		[]string{"--leader-elect", "--leader-election-namespace=" + req.leaseNamespace},
-		deployedRollout)
+		[]string{"--leader-elect", "--leader-election-namespace=" + req.LeaseNamespace},
+		deployedRollout, req.OperatorArgs)
 	return plan{
-		context:        req.context,
+		context:        req.Context,
 		crds:           crds,
 		samples:        samples,
-		leaseNamespace: req.leaseNamespace,
+		leaseNamespace: req.LeaseNamespace,
 		operatorArgs:   args,
 	}, nil
 }
@@ -168,4 +176,13 @@ func parseSamples(value string, def bool) (bool, error) {
 		return false, fmt.Errorf("-samples is true, false or empty: %w", err)
 	}
 	return samples, nil
+}
+
+// BindFlags binds req's fields to flags of fs; leaseNamespace is where
+// the operator is deployed (<name>-system).
+func BindFlags(fs *flag.FlagSet, req *Request, leaseNamespace string) {
+	fs.StringVar(&req.Context, "context", "", "Run against the cluster of this kubeconfig context, which must be the current one: naming it is the confirmation. Empty: a local control plane, whatever the kubeconfig says.")
+	fs.StringVar(&req.Samples, "samples", "", "Apply config/samples: true or false (default: true on a local control plane, false on a cluster).")
+	fs.StringVar(&req.CRDs, "crds", "", `On a cluster, "apply" server-side-applies config/crd/bases over the CRDs it has (default: create only the missing ones). A local control plane always gets them.`)
+	fs.StringVar(&req.LeaseNamespace, "lease-namespace", leaseNamespace, "On a cluster: the namespace of the deployed operator's leader election Lease, which this run joins.")
 }

@@ -1,4 +1,4 @@
-package main
+package devrun
 
 import (
 	"os"
@@ -21,8 +21,14 @@ func kubeconfigWith(names ...string) *clientcmdapi.Config {
 	return kc
 }
 
+// deployedNamespace is where stencil's config/manager deploys it.
+const deployedNamespace = "stencil-system"
+
+// sampleDecorators are the flags hack/run adds on a local control plane.
+var sampleDecorators = []string{"--decorators=replicaset-podcount,namespace-defaults", "--decorator-namespace-selector=replicaset-podcount=stencil.dev/podcount=on"}
+
 var (
-	localArgs   = []string{"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081", "--rollout-batch=0", "--decorators=replicaset-podcount,namespace-defaults", "--decorator-namespace-selector=replicaset-podcount=stencil.dev/podcount=on"}
+	localArgs   = []string{"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081", "--rollout-batch=0", "--decorators=replicaset-podcount,namespace-defaults", "--decorator-namespace-selector=replicaset-podcount=stencil.dev/podcount=on", "--templates=templates", "--reload-templates"}
 	clusterArgs = []string{"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081", "--leader-elect", "--leader-election-namespace=stencil-system", "--rollout-batch=10", "--rollout-deadline=10m"}
 )
 
@@ -30,60 +36,60 @@ func TestDecide(t *testing.T) {
 	prod := kubeconfigWith("prod", "staging")
 	tests := []struct {
 		name       string
-		req        request
+		req        Request
 		kubeconfig *clientcmdapi.Config
 		want       plan
 		wantErr    string
 	}{{
 		name:       "no context: local, whatever the kubeconfig's current context",
-		req:        request{leaseNamespace: "stencil-system"},
+		req:        Request{LeaseNamespace: "stencil-system", LocalArgs: sampleDecorators},
 		kubeconfig: prod,
 		want:       plan{crds: applyCRDs, samples: true, operatorArgs: localArgs},
 	}, {
 		name: "no context, no kubeconfig",
-		req:  request{},
+		req:  Request{LocalArgs: sampleDecorators},
 		want: plan{crds: applyCRDs, samples: true, operatorArgs: localArgs},
 	}, {
 		name: "local without samples",
-		req:  request{samples: "false"},
+		req:  Request{Samples: "false", LocalArgs: sampleDecorators},
 		want: plan{crds: applyCRDs, samples: false, operatorArgs: localArgs},
 	}, {
 		name:       "the current context, named: leader election, the CRDs it lacks, no samples",
-		req:        request{context: "prod", leaseNamespace: "stencil-system"},
+		req:        Request{Context: "prod", LeaseNamespace: "stencil-system"},
 		kubeconfig: prod,
 		want:       plan{context: "prod", crds: createMissingCRDs, samples: false, leaseNamespace: "stencil-system", operatorArgs: clusterArgs},
 	}, {
 		name:       "a cluster, samples and CRDs asked for",
-		req:        request{context: "prod", samples: "1", crds: "apply", leaseNamespace: "stencil-system"},
+		req:        Request{Context: "prod", Samples: "1", CRDs: "apply", LeaseNamespace: "stencil-system"},
 		kubeconfig: prod,
 		want:       plan{context: "prod", crds: applyCRDs, samples: true, leaseNamespace: "stencil-system", operatorArgs: clusterArgs},
 	}, {
 		name:       "a context that is not the current one",
-		req:        request{context: "staging", leaseNamespace: "stencil-system"},
+		req:        Request{Context: "staging", LeaseNamespace: "stencil-system"},
 		kubeconfig: prod,
 		wantErr:    `context "staging" is not the current context ("prod")`,
 	}, {
 		name:       "a context the kubeconfig lacks",
-		req:        request{context: "prd", leaseNamespace: "stencil-system"},
+		req:        Request{Context: "prd", LeaseNamespace: "stencil-system"},
 		kubeconfig: prod,
 		wantErr:    `context "prd" is not in the kubeconfig (contexts: prod, staging)`,
 	}, {
 		name:    "a context, no kubeconfig",
-		req:     request{context: "prod", leaseNamespace: "stencil-system"},
+		req:     Request{Context: "prod", LeaseNamespace: "stencil-system"},
 		wantErr: `context "prod" is not in the kubeconfig (contexts: none)`,
 	}, {
 		name:       "a cluster without a lease namespace",
-		req:        request{context: "prod"},
+		req:        Request{Context: "prod"},
 		kubeconfig: prod,
 		wantErr:    "-lease-namespace is empty",
 	}, {
 		name:       "samples not a boolean",
-		req:        request{context: "prod", samples: "maybe", leaseNamespace: "stencil-system"},
+		req:        Request{Context: "prod", Samples: "maybe", LeaseNamespace: "stencil-system"},
 		kubeconfig: prod,
 		wantErr:    "-samples is true, false or empty",
 	}, {
 		name:    "crds neither apply nor empty",
-		req:     request{crds: "replace"},
+		req:     Request{CRDs: "replace"},
 		wantErr: `-crds is "apply" or empty, not "replace"`,
 	}}
 	for _, tt := range tests {
@@ -122,7 +128,7 @@ func TestClusterRunsAsDeployed(t *testing.T) {
 	if !strings.Contains(string(data), "\n  namespace: "+deployedNamespace+"\n") {
 		t.Errorf("the deployment is not in %s, the default -lease-namespace", deployedNamespace)
 	}
-	p, err := decide(request{context: "prod", leaseNamespace: deployedNamespace}, kubeconfigWith("prod"))
+	p, err := decide(Request{Context: "prod", LeaseNamespace: deployedNamespace}, kubeconfigWith("prod"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,5 @@
-// Command run is what `make run` runs. By default it starts a local control
+// Package devrun is what `make run` runs (stencil dev, and hack/run in
+// stencil's repository). By default it starts a local control
 // plane (and stops it on Ctrl-C), whatever the kubeconfig says, installs the
 // CRDs, starts the operator, applies the samples and shows their status,
 // then runs until interrupted.
@@ -10,16 +11,14 @@
 // deployment does, creates only the CRDs the cluster lacks and applies no
 // samples unless asked for (-crds=apply, -samples=true). decide in plan.go
 // makes that choice; this file carries it out.
-package main
+package devrun
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -33,32 +32,22 @@ import (
 
 // Folders of the repository that a run installs, relative to its root.
 const (
-	crdDir     = "config/crd/bases"
-	samplesDir = "config/samples"
+	crdDir = "config/crd/bases"
+	// externalCRDDir holds third-party CRDs the kinds use, installed on a
+	// local control plane only (a cluster's owner installs them).
+	externalCRDDir = "config/crd/external"
+	samplesDir     = "config/samples"
 )
 
-func main() {
-	var req request
-	flag.StringVar(&req.context, "context", "", "Run against the cluster of this kubeconfig context, which must be the current one: naming it is the confirmation. Empty: a local control plane, whatever the kubeconfig says.")
-	flag.StringVar(&req.samples, "samples", "", "Apply config/samples: true or false (default: true on a local control plane, false on a cluster).")
-	flag.StringVar(&req.crds, "crds", "", `On a cluster, "apply" server-side-applies config/crd/bases over the CRDs it has (default: create only the missing ones). A local control plane always gets them.`)
-	flag.StringVar(&req.leaseNamespace, "lease-namespace", deployedNamespace, "On a cluster: the namespace of the deployed operator's leader election Lease, which this run joins.")
-	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, req); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
-	}
-}
-
-func run(ctx context.Context, req request) error {
+// Run carries out req: a local control plane (or the named context's
+// cluster), the CRDs, the operator, the samples; it runs until ctx ends.
+func Run(ctx context.Context, req Request) error {
 	bin, err := localcluster.BinDir()
 	if err != nil {
 		return err
 	}
 	var kubeconfig *clientcmdapi.Config
-	if req.context != "" {
+	if req.Context != "" {
 		if kubeconfig, err = loadKubeconfig(); err != nil {
 			return err
 		}
@@ -79,10 +68,15 @@ func run(ctx context.Context, req request) error {
 			return fmt.Errorf("finding the leader election namespace %s (is stencil deployed there? -lease-namespace names another): %w", p.leaseNamespace, err)
 		}
 	}
-	if err := installCRDs(ctx, t, p.crds); err != nil {
+	if err := installCRDs(ctx, t, crdDir, p.crds); err != nil {
 		return err
 	}
-	return runOperator(ctx, t, bin, p)
+	if p.context == "" {
+		if err := installCRDs(ctx, t, externalCRDDir, applyCRDs); err != nil {
+			return err
+		}
+	}
+	return runOperator(ctx, t, req, p)
 }
 
 // target is the cluster a run talks to: through a kubeconfig and, on a
@@ -168,23 +162,23 @@ func connect(ctx context.Context, bin string, p plan) (target, func(), error) {
 	}, nil
 }
 
-// installCRDs installs config/crd/bases as policy says and waits until the
+// installCRDs installs the CRDs of dir as policy says and waits until the
 // API server serves them.
-func installCRDs(ctx context.Context, t target, policy crdPolicy) error {
-	if !hasYAML(crdDir) {
+func installCRDs(ctx context.Context, t target, dir string, policy crdPolicy) error {
+	if !hasYAML(dir) {
 		return nil
 	}
 	var err error
 	switch policy {
 	case applyCRDs:
-		err = t.run(ctx, "apply", "--server-side", "-f", crdDir)
+		err = t.run(ctx, "apply", "--server-side", "-f", dir)
 	case createMissingCRDs:
-		err = createMissing(ctx, t, crdDir)
+		err = createMissing(ctx, t, dir)
 	}
 	if err != nil {
 		return fmt.Errorf("installing CRDs: %w", err)
 	}
-	if err := t.run(ctx, "wait", "--for=condition=Established", "--timeout=60s", "-f", crdDir); err != nil {
+	if err := t.run(ctx, "wait", "--for=condition=Established", "--timeout=60s", "-f", dir); err != nil {
 		return fmt.Errorf("waiting for CRDs: %w", err)
 	}
 	return nil
@@ -213,17 +207,17 @@ func createMissing(ctx context.Context, t target, dir string) error {
 	return nil
 }
 
-// runOperator starts bin/stencil with p's arguments, applies the samples if
+// runOperator starts the operator with p's arguments, applies the samples if
 // p says so, and runs until ctx ends or the operator exits.
-func runOperator(ctx context.Context, t target, bin string, p plan) error {
-	operator := exec.Command(filepath.Join(bin, "stencil"), p.operatorArgs...)
+func runOperator(ctx context.Context, t target, req Request, p plan) error {
+	operator := exec.Command(req.Operator, p.operatorArgs...)
 	operator.Env = t.env()
 	operator.Stdout, operator.Stderr = os.Stdout, os.Stderr
 	// Its own process group: Ctrl-C reaches only us, and we stop it with one
 	// SIGTERM (a second signal would make it exit at once, with status 1).
 	operator.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
 	if err := operator.Start(); err != nil {
-		return fmt.Errorf("starting stencil: %w", err)
+		return fmt.Errorf("starting %s: %w", req.Name, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- operator.Wait() }()
@@ -248,13 +242,14 @@ func runOperator(ctx context.Context, t target, bin string, p plan) error {
 // printInstructions tells the developer how to look at what runs.
 func printInstructions(t target) {
 	kubectl := t.kubectl
-	export := ""
+	export, edits := "", ""
 	if t.context == "" {
 		export = "  export KUBECONFIG=" + t.kubeconfig + "\n"
+		edits = "Edits of templates/<kind>/ are picked up live: stencil reloads the folder, runs its test cases and reconciles the kind's resources again (a folder that fails keeps the last good templates; the log says why). A change of Go types (api/, templates/kinds.go) or of a decorator needs Ctrl-C and make run again.\n"
 	} else {
 		kubectl += " --context=" + t.context
 	}
-	fmt.Printf("\nstencil is running. In another terminal:\n%s  %s get stencil -A\n  curl -s http://127.0.0.1:8080/metrics | grep ^stencil_\nPress Ctrl-C to stop.\n", export, kubectl)
+	fmt.Printf("\nstencil is running. In another terminal:\n%s  %s get stencil -A\n  curl -s http://127.0.0.1:8080/metrics | grep ^stencil_\n%sPress Ctrl-C to stop.\n", export, kubectl, edits)
 }
 
 // showSamples applies the samples, gives the operator a moment, and shows

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stencil-operator/stencil/render"
 	"github.com/stencil-operator/stencil/render/kindtest"
-	"github.com/stencil-operator/stencil/templates"
 )
 
 // Folder is one shipped kind's or decorator's folder of templates, parsed:
@@ -23,13 +22,17 @@ type Folder struct {
 	Decorator *render.Decorator
 }
 
+// Folders parses every sample kind's and decorator's folder (see
+// Set.Folders).
+func Folders(dir string) ([]Folder, error) { return Samples().Folders(dir) }
+
 // Folders parses every registered kind's and decorator's folder: the
 // built-in ones when dir is "", else those under dir (laid out as
 // templates/), so that a kind author can lint and test edited templates
 // without rebuilding.
-func Folders(dir string) ([]Folder, error) {
+func (s Set) Folders(dir string) ([]Folder, error) {
 	var out []Folder
-	for _, def := range registry {
+	for _, def := range s.Kinds {
 		name := strings.ToLower(def.GroupVersionKind.Kind)
 		if dir != "" {
 			fsys, err := folderOnDisk(dir, name)
@@ -44,19 +47,19 @@ func Folders(dir string) ([]Folder, error) {
 		}
 		out = append(out, Folder{Name: name, FS: def.Templates, Kind: k})
 	}
-	for _, name := range decorators {
-		fsys := templates.Kind(name)
+	for _, def := range s.Decorators {
+		fsys := def.Templates
 		if dir != "" {
 			var err error
-			if fsys, err = folderOnDisk(dir, name); err != nil {
+			if fsys, err = folderOnDisk(dir, def.Name); err != nil {
 				return nil, err
 			}
 		}
-		d, err := render.LoadDecorator(name, fsys)
+		d, err := render.LoadDecorator(def.Name, fsys)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Folder{Name: name, FS: fsys, Decorator: d})
+		out = append(out, Folder{Name: def.Name, FS: fsys, Decorator: d})
 	}
 	return out, nil
 }

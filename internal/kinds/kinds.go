@@ -1,51 +1,50 @@
-// Package kinds is the one place where stencil's kinds are registered: each
-// entry pairs a kind's Go type (api/<group>/<version>) with its folder of
-// templates (templates/<kind>). Everything else about a kind lives in its
-// templates.
+// Package kinds holds one operator's registered kinds (a Set: each kind's
+// Go type with its folder of templates, the decorators, the schemes) and
+// what stencil does with them as a whole: load and check the folders,
+// generate the RBAC and admission policy they need. Everything else about
+// a kind lives in its templates. Samples is this repository's set.
 package kinds
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/runtime"
 
-	cachev1alpha1 "github.com/stencil-operator/stencil/api/cache/v1alpha1"
-	flightsv1 "github.com/stencil-operator/stencil/api/flights/v1"
-	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
-	samplecontrollerv1alpha1 "github.com/stencil-operator/stencil/api/samplecontroller/v1alpha1"
-	stacksv1alpha1 "github.com/stencil-operator/stencil/api/stacks/v1alpha1"
-	"github.com/stencil-operator/stencil/api/v1alpha1"
-	webappv1 "github.com/stencil-operator/stencil/api/webapp/v1"
 	"github.com/stencil-operator/stencil/render"
 	"github.com/stencil-operator/stencil/templates"
 )
 
-// registry lists the shipped kinds, one line each: API group and kind, Go
-// type, template folder.
-var registry = []render.Definition{
-	{GroupVersionKind: cachev1alpha1.GroupVersion.WithKind("Memcached"), New: func() v1alpha1.Object { return &cachev1alpha1.Memcached{} }, Templates: templates.Kind("memcached")},
-	{GroupVersionKind: operatorv1.GroupVersion.WithKind("MyWeb"), New: func() v1alpha1.Object { return &operatorv1.MyWeb{} }, Templates: templates.Kind("myweb")},
-	{GroupVersionKind: samplecontrollerv1alpha1.GroupVersion.WithKind("Foo"), New: func() v1alpha1.Object { return &samplecontrollerv1alpha1.Foo{} }, Templates: templates.Kind("foo")},
-	{GroupVersionKind: flightsv1.GroupVersion.WithKind("FlightTicket"), New: func() v1alpha1.Object { return &flightsv1.FlightTicket{} }, Templates: templates.Kind("flightticket")},
-	{GroupVersionKind: webappv1.GroupVersion.WithKind("Guestbook"), New: func() v1alpha1.Object { return &webappv1.Guestbook{} }, Templates: templates.Kind("guestbook")},
-	{GroupVersionKind: stacksv1alpha1.GroupVersion.WithKind("AppStack"), New: func() v1alpha1.Object { return &stacksv1alpha1.AppStack{} }, Templates: templates.Kind("appstack")},
+// Set is one operator's kinds and decorators, as a project registers them
+// (stencil.Project).
+type Set struct {
+	// Name is the operator's: it prefixes its cluster-wide objects'
+	// names (the ClusterRole, the admission policies, the Lease).
+	Name        string
+	Kinds       []render.Definition
+	Decorators  []render.DecoratorDefinition
+	AddToScheme []func(*runtime.Scheme) error
 }
 
-// schemes add the kinds' Go types to a scheme, one per API group.
-var schemes = []func(*runtime.Scheme) error{
-	cachev1alpha1.AddToScheme,
-	operatorv1.AddToScheme,
-	samplecontrollerv1alpha1.AddToScheme,
-	flightsv1.AddToScheme,
-	webappv1.AddToScheme,
-	stacksv1alpha1.AddToScheme,
+// NewSet is the set of the operator named name ("stencil" when empty).
+func NewSet(name string, ks []render.Definition, decorators []render.DecoratorDefinition, schemes []func(*runtime.Scheme) error) Set {
+	if name == "" {
+		name = "stencil"
+	}
+	return Set{Name: name, Kinds: ks, Decorators: decorators, AddToScheme: schemes}
+}
+
+// Samples is this repository's set: the sample kinds of package templates.
+func Samples() Set {
+	return Set{Name: "stencil", Kinds: templates.Kinds, Decorators: templates.Decorators, AddToScheme: templates.AddToScheme}
 }
 
 // Definitions returns every registered kind.
-func Definitions() []render.Definition { return registry }
+func (s Set) Definitions() []render.Definition { return s.Kinds }
 
-// AddToScheme adds every registered kind's types to s.
-func AddToScheme(s *runtime.Scheme) error {
-	for _, add := range schemes {
-		if err := add(s); err != nil {
+// AddTo adds every registered kind's types to sch.
+func (s Set) AddTo(sch *runtime.Scheme) error {
+	for _, add := range s.AddToScheme {
+		if err := add(sch); err != nil {
 			return err
 		}
 	}
@@ -54,9 +53,9 @@ func AddToScheme(s *runtime.Scheme) error {
 
 // Load parses every registered kind's templates; an error here fails
 // start-up.
-func Load() ([]*render.Kind, error) {
+func (s Set) Load() ([]*render.Kind, error) {
 	var loaded []*render.Kind
-	for _, def := range registry {
+	for _, def := range s.Kinds {
 		k, err := render.Load(def)
 		if err != nil {
 			return nil, err
@@ -66,26 +65,40 @@ func Load() ([]*render.Kind, error) {
 	return loaded, nil
 }
 
-// decorators lists the shipped decorators, by folder: kinds whose parent is
-// an existing type (templates/<name>/_decorator.yaml), with no Go type.
-var decorators = []string{"replicaset-podcount", "namespace-defaults"}
-
-// LoadDecorators parses every shipped decorator's templates; an error here
-// fails start-up.
-func LoadDecorators() ([]*render.Decorator, error) {
+// LoadDecorators parses every registered decorator's templates; an error
+// here fails start-up.
+func (s Set) LoadDecorators() ([]*render.Decorator, error) {
 	var loaded []*render.Decorator
-	for _, name := range decorators {
-		d, err := render.LoadDecorator(name, templates.Kind(name))
+	for _, d := range s.Decorators {
+		dec, err := render.LoadDecorator(d.Name, d.Templates)
 		if err != nil {
 			return nil, err
 		}
-		loaded = append(loaded, d)
+		loaded = append(loaded, dec)
 	}
 	return loaded, nil
 }
 
-// shortNames are the kinds' short names, as their CRDs declare them.
-var shortNames = map[string]string{"MyWeb": "web", "FlightTicket": "ft"}
+// HasShortName reports whether name is one of kind's short names.
+func (s Set) HasShortName(kind, name string) bool {
+	for _, def := range s.Kinds {
+		if def.GroupVersionKind.Kind == kind && slices.Contains(def.ShortNames, name) {
+			return true
+		}
+	}
+	return false
+}
 
-// ShortName returns a kind's short name, or "".
-func ShortName(kind string) string { return shortNames[kind] }
+// The sample set's, for this repository's tests and tools.
+
+// Definitions returns every sample kind.
+func Definitions() []render.Definition { return Samples().Definitions() }
+
+// AddToScheme adds every sample kind's types to s.
+func AddToScheme(s *runtime.Scheme) error { return Samples().AddTo(s) }
+
+// Load parses every sample kind's templates.
+func Load() ([]*render.Kind, error) { return Samples().Load() }
+
+// LoadDecorators parses every sample decorator's templates.
+func LoadDecorators() ([]*render.Decorator, error) { return Samples().LoadDecorators() }

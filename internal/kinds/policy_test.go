@@ -1,4 +1,4 @@
-package main
+package kinds_test
 
 import (
 	"os"
@@ -16,7 +16,7 @@ import (
 // TestPolicyIsUpToDate fails when config/policy/graph_deletion.yaml is not
 // what the kinds' declarations give: run `make manifests`.
 func TestPolicyIsUpToDate(t *testing.T) {
-	want, err := policy("../../config/crd/bases")
+	want, err := kinds.Samples().GraphDeletionPolicyYAML("../../config/crd/bases")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestPolicyMatchesGraphKindsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plurals, err := crdPlurals("../../config/crd/bases")
+	plurals, err := kinds.CRDPlurals("../../config/crd/bases")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestPolicyMatchesGraphKindsOnly(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := kinds.GraphDeletionPolicyYAML(slices.DeleteFunc(slices.Clone(loaded), func(k *render.Kind) bool { return !tt.keep(k) }), plurals)
+			out, err := kinds.GraphDeletionPolicyYAML("stencil", slices.DeleteFunc(slices.Clone(loaded), func(k *render.Kind) bool { return !tt.keep(k) }), plurals)
 			if err != nil {
 				t.Fatal(err)
 			}

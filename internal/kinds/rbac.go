@@ -27,7 +27,7 @@ var (
 // owned type, every observed type, every decorator's parent, owned and
 // observed types, and events. `make manifests` writes it to
 // config/rbac/role.yaml.
-func ClusterRole(kinds []*render.Kind, decorators []*render.Decorator) rbacv1.ClusterRole {
+func ClusterRole(operator string, kinds []*render.Kind, decorators []*render.Decorator) rbacv1.ClusterRole {
 	need := map[string]map[string][]string{} // group → resource → verbs
 	add := func(group, resource string, verbs []string) {
 		if need[group] == nil {
@@ -84,7 +84,7 @@ func ClusterRole(kinds []*render.Kind, decorators []*render.Decorator) rbacv1.Cl
 	add("stencil.dev", "controlkeys", []string{"set"})
 	return rbacv1.ClusterRole{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
-		ObjectMeta: metav1.ObjectMeta{Name: "stencil-manager", Labels: map[string]string{"app.kubernetes.io/name": "stencil"}},
+		ObjectMeta: metav1.ObjectMeta{Name: operator + "-manager", Labels: map[string]string{"app.kubernetes.io/name": operator}},
 		Rules:      rules(need),
 	}
 }
@@ -116,8 +116,8 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // ClusterRoleYAML is ClusterRole as the file config/rbac/role.yaml holds it.
-func ClusterRoleYAML(kinds []*render.Kind, decorators []*render.Decorator) ([]byte, error) {
-	out, err := yaml.Marshal(ClusterRole(kinds, decorators))
+func ClusterRoleYAML(operator string, kinds []*render.Kind, decorators []*render.Decorator) ([]byte, error) {
+	out, err := yaml.Marshal(ClusterRole(operator, kinds, decorators))
 	if err != nil {
 		return nil, fmt.Errorf("encoding the ClusterRole: %w", err)
 	}

@@ -1,4 +1,4 @@
-package main
+package scaffold
 
 import (
 	"errors"
@@ -28,6 +28,7 @@ func TestScaffoldedKindBuildsAndRenders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	k.Module = "github.com/stencil-operator/stencil"
 	if err := scaffold(root, k); err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestScaffoldedKindBuildsAndRenders(t *testing.T) {
 	run(t, root, "make", "generate", "manifests")
 	run(t, root, "go", "vet", "./...")
 	run(t, root, "go", "run", ".", "test", "--templates", "templates", "--update", "policy")
-	out := run(t, root, "go", "test", "-count=1", "./render", "./hack/chart")
+	out := run(t, root, "go", "test", "-count=1", "./render", "./internal/chart")
 	t.Logf("%s", out)
 	for _, path := range []string{"templates/policy/tests/sample/expected.yaml", "config/crd/bases/scaffoldtest.example.com_policies.yaml", "dist/chart/crds/policies.scaffoldtest.example.com.yaml"} {
 		if _, err := os.Stat(filepath.Join(root, path)); err != nil {

@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stencil-operator/stencil/internal/scaffold"
+)
+
+// stencilModule is the module a project made by init requires.
+const stencilModule = "github.com/stencil-operator/stencil"
+
+func newInitCommand() *cobra.Command {
+	var o scaffold.Options
+	var checkout string
+	var tidy bool
+	cmd := &cobra.Command{
+		Use:   "init [DIR]",
+		Short: "Write a new operator project of your own into an empty folder (default: the current one)",
+		Long: `init writes a new Go project whose operator is built with stencil as a
+dependency: go.mod (requiring this stencil's version), main.go, templates/,
+config/ (RBAC generated from its kinds only, the manager, admission
+policies, the Helm chart), a Makefile with the targets stencil's own has
+(run, test, test-fast, lint, manifests, generate, build, docker-build,
+deploy, install, kind, help), a Dockerfile, .ci/run, a README and a smoke
+test. It has no kind yet: ` + "`make kind GROUP=… KIND=…`" + ` adds one.
+docs/getting-started.md walks through it.`,
+		Example: `  mkdir widgets && cd widgets
+  stencil init --module example.com/widgets
+  make kind GROUP=widgets.example.com KIND=Widget
+  make run`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := "."
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			return runInit(cmd, dir, o, checkout, tidy)
+		},
+	}
+	cmd.Flags().StringVar(&o.Module, "module", "", "The project's Go module path, e.g. example.com/widgets (required).")
+	cmd.Flags().StringVar(&o.Name, "name", "", "The operator's name: its binary, namespace (<name>-system) and cluster-wide objects (default: the module path's last element).")
+	cmd.Flags().StringVar(&o.Domain, "domain", "", "The suffix of the kinds' API groups that make kind suggests (default: the module path's first element).")
+	cmd.Flags().StringVar(&checkout, "stencil-checkout", "", "A stencil checkout the project's go.mod points at with a replace directive (developing stencil itself; required with a development build of stencil).")
+	cmd.Flags().BoolVar(&tidy, "tidy", true, "Run go mod tidy in the new project (it fetches stencil's dependencies).")
+	_ = cmd.MarkFlagRequired("module")
+	return cmd
+}
+
+func runInit(cmd *cobra.Command, dir string, o scaffold.Options, checkout string, tidy bool) error {
+	o.StencilVersion = buildVersion()
+	if checkout != "" {
+		abs, err := filepath.Abs(checkout)
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(filepath.Join(abs, "go.mod")); err != nil {
+			return fmt.Errorf("--stencil-checkout %s: no go.mod there: %w", checkout, err)
+		}
+		o.Replace = abs
+		if o.StencilVersion == "" {
+			o.StencilVersion = "v0.0.0-00010101000000-000000000000" // any version: the replace decides
+		}
+	}
+	if err := scaffold.Init(dir, o); err != nil {
+		return err
+	}
+	if tidy {
+		tidyCmd := exec.CommandContext(cmd.Context(), "go", "mod", "tidy")
+		tidyCmd.Dir, tidyCmd.Stdout, tidyCmd.Stderr = dir, cmd.ErrOrStderr(), cmd.ErrOrStderr()
+		if err := tidyCmd.Run(); err != nil {
+			return fmt.Errorf("go mod tidy in %s: %w", dir, err)
+		}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "Wrote a new operator project in %s. Next: make kind GROUP=<group> KIND=<Kind>, then make run (docs/getting-started.md).\n", dir)
+	return nil
+}
+
+// buildVersion is the version of stencil this binary was built from, as
+// a project's go.mod requires it: "" for a development build (a checkout
+// with changes, or go run), which has no such version.
+func buildVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	v := info.Main.Version
+	if info.Main.Path != stencilModule {
+		// A project's binary: the stencil it depends on.
+		for _, dep := range info.Deps {
+			if dep.Path == stencilModule {
+				if dep.Replace != nil {
+					return ""
+				}
+				v = dep.Version
+			}
+		}
+	}
+	if v == "" || v == "(devel)" || strings.Contains(v, "+dirty") {
+		return ""
+	}
+	return v
+}
+
+func newCreateCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Add to the project in the current folder (create kind)",
+	}
+	var group, version, kind string
+	kindCmd := &cobra.Command{
+		Use:   "kind",
+		Short: "Add a kind: API types, a template folder with a first test, samples and its registration",
+		Long: `create kind adds a kind to the project in the current folder (one made by
+stencil init, or stencil's own repository): api/<group>/<version>/ with the
+kind's Go types, templates/<kind>/ with a _kind.yaml, a ConfigMap template
+and a test case, config/samples/<kind>.yaml and a full sample, and the lines
+that register it (templates/kinds.go, templates/doc.go, config/crd).
+` + "`make kind`" + ` runs it, then make generate manifests and writes the test's
+expected output.`,
+		Example: `  stencil create kind --group gadgets.example.com --version v1alpha1 --kind Gadget`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lower, err := scaffold.AddKind(".", group, version, kind)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Added kind %s (%s/%s). Next: make generate manifests, then edit its Go types under api/ and its templates in templates/%s/.\n", kind, group, version, lower)
+			return nil
+		},
+	}
+	kindCmd.Flags().StringVar(&group, "group", "", "API group, a DNS name such as gadgets.example.com (required).")
+	kindCmd.Flags().StringVar(&version, "version", "v1alpha1", "API version.")
+	kindCmd.Flags().StringVar(&kind, "kind", "", "Kind, in CamelCase, such as Gadget (required).")
+	_ = kindCmd.MarkFlagRequired("group")
+	_ = kindCmd.MarkFlagRequired("kind")
+	cmd.AddCommand(kindCmd)
+	return cmd
+}

@@ -1,0 +1,207 @@
+package scaffold
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stencil-operator/stencil/internal/localcluster"
+)
+
+// TestInitProjectRunsAndPasses does what a new user does, from outside this
+// repository: `stencil init` in an empty temporary folder (its go.mod
+// pointed at this checkout with a replace), `make kind` (stencil create
+// kind, make generate manifests, the test's expected output), the
+// project's own `make test`, then `make run`, which must bring the sample
+// Ready on a local control plane. The project holds none of stencil's
+// sample kinds, and its ClusterRole names only its own kind's types.
+func TestInitProjectRunsAndPasses(t *testing.T) {
+	checkout, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := localcluster.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stencil := filepath.Join(bin, "stencil") // make test builds it first
+	dir := filepath.Join(t.TempDir(), "widgets")
+	env := projectEnv()
+
+	step(t, "", env, stencil, "init", dir, "--module", "example.com/widgets", "--stencil-checkout", checkout)
+	step(t, dir, env, "make", "kind", "GROUP=widgets.example.com", "KIND=Widget")
+	out := step(t, dir, env, "make", "test")
+	for _, want := range []string{"ok: 1 template tests", "every object valid", "ok  \texample.com/widgets"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the project's make test printed no %q:\n%s", want, out)
+		}
+	}
+	checkHoldsNoSample(t, dir)
+	checkClusterRole(t, dir)
+	checkMakeRun(t, dir, env)
+}
+
+// projectEnv is the environment of the project's commands: the tools'
+// cache is shared (the project builds nothing stencil built), but nothing
+// of this repository's make leaks in.
+func projectEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if slices.Contains([]string{localcluster.BinDirEnv, "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "GOFLAGS"}, name) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// step runs a command in dir and returns its output, failing the test
+// with it when the command fails.
+func step(t *testing.T, dir string, env []string, name string, args ...string) string {
+	t.Helper()
+	start := time.Now()
+	cmd := exec.CommandContext(t.Context(), name, args...)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	t.Logf("%s %s: %s", filepath.Base(name), strings.Join(args, " "), time.Since(start).Round(time.Second))
+	return string(out)
+}
+
+// stencil's sample kinds and decorators, none of which a new project has.
+var samples = []string{"memcached", "myweb", "foo", "flightticket", "guestbook", "appstack", "replicaset-podcount", "namespace-defaults"}
+
+func checkHoldsNoSample(t *testing.T, dir string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "bin" || d.Name() == "hack") {
+			return filepath.SkipDir
+		}
+		base := strings.TrimSuffix(d.Name(), filepath.Ext(d.Name()))
+		for _, s := range samples {
+			if base == s || strings.Contains(base, "_"+s) {
+				t.Errorf("the project holds %s, of stencil's sample %s", path, s)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkClusterRole: the project's ClusterRole grants its kind and the
+// types its kind owns (ConfigMaps), and none of what stencil's samples
+// need (Secrets, Jobs, StatefulSets, Deployments, their kinds).
+func checkClusterRole(t *testing.T, dir string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(data, &role); err != nil {
+		t.Fatal(err)
+	}
+	if role.Name != "widgets-manager" {
+		t.Errorf("the ClusterRole is %s, want widgets-manager", role.Name)
+	}
+	var granted []string
+	for _, r := range role.Rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				granted = append(granted, g+"/"+res)
+			}
+		}
+	}
+	want := []string{"/configmaps", "/events", "events.k8s.io/events", "stencil.dev/controlkeys", "widgets.example.com/widgets", "widgets.example.com/widgets/status", "widgets.example.com/widgets/finalizers"}
+	slices.Sort(granted)
+	slices.Sort(want)
+	if !slices.Equal(granted, want) {
+		t.Errorf("the ClusterRole grants %v, want exactly %v", granted, want)
+	}
+}
+
+// checkMakeRun runs the project's make run until its sample is Ready, then
+// stops it as a developer does, with Ctrl-C.
+func checkMakeRun(t *testing.T, dir string, env []string) {
+	t.Helper()
+	var out bytes.Buffer
+	// Its operator's endpoints off: other tests run beside this one.
+	cmd := exec.Command("make", "run", "RUN_ARGS=-- --metrics-bind-address=0 --health-probe-bind-address=0")
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	stop := sync.OnceFunc(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		select {
+		case <-exited:
+		case <-time.After(time.Minute):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+	})
+	defer stop()
+	kubectl := filepath.Join(dir, "bin", "kubectl")
+	kubeconfig := filepath.Join(dir, "bin", "local.kubeconfig")
+	start := time.Now()
+	deadline := start.Add(4 * time.Minute)
+	for {
+		select {
+		case <-exited:
+			t.Fatalf("make run exited: %v\n%s", waitErr, out.String())
+		default:
+		}
+		ready, err := readyOf(kubectl, kubeconfig)
+		if ready == "True" {
+			t.Logf("make run: the sample Widget is Ready after %s", time.Since(start).Round(time.Second))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("make run: the sample Widget is not Ready after %s (%q, %v)\n%s", time.Since(start).Round(time.Second), ready, err, out.String())
+		}
+		time.Sleep(time.Second)
+	}
+	stop()
+	if !strings.Contains(out.String(), "Stopping the local control plane") {
+		t.Errorf("make run did not stop its local control plane on Ctrl-C:\n%s", out.String())
+	}
+}
+
+// readyOf is the sample Widget's Ready status, through the kubeconfig
+// that make run writes once its control plane is up.
+func readyOf(kubectl, kubeconfig string) (string, error) {
+	if _, err := os.Stat(kubeconfig); errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	cmd := exec.Command(kubectl, "--kubeconfig", kubeconfig, "get", "widget", "example-widget", "-n", "default", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	got, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("kubectl get: %w", err)
+	}
+	return strings.TrimSpace(string(got)), nil
+}

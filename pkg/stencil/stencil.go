@@ -1,0 +1,48 @@
+package stencil
+
+import (
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/stencil-operator/stencil/internal/cli"
+	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/render"
+)
+
+// Kind registers a kind: its GroupVersionKind, a constructor of its Go
+// type, its folder of templates (*.yaml templates, a _kind.yaml, optional
+// _*.tpl helpers, _status.yaml and tests/) and its short names.
+type Kind = render.Definition
+
+// Decorator registers a decorator: its name and folder of templates (a
+// _decorator.yaml names the existing type it decorates).
+type Decorator = render.DecoratorDefinition
+
+// Project is an operator: its name (the binary's, in help and in the
+// leader election Lease's name is unchanged) and its kinds.
+type Project struct {
+	// Name is the command's name in help and usage, e.g. "widgets".
+	Name string
+	// Kinds are the custom resource kinds the operator reconciles.
+	Kinds []Kind
+	// Decorators are the folders that decorate existing types; each runs
+	// only when --decorators names it.
+	Decorators []Decorator
+	// AddToScheme adds the kinds' Go types to a scheme: one function per
+	// API group (the AddToScheme of api/<group>/<version>).
+	AddToScheme []func(*runtime.Scheme) error
+}
+
+// Main runs the project's command line (os.Args) and exits with its code.
+func Main(p Project) { os.Exit(p.Execute()) }
+
+// Execute runs the project's command line (os.Args) and returns the exit
+// code: 0 on success, 1 when a diff found differences or a command failed.
+func (p Project) Execute() int {
+	return cli.Execute(p.set())
+}
+
+func (p Project) set() kinds.Set {
+	return kinds.NewSet(p.Name, p.Kinds, p.Decorators, p.AddToScheme)
+}
