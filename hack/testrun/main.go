@@ -53,6 +53,11 @@ var shards = map[string][]shard{
 		{"ownership", []string{"TestNamespaceDeletionIsQuiet", "TestHandedOverFieldIsLeftToItsNewManager", "TestCommonLabelDoesNotFillTheCache", "TestImmutableFieldChangeDecidesDataOnTheLiveObject", "TestSpecFixDuringStatusWriteIsApplied"}},
 		{"rest", nil},
 	},
+	"github.com/stencil-operator/stencil/internal/scaffold": {
+		{"init", []string{"TestInitProjectRunsAndPasses"}},
+		{"plural", []string{"TestChangedPluralLeavesNothingStale"}},
+		{"rest", nil},
+	},
 	"github.com/stencil-operator/stencil/e2e": {
 		{"shards", []string{"TestThreeShards"}},
 		{"paused", []string{"TestPausedLeaderWritesNothing"}},

@@ -226,7 +226,7 @@ func runOperator(ctx context.Context, t target, req Request, p plan) error {
 			fmt.Fprintln(os.Stderr, "samples:", err)
 		}
 	}
-	printInstructions(t)
+	printInstructions(t, req.Name)
 	select {
 	case err := <-exited:
 		return fmt.Errorf("stencil exited: %w", err)
@@ -240,7 +240,7 @@ func runOperator(ctx context.Context, t target, req Request, p plan) error {
 }
 
 // printInstructions tells the developer how to look at what runs.
-func printInstructions(t target) {
+func printInstructions(t target, name string) {
 	kubectl := t.kubectl
 	export, edits := "", ""
 	if t.context == "" {
@@ -249,7 +249,7 @@ func printInstructions(t target) {
 	} else {
 		kubectl += " --context=" + t.context
 	}
-	fmt.Printf("\nstencil is running. In another terminal:\n%s  %s get stencil -A\n  curl -s http://127.0.0.1:8080/metrics | grep ^stencil_\n%sPress Ctrl-C to stop.\n", export, kubectl, edits)
+	fmt.Printf("\n%s is running. In another terminal:\n%s  %s get stencil -A\n  curl -s http://127.0.0.1:8080/metrics | grep ^stencil_\n%sPress Ctrl-C to stop.\n", name, export, kubectl, edits)
 }
 
 // showSamples applies the samples, gives the operator a moment, and shows

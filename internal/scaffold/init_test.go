@@ -21,14 +21,16 @@ import (
 	"github.com/stencil-operator/stencil/internal/localcluster"
 )
 
-// TestInitProjectRunsAndPasses does what a new user does, from outside this
-// repository: `stencil init` in an empty temporary folder (its go.mod
-// pointed at this checkout with a replace), `make kind` (stencil create
-// kind, make generate manifests, the test's expected output), the
+// TestInitProjectRunsAndPasses follows docs/getting-started.md's five
+// commands, as a new user does, outside this repository: `stencil init` in
+// an empty temporary folder (its go.mod pointed at this checkout with a
+// replace, and bin/stencil for the go-installed one), `make kind` (stencil
+// create kind, make generate manifests, the test's expected output), the
 // project's own `make test`, then `make run`, which must bring the sample
 // Ready on a local control plane. The project holds none of stencil's
 // sample kinds, and its ClusterRole names only its own kind's types.
 func TestInitProjectRunsAndPasses(t *testing.T) {
+	guide := guideCommands(t)
 	checkout, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -38,11 +40,14 @@ func TestInitProjectRunsAndPasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	stencil := filepath.Join(bin, "stencil") // make test builds it first
-	dir := filepath.Join(t.TempDir(), "widgets")
+	dir := filepath.Join(t.TempDir(), guide.folder)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	env := projectEnv()
 
-	step(t, "", env, stencil, "init", dir, "--module", "example.com/widgets", "--stencil-checkout", checkout)
-	step(t, dir, env, "make", "kind", "GROUP=widgets.example.com", "KIND=Widget")
+	step(t, dir, env, stencil, append(guide.init, "--stencil-checkout", checkout)...)
+	step(t, dir, env, "make", guide.kind...)
 	out := step(t, dir, env, "make", "test")
 	for _, want := range []string{"ok: 1 template tests", "every object valid", "ok  \texample.com/widgets"} {
 		if !strings.Contains(out, want) {
@@ -52,6 +57,55 @@ func TestInitProjectRunsAndPasses(t *testing.T) {
 	checkHoldsNoSample(t, dir)
 	checkClusterRole(t, dir)
 	checkMakeRun(t, dir, env)
+}
+
+// guide is what docs/getting-started.md's "In five commands" runs.
+type guide struct {
+	folder string   // mkdir <folder> && cd <folder>
+	init   []string // stencil's arguments
+	kind   []string // make's arguments
+}
+
+// guideCommands reads the guide's commands, and fails unless they are the
+// five this test runs, in order.
+func guideCommands(t *testing.T) guide {
+	t.Helper()
+	data, err := os.ReadFile("../../docs/getting-started.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(data), "## In five commands\n\n```sh\n")
+	if !ok {
+		t.Fatal("docs/getting-started.md has no \"In five commands\" shell block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	var g guide
+	var order []string
+	for line := range strings.Lines(block) {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) == 0:
+		case fields[0] == "go" && fields[1] == "install":
+			order = append(order, "install") // bin/stencil, built from this checkout, stands for it
+		case fields[0] == "mkdir" && len(fields) == 5 && fields[2] == "&&" && fields[3] == "cd" && fields[1] == fields[4]:
+			g.folder = fields[1]
+			order = append(order, "mkdir")
+		case fields[0] == "stencil" && fields[1] == "init":
+			g.init = fields[1:]
+			order = append(order, "init")
+		case fields[0] == "make" && len(fields) > 1:
+			if fields[1] == "kind" {
+				g.kind = fields[1:]
+			}
+			order = append(order, "make "+fields[1])
+		default:
+			t.Fatalf("docs/getting-started.md: a command this test does not run: %s", line)
+		}
+	}
+	if want := []string{"install", "mkdir", "init", "make kind", "make test", "make run"}; !slices.Equal(order, want) {
+		t.Fatalf("docs/getting-started.md runs %v; this test follows %v", order, want)
+	}
+	return g
 }
 
 // projectEnv is the environment of the project's commands: the tools'
