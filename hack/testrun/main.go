@@ -55,7 +55,6 @@ var shards = map[string][]shard{
 	},
 	"github.com/stencil-operator/stencil/internal/scaffold": {
 		{"init", []string{"TestInitProjectRunsAndPasses"}},
-		{"plural", []string{"TestChangedPluralLeavesNothingStale"}},
 		{"rest", nil},
 	},
 	"github.com/stencil-operator/stencil/e2e": {

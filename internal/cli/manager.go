@@ -299,7 +299,11 @@ func runManager(ctx context.Context, o managerOptions) error {
 	for i := range folders {
 		folders[i] = folders[i].WithLimits(o.limits)
 	}
-	if err := kinds.CheckRenders(folders); err != nil {
+	defaults, err := crdDefaults(ctx, cfg, folders, log)
+	if err != nil {
+		return err
+	}
+	if err := kinds.CheckRenders(folders, defaults); err != nil {
 		return fmt.Errorf("refusing to run templates that fail their own test cases (stencil test names them): %w", err)
 	}
 	loaded, decorators := kinds.Split(folders)
@@ -354,7 +358,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err := reconciler.Setup(mgr, loaded, opts); err != nil {
 		return fmt.Errorf("setting up the kinds' controllers: %w", err)
 	}
-	if err := watchTemplates(mgr, o.templates, registered, o.limits, opts.Live); err != nil {
+	if err := watchTemplates(mgr, o.templates, registered, o.limits, opts.Live, defaults); err != nil {
 		return err
 	}
 	if o.shards.Name != "" {

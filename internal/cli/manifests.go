@@ -51,7 +51,7 @@ func writeManifests(p manifestPaths) error {
 			return err
 		}
 	}
-	role, err := registered.ClusterRoleYAML()
+	role, err := registered.ClusterRoleYAML(p.crds, filepath.Join(filepath.Dir(p.crds), "external"))
 	if err != nil {
 		return err
 	}

@@ -48,11 +48,11 @@ const reloadQuiet = 100 * time.Millisecond
 
 // watchTemplates, with --reload-templates, has mgr watch the templates
 // folder and replace a kind's templates in live when its folder changes.
-func watchTemplates(mgr ctrl.Manager, f templateFlags, set kinds.Set, limits render.Limits, live *reconciler.LiveKinds) error {
+func watchTemplates(mgr ctrl.Manager, f templateFlags, set kinds.Set, limits render.Limits, live *reconciler.LiveKinds, defaults render.Validator) error {
 	if !f.reload {
 		return nil
 	}
-	return mgr.Add(&templateWatcher{dir: f.dir, set: set, limits: limits, live: live,
+	return mgr.Add(&templateWatcher{dir: f.dir, set: set, limits: limits, live: live, defaults: defaults,
 		log: ctrl.Log.WithName("templates"), failing: map[string]bool{}})
 }
 
@@ -66,7 +66,9 @@ type templateWatcher struct {
 	set    kinds.Set
 	limits render.Limits
 	live   *reconciler.LiveKinds
-	log    logr.Logger
+	// defaults defaults the test cases' inputs (crdDefaults).
+	defaults render.Validator
+	log      logr.Logger
 	// failing are the folders whose last edit was refused.
 	failing map[string]bool
 }
@@ -227,7 +229,7 @@ func (w *templateWatcher) reload(ctx context.Context, folder string, files []str
 	var replaced reconciler.Replaced
 	if err == nil {
 		f = f.WithLimits(w.limits)
-		err = kinds.CheckRenders([]kinds.Folder{f})
+		err = kinds.CheckRenders([]kinds.Folder{f}, w.defaults)
 	}
 	if err == nil {
 		replaced, err = w.live.Replace(ctx, f.Kind)
@@ -242,7 +244,7 @@ func (w *templateWatcher) reload(ctx context.Context, folder string, files []str
 	}
 	if err != nil {
 		w.failing[folder] = true
-		w.log.Error(err, "Keeping the last good templates: the edited folder does not load, fails a test case, or needs a restart", "folder", where, "files", files)
+		w.log.Error(err, "Keeping the last good templates: the edited folder does not load, cannot render one of its test cases, or needs a restart", "folder", where, "files", files)
 		return
 	}
 	if w.failing[folder] {

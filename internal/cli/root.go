@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,9 +75,13 @@ current kubeconfig (or in-cluster configuration).`,
 // Run runs the command line args of the operator whose kinds are set, in
 // this process, until ctx ends (the operator) or the command is done: what
 // package stenciltest runs a project's operator with.
-func Run(ctx context.Context, set kinds.Set, args []string) error {
+func Run(ctx context.Context, set kinds.Set, args []string, out io.Writer) error {
 	registered = set
 	cmd := newRootCommand(set.Name)
 	cmd.SetArgs(args)
+	if out != nil {
+		cmd.SetOut(out)
+		cmd.SetErr(out)
+	}
 	return cmd.ExecuteContext(ctx)
 }

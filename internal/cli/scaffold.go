@@ -68,6 +68,10 @@ func runInit(cmd *cobra.Command, dir string, o scaffold.Options, checkout string
 			o.StencilVersion = "v0.0.0-00010101000000-000000000000" // any version: the replace decides
 		}
 	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
 	if err := scaffold.Init(dir, o); err != nil {
 		return err
 	}

@@ -245,7 +245,7 @@ func printInstructions(t target, name string) {
 	export, edits := "", ""
 	if t.context == "" {
 		export = "  export KUBECONFIG=" + t.kubeconfig + "\n"
-		edits = "Edits of templates/<kind>/ are picked up live: stencil reloads the folder, runs its test cases and reconciles the kind's resources again (a folder that fails keeps the last good templates; the log says why). A change of Go types (api/, templates/kinds.go) or of a decorator needs Ctrl-C and make run again.\n"
+		edits = "Edits of templates/<kind>/ are picked up live: stencil reloads the folder, renders its test cases (as at start-up) and reconciles the kind's resources again (a folder that fails keeps the last good templates; the log says why). A change of Go types (api/, templates/kinds.go) or of a decorator needs Ctrl-C and make run again.\n"
 	} else {
 		kubectl += " --context=" + t.context
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/stencil-operator/stencil/render"
 	"github.com/stencil-operator/stencil/render/kindtest"
 )
@@ -77,10 +79,13 @@ func folderOnDisk(dir, name string) (fs.FS, error) {
 // server validates what is applied; `stencil lint` and `make test` validate
 // offline). The operator runs it at start-up and refuses to run kinds whose
 // templates cannot render their own cases.
-func CheckRenders(folders []Folder) error {
+//
+// defaults, when not nil, defaults each case's input first, as the API
+// server defaults a resource (DefaultsOnly of the kinds' CRDs).
+func CheckRenders(folders []Folder, defaults render.Validator) error {
 	var errs []error
 	for _, f := range folders {
-		failed, _, err := f.RenderCases(nil)
+		failed, _, err := f.RenderCases(defaults)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("templates/%s: %w", f.Name, err))
 		}
@@ -147,3 +152,13 @@ func (f Folder) WithLimits(l render.Limits) Folder {
 	}
 	return f
 }
+
+// DefaultsOnly is a validator that only defaults: custom resources of the
+// types d has a schema for, as the API server does; it checks nothing.
+func DefaultsOnly(d kindtest.Defaulter) render.Validator { return defaultsOnly{d} }
+
+type defaultsOnly struct{ d kindtest.Defaulter }
+
+func (v defaultsOnly) Default(o *unstructured.Unstructured) error { return v.d.Default(o) }
+
+func (defaultsOnly) Validate(*unstructured.Unstructured) error { return nil }

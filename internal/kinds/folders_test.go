@@ -18,7 +18,7 @@ func TestCheckRenders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kinds.CheckRenders(shipped); err != nil {
+	if err := kinds.CheckRenders(shipped, nil); err != nil {
 		t.Fatalf("the shipped kinds: %v", err)
 	}
 	def := testkind.Widget()
@@ -42,7 +42,7 @@ func TestCheckRenders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = kinds.CheckRenders([]kinds.Folder{{Name: "widget", FS: folder, Kind: k}})
+	err = kinds.CheckRenders([]kinds.Folder{{Name: "widget", FS: folder, Kind: k}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "templates/widget cannot render its test case broken") || !strings.Contains(err.Error(), "spec.fail is set") {
 		t.Fatalf("error %v, want one naming the folder, the case and the failure", err)
 	}

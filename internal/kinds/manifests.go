@@ -2,6 +2,7 @@ package kinds
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 
@@ -11,8 +12,9 @@ import (
 )
 
 // ClusterRoleYAML is the file config/rbac/role.yaml: the least RBAC the
-// set's kinds and decorators need.
-func (s Set) ClusterRoleYAML() ([]byte, error) {
+// set's kinds and decorators need, with the resource names the CRDs in the
+// folders crds declare (a folder that does not exist is skipped).
+func (s Set) ClusterRoleYAML(crds ...string) ([]byte, error) {
 	loaded, err := s.Load()
 	if err != nil {
 		return nil, err
@@ -21,7 +23,15 @@ func (s Set) ClusterRoleYAML() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ClusterRoleYAML(s.Name, loaded, decorators)
+	plurals := map[schema.GroupKind]string{}
+	for _, dir := range crds {
+		found, err := CRDPlurals(dir)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(plurals, found)
+	}
+	return ClusterRoleYAML(s.Name, loaded, decorators, plurals)
 }
 
 // GraphDeletionPolicyYAML is the file config/policy/graph_deletion.yaml,

@@ -7,6 +7,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	"github.com/stencil-operator/stencil/render"
@@ -27,7 +28,12 @@ var (
 // owned type, every observed type, every decorator's parent, owned and
 // observed types, and events. `make manifests` writes it to
 // config/rbac/role.yaml.
-func ClusterRole(operator string, kinds []*render.Kind, decorators []*render.Decorator) rbacv1.ClusterRole {
+//
+// plurals are the resource names the kinds' CRDs declare (CRDPlurals): a
+// CRD may name its resource otherwise than the kind's plural
+// (+kubebuilder:resource:path); a type they do not name gets the kind's
+// plural in lower case, as controller-gen names it.
+func ClusterRole(operator string, kinds []*render.Kind, decorators []*render.Decorator, plurals map[schema.GroupKind]string) rbacv1.ClusterRole {
 	need := map[string]map[string][]string{} // group → resource → verbs
 	add := func(group, resource string, verbs []string) {
 		if need[group] == nil {
@@ -37,10 +43,18 @@ func ClusterRole(operator string, kinds []*render.Kind, decorators []*render.Dec
 		slices.Sort(merged)
 		need[group][resource] = slices.Compact(merged)
 	}
-	addType := func(t render.TypeRef, verbs []string) { add(t.GroupVersionKind().Group, t.PluralResource(), verbs) }
+	plural := func(t render.TypeRef) string {
+		if p, ok := plurals[t.GroupVersionKind().GroupKind()]; ok {
+			return p
+		}
+		return t.PluralResource()
+	}
+	addType := func(t render.TypeRef, verbs []string) { add(t.GroupVersionKind().Group, plural(t), verbs) }
+	var crds []string
 	for _, k := range kinds {
 		gvk := k.GroupVersionKind()
-		plural := render.TypeRef{Kind: gvk.Kind}.PluralResource()
+		plural := plural(render.TypeRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind})
+		crds = append(crds, plural+"."+gvk.Group)
 		add(gvk.Group, plural, kindVerbs)
 		add(gvk.Group, plural+"/status", statusVerbs)
 		add(gvk.Group, plural+"/finalizers", []string{"update"})
@@ -82,10 +96,18 @@ func ClusterRole(operator string, kinds []*render.Kind, decorators []*render.Dec
 	// Setting stencil's control keys: its admission policy (config/policy)
 	// lets only who may "set" controlkeys.stencil.dev do it.
 	add("stencil.dev", "controlkeys", []string{"set"})
+	all := rules(need)
+	if len(crds) > 0 {
+		// The kinds' own CRDs, by name: the start-up check defaults the
+		// templates' test cases with them, as the API server defaults a
+		// resource.
+		slices.Sort(crds)
+		all = append(all, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, ResourceNames: crds, Verbs: []string{"get"}})
+	}
 	return rbacv1.ClusterRole{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
 		ObjectMeta: metav1.ObjectMeta{Name: operator + "-manager", Labels: map[string]string{"app.kubernetes.io/name": operator}},
-		Rules:      rules(need),
+		Rules:      all,
 	}
 }
 
@@ -116,8 +138,8 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // ClusterRoleYAML is ClusterRole as the file config/rbac/role.yaml holds it.
-func ClusterRoleYAML(operator string, kinds []*render.Kind, decorators []*render.Decorator) ([]byte, error) {
-	out, err := yaml.Marshal(ClusterRole(operator, kinds, decorators))
+func ClusterRoleYAML(operator string, kinds []*render.Kind, decorators []*render.Decorator, plurals map[schema.GroupKind]string) ([]byte, error) {
+	out, err := yaml.Marshal(ClusterRole(operator, kinds, decorators, plurals))
 	if err != nil {
 		return nil, fmt.Errorf("encoding the ClusterRole: %w", err)
 	}

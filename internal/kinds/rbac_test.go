@@ -14,7 +14,7 @@ import (
 // TestRBACIsUpToDate fails when config/rbac/role.yaml is not what the kinds'
 // declarations give: run `make manifests`.
 func TestRBACIsUpToDate(t *testing.T) {
-	want, err := kinds.Samples().ClusterRoleYAML()
+	want, err := kinds.Samples().ClusterRoleYAML("../../config/crd/bases")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -186,6 +186,8 @@ var renames = []struct {
 	{regexp.MustCompile(`(?m)((?:^|\s)(?:name|serviceAccountName|app\.kubernetes\.io/name): )stencil$`), "${1}${name}"},
 	{regexp.MustCompile(`image: stencil:latest`), "image: ${name}:latest"},
 	{regexp.MustCompile(`prometheus-stencil\b`), "prometheus-${name}"},
+	// stencil's sample decorators, which a project does not have.
+	{regexp.MustCompile(`(?m)^ *# Decorators run only when named here, e\.g\. seed 004[^\n]*\n( *#[^\n]*\n)*?( *# - --decorator-namespace-selector[^\n]*\n)`), "        # Decorators (templates/kinds.go) run only when named here: --decorators=<name>,…\n"},
 }
 
 // Rename is data, one of stencil's deployment files, with the names of

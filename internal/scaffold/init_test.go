@@ -48,8 +48,9 @@ func TestInitProjectRunsAndPasses(t *testing.T) {
 
 	step(t, dir, env, stencil, append(guide.init, "--stencil-checkout", checkout)...)
 	step(t, dir, env, "make", guide.kind...)
+	checkPluralChange(t, dir, env)
 	out := step(t, dir, env, "make", "test")
-	for _, want := range []string{"ok: 1 template tests", "every object valid", "ok  \texample.com/widgets"} {
+	for _, want := range []string{"every object valid", "ok  \texample.com/widgets"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the project's make test printed no %q:\n%s", want, out)
 		}
@@ -108,6 +109,56 @@ func guideCommands(t *testing.T) guide {
 	return g
 }
 
+// checkPluralChange changes the scaffolded kind's plural (its resource
+// marker's path) and runs make manifests again: the CRD file of the old
+// plural and its kustomization entry are gone, and the kustomization lists
+// exactly the CRD files there are. The rest of the test runs with the new
+// plural.
+func checkPluralChange(t *testing.T, dir string, env []string) {
+	t.Helper()
+	const before, after = "config/crd/bases/widgets.example.com_widgets.yaml", "config/crd/bases/widgets.example.com_widgetz.yaml"
+	if _, err := os.Stat(filepath.Join(dir, before)); err != nil {
+		t.Fatalf("the scaffolded kind's CRD: %v", err)
+	}
+	types := filepath.Join(dir, "api", "widgets", "v1alpha1", "widget_types.go")
+	src, err := os.ReadFile(types)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const marker = "+kubebuilder:resource:categories={stencil}"
+	if !strings.Contains(string(src), marker) {
+		t.Fatalf("%s has no %s to change", types, marker)
+	}
+	src = []byte(strings.Replace(string(src), marker, "+kubebuilder:resource:path=widgetz,categories={stencil}", 1))
+	if err := os.WriteFile(types, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	step(t, dir, env, "make", "manifests")
+	if _, err := os.Stat(filepath.Join(dir, before)); err == nil {
+		t.Errorf("%s is left behind", before)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "config/crd/bases/*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{filepath.Join(dir, after)}; !slices.Equal(files, want) {
+		t.Errorf("config/crd/bases holds %v, want %v", files, want)
+	}
+	kustomization, err := os.ReadFile(filepath.Join(dir, "config/crd/kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for line := range strings.SplitSeq(string(kustomization), "\n") {
+		if entry, ok := strings.CutPrefix(line, "- "); ok {
+			listed = append(listed, entry)
+		}
+	}
+	if want := []string{"bases/widgets.example.com_widgetz.yaml"}; !slices.Equal(listed, want) {
+		t.Errorf("config/crd/kustomization.yaml lists %v, want %v", listed, want)
+	}
+}
+
 // projectEnv is the environment of the project's commands: the tools'
 // cache is shared (the project builds nothing stencil built), but nothing
 // of this repository's make leaks in.
@@ -163,7 +214,8 @@ func checkHoldsNoSample(t *testing.T, dir string) {
 	}
 }
 
-// checkClusterRole: the project's ClusterRole grants its kind and the
+// checkClusterRole: the project's ClusterRole grants its kind (by the
+// resource name its CRD declares), its CRD (read at start-up) and the
 // types its kind owns (ConfigMaps), and none of what stencil's samples
 // need (Secrets, Jobs, StatefulSets, Deployments, their kinds).
 func checkClusterRole(t *testing.T, dir string) {
@@ -183,11 +235,15 @@ func checkClusterRole(t *testing.T, dir string) {
 	for _, r := range role.Rules {
 		for _, g := range r.APIGroups {
 			for _, res := range r.Resources {
+				if len(r.ResourceNames) > 0 {
+					res += "=" + strings.Join(r.ResourceNames, ",")
+				}
 				granted = append(granted, g+"/"+res)
 			}
 		}
 	}
-	want := []string{"/configmaps", "/events", "events.k8s.io/events", "stencil.dev/controlkeys", "widgets.example.com/widgets", "widgets.example.com/widgets/status", "widgets.example.com/widgets/finalizers"}
+	want := []string{"/configmaps", "/events", "events.k8s.io/events", "stencil.dev/controlkeys", "widgets.example.com/widgetz", "widgets.example.com/widgetz/status", "widgets.example.com/widgetz/finalizers",
+		"apiextensions.k8s.io/customresourcedefinitions=widgetz.widgets.example.com"}
 	slices.Sort(granted)
 	slices.Sort(want)
 	if !slices.Equal(granted, want) {

@@ -1,6 +1,7 @@
 package stencil
 
 import (
+	"fmt"
 	"os"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,10 +20,13 @@ type Kind = render.Definition
 // _decorator.yaml names the existing type it decorates).
 type Decorator = render.DecoratorDefinition
 
-// Project is an operator: its name (the binary's, in help and in the
-// leader election Lease's name is unchanged) and its kinds.
+// Project is an operator: its name and its kinds.
 type Project struct {
-	// Name is the command's name in help and usage, e.g. "widgets".
+	// Name is the operator's name, e.g. "widgets" (required): the
+	// command's in help, and the prefix of its cluster-wide objects'
+	// names (<name>-manager, <name>-graph-deletion) and of its leader
+	// election Lease (<name>.stencil.dev), so that two operators on one
+	// cluster never share one.
 	Name string
 	// Kinds are the custom resource kinds the operator reconciles.
 	Kinds []Kind
@@ -40,6 +44,10 @@ func Main(p Project) { os.Exit(p.Execute()) }
 // Execute runs the project's command line (os.Args) and returns the exit
 // code: 0 on success, 1 when a diff found differences or a command failed.
 func (p Project) Execute() int {
+	if p.Name == "" {
+		fmt.Fprintln(os.Stderr, "Error: stencil.Project has no Name: set it (main.go) to your operator's name")
+		return 1
+	}
 	return cli.Execute(p.set())
 }
 

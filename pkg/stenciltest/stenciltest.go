@@ -1,7 +1,12 @@
 // Package stenciltest is what a stencil project's Go tests need: a local
 // control plane (kube-apiserver, etcd, the controllers and fake kwok nodes,
 // from the binaries `make tools` puts in bin/) and a smoke test that brings
-// every sample of config/samples to Ready with the project's own operator.
+// every sample of config/samples to Ready with the project's own operator,
+// and the template tests as `stencil test` runs them:
+//
+//	func TestTemplates(t *testing.T) {
+//		stenciltest.TemplateTestsPass(t, project, stenciltest.Options{})
+//	}
 //
 //	func TestSamplesBecomeReady(t *testing.T) {
 //		stenciltest.SamplesBecomeReady(t, project, stenciltest.Options{})
@@ -120,14 +125,16 @@ func (c *Cluster) waitServed(t testing.TB, cl client.Client, crd *apiextensionsv
 
 // RunOperator runs the project's operator in this process against the
 // cluster until the test ends, with the flags args (metrics and probes are
-// off unless args set them).
+// off unless args set them). One operator per test process at a time: it
+// sets KUBECONFIG (t.Setenv) and the process's logger, so it is not for
+// parallel tests.
 func (c *Cluster) RunOperator(t testing.TB, p stencil.Project, args ...string) {
 	t.Helper()
 	t.Setenv("KUBECONFIG", c.Kubeconfig)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- cli.Run(ctx, set(p), append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0"}, args...))
+		done <- cli.Run(ctx, set(p), append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0"}, args...), nil)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -135,6 +142,40 @@ func (c *Cluster) RunOperator(t testing.TB, p stencil.Project, args ...string) {
 			t.Errorf("the operator: %v", err)
 		}
 	})
+}
+
+// TemplateTestsPass runs the template tests of every kind and decorator of
+// p (templates/<kind>/tests/<case>/, read from o.Root's templates/ folder),
+// as `stencil test` does: each case's input, defaulted from its kind's CRD
+// (config/crd/bases, config/crd/external), renders to its expected.yaml,
+// and every object is valid for its type. It fails the test with the
+// failed cases.
+func TemplateTestsPass(t *testing.T, p stencil.Project, o Options) {
+	t.Helper()
+	root := o.Root
+	if root == "" {
+		root = "."
+	}
+	var out strings.Builder
+	args := []string{"test", "--templates", filepath.Join(root, "templates")}
+	if crds := crdFolders(root); crds != "" {
+		args = append(args, "--crds", crds)
+	}
+	if err := cli.Run(t.Context(), set(p), args, &out); err != nil {
+		t.Fatalf("template tests: %v\n%s", err, out.String())
+	}
+	t.Log(strings.TrimSpace(out.String()))
+}
+
+// crdFolders are the project's folders of CRDs that exist, for --crds.
+func crdFolders(root string) string {
+	var dirs []string
+	for _, d := range []string{filepath.Join(root, "config", "crd", "bases"), filepath.Join(root, "config", "crd", "external")} {
+		if info, err := os.Stat(d); err == nil && info.IsDir() {
+			dirs = append(dirs, d)
+		}
+	}
+	return strings.Join(dirs, ",")
 }
 
 // set is p as the engine takes it.
