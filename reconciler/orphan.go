@@ -75,8 +75,8 @@ func (r *Reconciler) orphanedObjects(ctx context.Context, cr v1alpha1.Object) (b
 	owner := v1alpha1.OwnerAnnotation(r.kind().GroupVersionKind(), cr.GetNamespace(), cr.GetName())
 	without := 0
 	for _, t := range r.kind().Declaration().Owns {
-		if t.ClusterScoped {
-			continue
+		if t.ClusterScoped || !r.types.served(t.GroupVersionKind()) {
+			continue // not served: there is no such object, nor an informer to ask
 		}
 		items, err := r.applier.ListToPrune(ctx, cr, t.GroupVersionKind(), false)
 		if err != nil {

@@ -110,6 +110,9 @@ type Reconciler struct {
 	// manager's, which watches them once they are.
 	types *kindTypes
 	cache cache.Cache
+	// started is the kind as its controller was set up: its watches and
+	// types are of these templates' declaration (see unwatched).
+	started *render.Kind
 }
 
 // Timings of the reconcile.

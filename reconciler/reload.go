@@ -54,8 +54,8 @@ type Replaced struct {
 	Resources int
 }
 
-// ErrNotRunning: no controller runs the kind (its CRD was not served when
-// stencil started); there is nothing to reload.
+// ErrNotRunning: no controller runs the kind (its CRD is not served yet);
+// there is nothing to reload.
 var ErrNotRunning = errors.New("no controller runs the kind")
 
 // ErrNeedsRestart wraps the refusal of templates that need watches or a
@@ -69,8 +69,13 @@ var ErrNeedsRestart = errors.New("restart stencil to pick this change up")
 // --rollout-batch above 0 the change is paced like a new stencil version.
 // It refuses templates that own, observe or read types the running
 // controllers do not watch, or need whole objects the cache holds as
-// metadata only: those need a restart (an error wrapping ErrNeedsRestart),
-// and the controller keeps the templates it has.
+// metadata only, that change whether an owned type is optional, or that
+// drop a type the kind waits for: those need a restart (an error wrapping
+// ErrNeedsRestart), and the controller keeps the templates it has. Which
+// types are served, rendered and pruned was worked out when the
+// controller was set up, from its declaration; refusing is what keeps a
+// reload from changing it halfway (rebuilding it would race with
+// awaitTypes and the watches already added).
 func (l *LiveKinds) Replace(ctx context.Context, k *render.Kind) (Replaced, error) {
 	l.mu.Lock()
 	r := l.byKind[k.GroupVersionKind().GroupKind()]
@@ -82,7 +87,13 @@ func (l *LiveKinds) Replace(ctx context.Context, k *render.Kind) (Replaced, erro
 	if old.Templates() == k.Templates() {
 		return Replaced{Unchanged: true, Templates: k.Templates()}, nil
 	}
-	if err := unwatched(old, k, r.applier.Types()); err != nil {
+	// Against the kind as set up, whose watches run, not the last reload:
+	// a type dropped by one reload and needed again by the next is still
+	// watched.
+	if err := unwatched(r.started, k, r.applier.Types()); err != nil {
+		return Replaced{}, fmt.Errorf("%w: %w", err, ErrNeedsRestart)
+	}
+	if err := stillWaits(r.types, k); err != nil {
 		return Replaced{}, fmt.Errorf("%w: %w", err, ErrNeedsRestart)
 	}
 	r.swap.Lock()
@@ -118,18 +129,24 @@ func (r *Reconciler) enqueueAll(ctx context.Context) (int, error) {
 // and its objects are pruned.
 func unwatched(cur, next *render.Kind, types engine.CachedTypes) error {
 	var missing []string
-	owned := map[schema.GroupVersionKind]bool{} // → cluster-scoped
+	owned := map[schema.GroupVersionKind]render.TypeRef{}
 	for _, t := range cur.Declaration().Owns {
-		owned[t.GroupVersionKind()] = t.ClusterScoped
+		owned[t.GroupVersionKind()] = t
 	}
 	for _, t := range next.Declaration().Owns {
 		gvk := t.GroupVersionKind()
-		scoped, ok := owned[gvk]
+		was, ok := owned[gvk]
 		switch {
 		case !ok:
 			missing = append(missing, "it owns "+gvk.Kind+", which it did not")
-		case scoped != t.ClusterScoped:
+		case was.ClusterScoped != t.ClusterScoped:
 			missing = append(missing, "the scope of "+gvk.Kind+" changed")
+		case was.Optional != t.Optional:
+			// Which types are served, rendered and pruned was worked out
+			// at start-up from whether each is optional: a type made
+			// optional would render as not served while prune, which
+			// knows it served, deleted its objects.
+			missing = append(missing, "whether "+gvk.Kind+" is optional changed")
 		case (t.Status || t.JudgesHealth() || next.HasGraph()) && !types.Whole[gvk]:
 			missing = append(missing, "it reads "+gvk.Kind+" whole, which the cache holds as metadata only")
 		}
@@ -146,6 +163,33 @@ func unwatched(cur, next *render.Kind, types engine.CachedTypes) error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("the %s templates need watches the running controller lacks: %s", next.GroupVersionKind().Kind, strings.Join(missing, "; "))
+	}
+	return nil
+}
+
+// stillWaits refuses templates that no longer need a type the kind waits
+// for (a required type the cluster does not serve): the running
+// controller would go on saying the kind needs it.
+func stillWaits(types *kindTypes, next *render.Kind) error {
+	needed := map[schema.GroupVersionKind]bool{}
+	for _, t := range next.Declaration().Owns {
+		needed[t.GroupVersionKind()] = true
+	}
+	for _, t := range next.Declaration().Observes {
+		needed[t.GroupVersionKind()] = true
+	}
+	for _, gvk := range inputTypes(next) {
+		needed[gvk] = true
+	}
+	var dropped []string
+	for _, gvk := range types.waitsFor() {
+		if !needed[gvk] {
+			dropped = append(dropped, apiVersionKind(gvk))
+		}
+	}
+	if len(dropped) > 0 {
+		slices.Sort(dropped)
+		return fmt.Errorf("the %s templates no longer need %s, which the running controller waits for", next.GroupVersionKind().Kind, strings.Join(dropped, ", "))
 	}
 	return nil
 }

@@ -31,7 +31,11 @@ import (
 // TypeNotServed), until the types are served; an optional owned type does
 // not hold the kind back, it is only neither watched nor pruned meanwhile.
 // awaitTypes asks the manager's RESTMapper again, with a backoff, and
-// watches each type once it is served, without a restart.
+// watches each type once it is served, without a restart; it flips a type
+// to served between reconciles (nowServed), so that one reconcile renders
+// and prunes with the same answer. A kind whose own type is not served is
+// set up once it is (awaitOwnType); NewCache keeps the cache settings of
+// types not served yet.
 //
 // Polling the RESTMapper, rather than watching CustomResourceDefinitions:
 // a miss costs one discovery request (GET /apis/<group>/<version>), which
@@ -69,7 +73,13 @@ func (s *servedTypes) has(ctx context.Context, gvk schema.GroupVersionKind) bool
 		return true
 	}
 	if _, err := s.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
-		if !meta.IsNoMatchError(err) && !errors.As(err, new(*apiutil.ErrResourceDiscoveryFailed)) {
+		switch {
+		case errors.As(err, new(*apiutil.ErrResourceDiscoveryFailed)):
+			// The type may well be served: its group's discovery failed
+			// (an aggregated API server down). Taken as not served until
+			// asked again.
+			ctrl.LoggerFrom(ctx).Info("Discovery failed for a type's group; taking the type as not served for now", "type", apiVersionKind(gvk), "error", err.Error())
+		case !meta.IsNoMatchError(err):
 			ctrl.LoggerFrom(ctx).V(1).Info("Could not tell whether the cluster serves a type", "type", apiVersionKind(gvk), "error", err.Error())
 		}
 		return false
@@ -110,6 +120,16 @@ func (t *kindTypes) notServed() error {
 	slices.Sort(names)
 	return fmt.Errorf("the cluster does not serve %s, which this kind needs: install its CRD (stencil starts the kind when it is served, without a restart), or, for an owned type the kind can do without, mark it optional: true in _kind.yaml",
 		strings.Join(names, ", "))
+}
+
+// waitsFor are the required types not served yet.
+func (t *kindTypes) waitsFor() []schema.GroupVersionKind {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Collect(maps.Keys(t.required))
 }
 
 // served reports whether gvk is served as far as the kind knows (types
@@ -195,6 +215,32 @@ func typesOf(ctx context.Context, k *render.Kind, served *servedTypes) *kindType
 	return t
 }
 
+// awaitOwnType looks, with a backoff, for gvk, the type of a kind not run
+// because the cluster did not serve it at start-up, and once it is served
+// sets up the kind's controller (start) in the running manager. The
+// manager's cache holds the kind's type with its own settings (its shard's
+// label selector; see NewCache) though it was not served when the cache
+// was made.
+func awaitOwnType(ctx context.Context, served *servedTypes, gvk schema.GroupVersionKind, start func() error) error {
+	wait := typeRetryBase
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, typeRetryMax)
+		if !served.has(ctx, gvk) {
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("The cluster now serves the CRD of a kind; starting it", "kind", gvk.Kind, "type", apiVersionKind(gvk))
+		if err := start(); err != nil {
+			return fmt.Errorf("starting kind %s, whose CRD the cluster now serves: %w", gvk.Kind, err)
+		}
+		return nil
+	}
+}
+
 // awaitTypes looks, with a backoff, for the types the kind waits for, and
 // once one is served watches it through controller c and reconciles every
 // resource of the kind again: those Stalled for it converge.
@@ -216,7 +262,7 @@ func (r *Reconciler) awaitTypes(ctx context.Context, c controller.Controller, se
 				log.Error(err, "Could not watch a type the cluster now serves", "type", apiVersionKind(gvk))
 				continue
 			}
-			r.types.nowServed(gvk)
+			r.nowServed(gvk)
 			kindWaiting.DeleteLabelValues(r.kind().GroupVersionKind().Kind, apiVersionKind(gvk))
 			log.Info("The cluster now serves a type the kind needs; watching it", "type", apiVersionKind(gvk))
 			if _, err := r.enqueueAll(ctx); err != nil && ctx.Err() == nil {
@@ -225,6 +271,17 @@ func (r *Reconciler) awaitTypes(ctx context.Context, c controller.Controller, se
 		}
 	}
 	return nil
+}
+
+// nowServed records that gvk is served, between reconciles: a reconcile
+// holds r.swap's read lock from render to prune, so that what it rendered
+// (without an optional type's objects, say) and what it prunes (every
+// served type's objects that were not rendered) agree; a flip in between
+// would prune the live objects of a type the render did not know of.
+func (r *Reconciler) nowServed(gvk schema.GroupVersionKind) {
+	r.swap.Lock()
+	defer r.swap.Unlock()
+	r.types.nowServed(gvk)
 }
 
 // watchType adds to c the watch the kind has of gvk: an owned, observed
@@ -266,20 +323,30 @@ func apiVersionKind(gvk schema.GroupVersionKind) string {
 }
 
 // NewCache is the manager's cache (ctrl.Options.NewCache): cache.New, but
-// the types of opts.ByObject that the cluster does not serve are left out,
-// rather than failing: a kind whose own CRD is not installed does not run
-// (Setup says so), and the others do.
+// the types of opts.ByObject that the cluster does not serve are cached
+// apart, each with its own settings, rather than failing (see lateTypes):
+// a kind that needs a type whose CRD is not installed waits for it, and
+// the others run.
 func NewCache(config *rest.Config, opts cache.Options) (cache.Cache, error) {
 	opts.ByObject = maps.Clone(opts.ByObject)
-	for obj := range opts.ByObject {
+	late := map[schema.GroupVersionKind]cache.Cache{}
+	for obj, by := range opts.ByObject {
 		gvk, err := apiutil.GVKForObject(obj, opts.Scheme)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
-			ctrl.Log.WithName("setup").Info("Not caching a type the cluster does not serve", "type", apiVersionKind(gvk), "error", err.Error())
-			delete(opts.ByObject, obj)
+		if _, err := opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+			continue
+		}
+		ctrl.Log.WithName("setup").Info("A type the cluster does not serve yet is cached apart, once it is", "type", apiVersionKind(gvk))
+		delete(opts.ByObject, obj)
+		if late[gvk], err = newLateCache(config, opts, by); err != nil {
+			return nil, fmt.Errorf("making the cache of %s: %w", apiVersionKind(gvk), err)
 		}
 	}
-	return cache.New(config, opts)
+	main, err := cache.New(config, opts)
+	if err != nil || len(late) == 0 {
+		return main, err
+	}
+	return &lateTypes{scheme: opts.Scheme, main: main, late: late}, nil
 }

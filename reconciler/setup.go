@@ -192,8 +192,9 @@ func ClientOptions() client.Options {
 // the same generic Reconciler. Each owned or observed type has one informer,
 // shared by the kinds: whole objects when a status template reads them,
 // metadata only otherwise, indexed by owner UID. A kind whose own type the
-// cluster does not serve does not run; one that needs other types the
-// cluster does not serve runs without them until they are (see served.go).
+// cluster does not serve starts once it is (its cache is NewCache's); one
+// that needs other types the cluster does not serve runs without them
+// until they are (see served.go).
 func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 	types := cachedTypesOf(kinds, mgr.GetScheme())
 	served := &servedTypes{mapper: mgr.GetRESTMapper(), index: indexOwnerUID(mgr, types), known: map[schema.GroupVersionKind]bool{}}
@@ -207,13 +208,9 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 		return err
 	}
 	memo := &inputMemo{}
-	for _, k := range kinds {
+	// setupKind sets up the controller of k, whose type the cluster serves.
+	setupKind := func(k *render.Kind) error {
 		gvk := k.GroupVersionKind()
-		if !served.has(context.Background(), gvk) {
-			kindWaiting.WithLabelValues(gvk.Kind, apiVersionKind(gvk)).Set(1)
-			mgr.GetLogger().Info("Not running a kind whose CRD the cluster does not serve; install it and restart stencil", "kind", gvk.Kind, "type", apiVersionKind(gvk))
-			continue
-		}
 		unhealthy.track(gvk.Kind)
 		startCounters(gvk.Kind)
 		needs := typesOf(context.Background(), k, served)
@@ -240,6 +237,7 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 			cache:      mgr.GetCache(),
 		}
 		r.current.Store(k)
+		r.started = k
 		opts.Live.add(r)
 		if opts.Identities.Default != "" || len(opts.Identities.ByKind) > 0 {
 			r.tenants = newTenants(mgr.GetConfig(), mgr.GetScheme())
@@ -288,6 +286,25 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 			if err := mgr.Add(manager.RunnableFunc(r.releaseMoved)); err != nil {
 				return err
 			}
+		}
+		return nil
+	}
+	for _, k := range kinds {
+		gvk := k.GroupVersionKind()
+		if served.has(context.Background(), gvk) {
+			if err := setupKind(k); err != nil {
+				return err
+			}
+			continue
+		}
+		kindWaiting.WithLabelValues(gvk.Kind, apiVersionKind(gvk)).Set(1)
+		mgr.GetLogger().Info("Not running a kind whose CRD the cluster does not serve; it starts once it is", "kind", gvk.Kind, "type", apiVersionKind(gvk))
+		start := func() error {
+			kindWaiting.DeleteLabelValues(gvk.Kind, apiVersionKind(gvk))
+			return setupKind(k)
+		}
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return awaitOwnType(ctx, served, gvk, start) })); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -26,6 +26,13 @@ import (
 // ends, with wrap (if not nil) around its HTTP transport. Set
 // STENCIL_TEST_DEBUG=1 to see its logs.
 func StartOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, wrap func(http.RoundTripper) http.RoundTripper) error {
+	_, err := start(ctx, cfg, scheme, kinds, decorators{}, nil, false, wrap)
+	return err
+}
+
+// RunOperator is StartOperator that also tells when the manager stops on
+// its own, with what error: the channel receives what its Start returned.
+func RunOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, wrap func(http.RoundTripper) http.RoundTripper) (<-chan error, error) {
 	return start(ctx, cfg, scheme, kinds, decorators{}, nil, false, wrap)
 }
 
@@ -33,9 +40,11 @@ func StartOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme
 // shard.Shards).
 func StartShard(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, shards shard.Shards, wrap func(http.RoundTripper) http.RoundTripper) error {
 	if os.Getenv("STENCIL_TEST_NO_CLAIMS") != "" { // to see the test fail without claims
-		return start(ctx, cfg, scheme, kinds, decorators{}, &shards, false, wrap)
+		_, err := start(ctx, cfg, scheme, kinds, decorators{}, &shards, false, wrap)
+		return err
 	}
-	return start(ctx, cfg, scheme, kinds, decorators{}, &shards, true, wrap)
+	_, err := start(ctx, cfg, scheme, kinds, decorators{}, &shards, true, wrap)
+	return err
 }
 
 // StartWithDecorators is StartOperator with decorators too, each enabled
@@ -45,14 +54,16 @@ func StartWithDecorators(ctx context.Context, cfg *rest.Config, scheme *runtime.
 	for _, d := range decs {
 		enabled[d.Name()] = decorator.Scope{}
 	}
-	return start(ctx, cfg, scheme, kinds, decorators{loaded: decs, enabled: enabled}, nil, false, wrap)
+	_, err := start(ctx, cfg, scheme, kinds, decorators{loaded: decs, enabled: enabled}, nil, false, wrap)
+	return err
 }
 
 // StartDecorators runs decorators only, enabled (each in its scope),
 // disabled or off as enabled and disabled say, as `stencil --decorators
 // --disable-decorator` does.
 func StartDecorators(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, decs []*render.Decorator, enabled map[string]decorator.Scope, disabled []string, wrap func(http.RoundTripper) http.RoundTripper) error {
-	return start(ctx, cfg, scheme, nil, decorators{loaded: decs, enabled: enabled, disabled: disabled}, nil, false, wrap)
+	_, err := start(ctx, cfg, scheme, nil, decorators{loaded: decs, enabled: enabled, disabled: disabled}, nil, false, wrap)
+	return err
 }
 
 // decorators are the decorators a manager loads, and which of them run.
@@ -63,8 +74,9 @@ type decorators struct {
 }
 
 // start runs a manager for kinds and decorators, as one shard when shards
-// is set (claims only when claim).
-func start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, decs decorators, shards *shard.Shards, claim bool, wrap func(http.RoundTripper) http.RoundTripper) error {
+// is set (claims only when claim). The channel receives what the
+// manager's Start returns.
+func start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, decs decorators, shards *shard.Shards, claim bool, wrap func(http.RoundTripper) http.RoundTripper) (<-chan error, error) {
 	if os.Getenv("STENCIL_TEST_DEBUG") != "" {
 		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
 	} else {
@@ -74,7 +86,7 @@ func start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds 
 	if shards != nil {
 		var err error
 		if sel, err = shards.Selector(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	cfg = rest.CopyConfig(cfg)
@@ -85,25 +97,30 @@ func start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds 
 		Cache:   reconciler.ShardCacheOptions(kinds, sel),
 		Client:  reconciler.ClientOptions(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
+		// As the operator: a kind whose CRD is missing does not stop the others.
+		NewCache: reconciler.NewCache,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	opts := reconciler.Options{MaxConcurrentReconciles: 4, SkipNameValidation: true}
 	if claim {
 		opts.Shards = shards
 	}
 	if err := reconciler.Setup(mgr, kinds, opts); err != nil {
-		return err
+		return nil, err
 	}
 	decOpts := decorator.Options{MaxConcurrentReconciles: 4, SkipNameValidation: true, Enabled: decs.enabled, Disabled: decs.disabled}
 	if err := decorator.Setup(mgr, decs.loaded, decOpts); err != nil {
-		return err
+		return nil, err
 	}
+	stopped := make(chan error, 1)
 	go func() {
-		if err := mgr.Start(ctx); err != nil {
+		err := mgr.Start(ctx)
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "manager:", err)
 		}
+		stopped <- err
 	}()
-	return nil
+	return stopped, nil
 }
