@@ -58,6 +58,17 @@ func TestStartUpCheckDefaultsFromTheClustersCRD(t *testing.T) {
 	if err := kinds.CheckRenders(folders, defaults); err != nil {
 		t.Errorf("with the cluster's CRD the case fails: %v", err)
 	}
+
+	// A kind whose CRD cannot be read (a namespace-scoped install may not
+	// read CRDs) renders its cases as they are, as before.
+	unread := kinds.Samples()
+	shipped, err := unread.Folders("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kinds.CheckRenders(shipped, defaults); err != nil {
+		t.Errorf("kinds whose CRDs were not read fail the check: %v", err)
+	}
 }
 
 // installWidgetCRDWithDefault installs the test kind's CRD with a default
