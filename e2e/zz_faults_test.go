@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/stencil-operator/stencil/internal/localcluster"
+	"github.com/stencil-operator/stencil/templates"
 )
 
 // The fault suite: the control plane misbehaves while stencil converges,
@@ -416,6 +417,16 @@ func TestWatchExpiry(t *testing.T) {
 			}
 		}
 		return fmt.Errorf("no watch yet")
+	})
+	// Every controller started its workers: its informers' first lists,
+	// streamed, are done. A cut before that only restarts a streaming list
+	// from where it began (no 410 Gone, nothing resumed), which a loaded
+	// machine made likely.
+	eventually(t, time.Minute, "the proxied operator's controllers have synced their caches", func() error {
+		if n := strings.Count(readLog(t, op), `"msg":"Starting workers"`); n < len(templates.Kinds) {
+			return fmt.Errorf("%d of %d controllers started their workers", n, len(templates.Kinds))
+		}
+		return nil
 	})
 	time.Sleep(2 * time.Second)
 	var resumed time.Time
