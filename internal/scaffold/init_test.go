@@ -161,7 +161,9 @@ func checkPluralChange(t *testing.T, dir string, env []string) {
 
 // projectEnv is the environment of the project's commands: the tools'
 // cache is shared (the project builds nothing stencil built), but nothing
-// of this repository's make leaks in.
+// of this repository's make leaks in. -trimpath lets the Go build cache
+// serve stencil's packages whatever folder the checkout is in (a CI
+// clone's).
 func projectEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -171,7 +173,7 @@ func projectEnv() []string {
 		}
 		env = append(env, kv)
 	}
-	return env
+	return append(env, "GOFLAGS=-trimpath")
 }
 
 // step runs a command in dir and returns its output, failing the test
