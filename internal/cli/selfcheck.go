@@ -2,13 +2,11 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -54,18 +52,7 @@ func crdDefaults(ctx context.Context, cfg *rest.Config, folders []kinds.Folder, 
 	if err != nil {
 		return nil, err
 	}
-	return kinds.DefaultsOnly(readCRDsOnly{v}), nil
-}
-
-// readCRDsOnly defaults the custom resources of the CRDs that were read,
-// and leaves the others as they are (their kinds were logged).
-type readCRDsOnly struct{ v *renderschema.Validator }
-
-func (r readCRDsOnly) Default(o *unstructured.Unstructured) error {
-	if err := r.v.Default(o); !errors.Is(err, renderschema.ErrNoSchema) {
-		return err
-	}
-	return nil
+	return kinds.DefaultsOnly(v), nil
 }
 
 // kindCRD reads k's CRD, named by the resource that discovery serves for

@@ -6,12 +6,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/stencil-operator/stencil/render"
 	"github.com/stencil-operator/stencil/render/kindtest"
+	renderschema "github.com/stencil-operator/stencil/render/schema"
 )
 
 // Folder is one shipped kind's or decorator's folder of templates, parsed:
@@ -35,19 +35,11 @@ func Folders(dir string) ([]Folder, error) { return Samples().Folders(dir) }
 func (s Set) Folders(dir string) ([]Folder, error) {
 	var out []Folder
 	for _, def := range s.Kinds {
-		name := strings.ToLower(def.GroupVersionKind.Kind)
-		if dir != "" {
-			fsys, err := folderOnDisk(dir, name)
-			if err != nil {
-				return nil, err
-			}
-			def.Templates = fsys
-		}
-		k, err := render.Load(def)
+		f, err := loadKind(def, dir)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Folder{Name: name, FS: def.Templates, Kind: k})
+		out = append(out, f)
 	}
 	for _, def := range s.Decorators {
 		fsys := def.Templates
@@ -64,6 +56,24 @@ func (s Set) Folders(dir string) ([]Folder, error) {
 		out = append(out, Folder{Name: def.Name, FS: fsys, Decorator: d})
 	}
 	return out, nil
+}
+
+// loadKind parses a kind's folder: the built-in one when dir is "", else
+// the one under dir.
+func loadKind(def render.Definition, dir string) (Folder, error) {
+	name := kindFolder(def)
+	if dir != "" {
+		fsys, err := folderOnDisk(dir, name)
+		if err != nil {
+			return Folder{}, err
+		}
+		def.Templates = fsys
+	}
+	k, err := render.Load(def)
+	if err != nil {
+		return Folder{}, err
+	}
+	return Folder{Name: name, FS: def.Templates, Kind: k}, nil
 }
 
 func folderOnDisk(dir, name string) (fs.FS, error) {
@@ -154,11 +164,17 @@ func (f Folder) WithLimits(l render.Limits) Folder {
 }
 
 // DefaultsOnly is a validator that only defaults: custom resources of the
-// types d has a schema for, as the API server does; it checks nothing.
-func DefaultsOnly(d kindtest.Defaulter) render.Validator { return defaultsOnly{d} }
+// types v has a schema for, as the API server does, and the others as they
+// are; it checks nothing.
+func DefaultsOnly(v *renderschema.Validator) render.Validator { return defaultsOnly{v} }
 
-type defaultsOnly struct{ d kindtest.Defaulter }
+type defaultsOnly struct{ v *renderschema.Validator }
 
-func (v defaultsOnly) Default(o *unstructured.Unstructured) error { return v.d.Default(o) }
+func (d defaultsOnly) Default(o *unstructured.Unstructured) error {
+	if err := d.v.Default(o); !errors.Is(err, renderschema.ErrNoSchema) {
+		return err
+	}
+	return nil
+}
 
 func (defaultsOnly) Validate(*unstructured.Unstructured) error { return nil }

@@ -12,17 +12,10 @@ import (
 // folder (a decorator's, or another).
 func (s Set) KindFolder(dir, name string) (f Folder, ok bool, err error) {
 	for _, def := range s.Kinds {
-		if kindFolder(def) != name {
-			continue
+		if kindFolder(def) == name {
+			f, err := loadKind(def, dir)
+			return f, true, err
 		}
-		if def.Templates, err = folderOnDisk(dir, name); err != nil {
-			return Folder{}, true, err
-		}
-		k, err := render.Load(def)
-		if err != nil {
-			return Folder{}, true, err
-		}
-		return Folder{Name: name, FS: def.Templates, Kind: k}, true, nil
 	}
 	return Folder{}, false, nil
 }
