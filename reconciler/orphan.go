@@ -61,10 +61,14 @@ func (r *Reconciler) orphaning(ctx context.Context, cr v1alpha1.Object) (bool, e
 	return orphaned, err
 }
 
-// orphanedObjects tells, from cr's objects as the cache holds them,
+// orphanedObjects tells, from cr's objects as the API server holds them,
 // whether the garbage collector orphaned them: it is how a deletion with
 // propagationPolicy Orphan is told once the collector is done and its
-// finalizer gone (stencil was down meanwhile). The collector removes the
+// finalizer gone (stencil was down meanwhile, or the resource's cache
+// shows the collector's last write before its handler ran). Not from the
+// cache: each type's informer has its own watch, so the resource's cache
+// may show the finalizer gone while an object's cache still shows the
+// ownerReference the collector removed before it. The collector removes the
 // ownerReference to cr from every object before it removes its finalizer,
 // so the namespaced objects stencil rendered for cr (owner label and owner
 // annotation: the cluster's controllers copy labels into what they make,
@@ -78,7 +82,7 @@ func (r *Reconciler) orphanedObjects(ctx context.Context, cr v1alpha1.Object) (b
 		if t.ClusterScoped || !r.types.served(t.GroupVersionKind()) {
 			continue // not served: there is no such object, nor an informer to ask
 		}
-		items, err := r.applier.ListToPrune(ctx, cr, t.GroupVersionKind(), false)
+		items, err := r.applier.ListToPrune(ctx, cr, t.GroupVersionKind(), true)
 		if err != nil {
 			return false, fmt.Errorf("listing %s to see whether they were orphaned: %w", t.Kind, err)
 		}
