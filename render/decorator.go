@@ -107,7 +107,7 @@ func LoadDecorator(name string, fsys fs.FS) (*Decorator, error) {
 	if err := d.check(); err != nil {
 		return nil, fmt.Errorf("decorator %s: %s: %w", name, decoratorFile, err)
 	}
-	if d.tmpl, d.manifests, _, err = parseFolder(name, fsys, decoratorFile); err != nil {
+	if d.tmpl, d.manifests, _, err = parseFolder(name, fsys, decoratorFile, ""); err != nil {
 		return nil, fmt.Errorf("decorator %s: %w", name, err)
 	}
 	if len(d.manifests) == 0 {

@@ -40,6 +40,11 @@ func funcs(t *template.Template) template.FuncMap {
 	fm[fnNeed] = need
 	maps.Copy(fm, graphFuncStubs())
 	fm[fnCapabilities] = capabilitiesFunc(&budget{})
+	fm["fromYaml"] = fromYaml
+	fm["fromYamlArray"] = fromYamlArray
+	fm["fromJsonArray"] = fromYamlArray
+	fm["lookup"] = lookup
+	fm["tpl"] = func(string, any) (string, error) { return "", errors.New("tpl: only in a render") }
 	fm["include"] = func(name string, data any) (string, error) {
 		var buf strings.Builder
 		err := t.ExecuteTemplate(&buf, name, data)
@@ -80,4 +85,31 @@ func ownerLabels(cr v1alpha1.Object) map[string]string {
 		v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil,
 		v1alpha1.LabelOwnerUID:  string(cr.GetUID()),
 	}
+}
+
+// fromYaml reads a YAML (or JSON) map; as in Helm, a document that is not
+// one is a map with the error under "Error".
+func fromYaml(s string) map[string]any {
+	m := map[string]any{}
+	if err := yaml.Unmarshal([]byte(s), &m); err != nil {
+		m["Error"] = err.Error()
+	}
+	return m
+}
+
+// fromYamlArray reads a YAML (or JSON) list; as in Helm, a document that
+// is not one is a list of the error.
+func fromYamlArray(s string) []any {
+	var a []any
+	if err := yaml.Unmarshal([]byte(s), &a); err != nil {
+		return []any{err.Error()}
+	}
+	return a
+}
+
+// lookup is Helm's read of a live object. A render is a pure function of
+// the custom resource: a template reads other objects through the inputs
+// _kind.yaml declares (the input function), which stencil watches.
+func lookup(apiVersion, kind, namespace, name string) (map[string]any, error) {
+	return nil, fmt.Errorf("lookup %s %s %q: a render reads only the custom resource and the inputs its _kind.yaml declares; declare the object under inputs and read it with input (docs/from-helm.md)", apiVersion, kind, name)
 }

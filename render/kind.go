@@ -159,6 +159,12 @@ type Kind struct {
 	// served are the optional owned types the cluster serves (see
 	// [Kind.WithAPIVersions]).
 	served map[schema.GroupVersionKind]bool
+	// chart: a chart kind's chart (see _chart.yaml); nil for others.
+	chart *chart
+	// kube is .Capabilities.KubeVersion (see [Kind.WithKubeVersion]).
+	kube *KubeVersion
+	// service is .Release.Service (see [Kind.WithReleaseService]).
+	service string
 }
 
 // Load parses a kind's folder once: every template with missingkey=error and
@@ -185,7 +191,10 @@ func Load(def Definition) (*Kind, error) {
 			return nil, fmt.Errorf("kind %s: %s: observed type %s is optional; only owned types may be", name, declarationFile, t.GroupVersionKind())
 		}
 	}
-	tmpl, manifests, entries, err := parseFolder(name, def.Templates, declarationFile)
+	if k.chart, err = loadChart(def.Templates); err != nil {
+		return nil, fmt.Errorf("kind %s: %w", name, err)
+	}
+	tmpl, manifests, entries, err := parseFolder(name, def.Templates, declarationFile, k.chartName())
 	if err != nil {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
@@ -210,6 +219,9 @@ func Load(def Definition) (*Kind, error) {
 	}
 	if k.digest, err = digestFolder(def.Templates, entries); err != nil {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
+	}
+	if k.chart != nil {
+		k.digest = digestFiles(k.digest, k.chart.files)
 	}
 	return k, nil
 }
@@ -273,9 +285,15 @@ func digestFolder(fsys fs.FS, entries []fs.DirEntry) (string, error) {
 // parseFolder parses a folder's templates, every *.yaml and *.tpl file but
 // the declaration, into one template set named name with the template
 // functions. manifests are the *.yaml files not named _*, in name order;
-// entries, the folder's files.
-func parseFolder(name string, fsys fs.FS, declaration string) (tmpl *template.Template, manifests []string, entries []fs.DirEntry, err error) {
+// entries, the folder's files. A chart kind's (chartName not "") read a
+// missing key as empty, as Helm's do, and each manifest is also named as
+// Helm names it (see [HelmTemplateName]), for the includes of
+// .Template.BasePath.
+func parseFolder(name string, fsys fs.FS, declaration, chartName string) (tmpl *template.Template, manifests []string, entries []fs.DirEntry, err error) {
 	tmpl = template.New(name).Option("missingkey=error")
+	if chartName != "" {
+		tmpl.Option("missingkey=zero")
+	}
 	tmpl.Funcs(funcs(tmpl))
 	if entries, err = fs.ReadDir(fsys, "."); err != nil {
 		return nil, nil, nil, fmt.Errorf("listing templates: %w", err)
@@ -299,6 +317,14 @@ func parseFolder(name string, fsys fs.FS, declaration string) (tmpl *template.Te
 	slices.Sort(manifests)
 	if err := addTicks(tmpl); err != nil {
 		return nil, nil, nil, err
+	}
+	for _, file := range manifests {
+		if chartName == "" {
+			break
+		}
+		if _, err := tmpl.AddParseTree(HelmTemplateName(chartName, file), tmpl.Lookup(file).Tree); err != nil {
+			return nil, nil, nil, fmt.Errorf("naming %s as Helm does: %w", file, err)
+		}
 	}
 	return tmpl, manifests, entries, nil
 }
@@ -376,6 +402,10 @@ func (k *Kind) WithLimits(l Limits) *Kind {
 type execution struct {
 	tmpl *template.Template
 	b    *budget
+	// values are a chart kind's .Values of valuesOf, computed once per
+	// render.
+	values   map[string]any
+	valuesOf v1alpha1.Object
 }
 
 // executions is a pool of one template set's executions. Copies are reused:
@@ -400,6 +430,7 @@ func (x *executions) get(l Limits, bytes int, name string) (*execution, error) {
 		}
 	}
 	e.b.reset(l, bytes, name)
+	e.values, e.valuesOf = nil, nil
 	return e, nil
 }
 

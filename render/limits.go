@@ -180,6 +180,9 @@ func meteredFuncs(c *template.Template, b *budget) template.FuncMap {
 			}
 			return w.String(), b.spend(w.Len())
 		},
+		"tpl": func(src string, data any) (string, error) {
+			return b.tpl(c, src, data)
+		},
 		"replace": func(old, repl, src string) (string, error) {
 			n := strings.Count(src, old)
 			if err := b.spendCount(float64(n), max(len(repl)-len(old), 0)); err != nil {
@@ -296,7 +299,7 @@ var listFuncs = []string{
 // deepFuncs make a structure of new lists and dicts at every level (chunk
 // lists of lists, fromJson whatever its input holds): they are charged
 // elemBytes an element or entry at every level, after they return.
-var deepFuncs = []string{"chunk", "mustChunk", "fromJson", "mustFromJson"}
+var deepFuncs = []string{"chunk", "mustChunk", "fromJson", "mustFromJson", "fromYaml", "fromYamlArray", "fromJsonArray"}
 
 // elemBytes is what an element of a list, or an entry of a dict, that a
 // function makes is charged: a word, as until is charged for each of its
@@ -627,4 +630,33 @@ func walkRanges(n parse.Node, f func(*parse.RangeNode)) {
 		walkRanges(n.List, f)
 		walkRanges(n.ElseList, f)
 	}
+}
+
+// tpl is Helm's tpl: src, a string of the values, executed as a template
+// of the set c (its named templates are there to include) with data as
+// dot, charged to b like an include.
+func (b *budget) tpl(c *template.Template, src string, data any) (string, error) {
+	if b.depth >= maxIncludeDepth {
+		return "", &LimitError{Limit: "include depth", Max: strconv.Itoa(maxIncludeDepth)}
+	}
+	t, err := c.Clone()
+	if err != nil {
+		return "", fmt.Errorf("tpl: %w", err)
+	}
+	if t, err = t.New("tpl").Parse(src); err != nil {
+		return "", fmt.Errorf("tpl: %w", err)
+	}
+	if err := addTicksTo(t); err != nil {
+		return "", err
+	}
+	b.depth++
+	defer func() { b.depth-- }()
+	w := &peekWriter{b: b}
+	if err := t.Execute(w, data); err != nil {
+		if limit, ok := errors.AsType[*LimitError](err); ok {
+			return "", limit
+		}
+		return "", fmt.Errorf("tpl: %w", err)
+	}
+	return w.String(), b.spend(w.Len())
 }

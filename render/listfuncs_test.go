@@ -79,6 +79,7 @@ func TestEveryListFuncCharged(t *testing.T) {
 		"ownerLabels": "two labels",
 		"urlParse":    "a dict of a URL's few parts",
 		"unset":       "removes an entry, in place",
+		"lookup":      "always fails: a render reads no live object",
 	}
 	// Functions whose static result is any, that make a list or a dict.
 	anyBuilders := []string{"concat", "merge", "mergeOverwrite", "mustMerge", "mustMergeOverwrite", "deepCopy", "mustDeepCopy", "fromJson", "mustFromJson"}

@@ -214,7 +214,7 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 			scope.secretInput = n.secretInput[0]
 		}
 		run.b.scope = scope
-		out, err := run.execute(n.file, obj)
+		out, err := k.executeFile(run, n.file, obj)
 		if w, ok := errors.AsType[*WaitError](err); ok {
 			gr.wait(n, scope.waitsFor(w), w.Failed)
 			continue

@@ -129,7 +129,7 @@ const sourceAnnotation = "render.stencil.dev/source"
 func (k *Kind) renderPlain(run *execution, obj v1alpha1.Object) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
 	for _, file := range k.manifests {
-		out, err := run.execute(file, obj)
+		out, err := k.executeFile(run, file, obj)
 		if err != nil {
 			return nil, &Error{File: file, Err: err}
 		}
@@ -150,7 +150,7 @@ func (k *Kind) renderPlain(run *execution, obj v1alpha1.Object) ([]*unstructured
 func (k *Kind) renderKustomized(run *execution, obj v1alpha1.Object) ([]*unstructured.Unstructured, error) {
 	mem := filesys.MakeFsInMemory()
 	for _, file := range append(slices.Clone(k.manifests), kustomizationFile) {
-		out, err := run.execute(file, obj)
+		out, err := k.executeFile(run, file, obj)
 		if err != nil {
 			return nil, &Error{File: file, Err: err}
 		}

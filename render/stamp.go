@@ -63,7 +63,7 @@ func (k *Kind) check(o *unstructured.Unstructured, own owner) error {
 	gvk := o.GroupVersionKind()
 	ref, declared := k.owns[gvk]
 	if !declared {
-		return fmt.Errorf("%s %q: type %s is not declared in %s; add it under owns", gvk.Kind, o.GetName(), gvk, declarationFile)
+		return &UndeclaredTypeError{GroupVersionKind: gvk, Name: o.GetName()}
 	}
 	if err := k.checkServed(gvk, o.GetName()); err != nil {
 		return err
@@ -256,4 +256,15 @@ func Hash(o *unstructured.Unstructured) (string, error) {
 	}
 	sum := sha256.Sum256(js)
 	return hex.EncodeToString(sum[:16]), nil
+}
+
+// UndeclaredTypeError is a rendered object of a type that _kind.yaml does
+// not declare.
+type UndeclaredTypeError struct {
+	GroupVersionKind schema.GroupVersionKind
+	Name             string
+}
+
+func (e *UndeclaredTypeError) Error() string {
+	return fmt.Sprintf("%s %q: type %s is not declared in %s; add it under owns", e.GroupVersionKind.Kind, e.Name, e.GroupVersionKind, declarationFile)
 }

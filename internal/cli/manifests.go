@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stencil-operator/stencil/internal/chart"
+	"github.com/stencil-operator/stencil/internal/chartimport"
 )
 
 // manifestPaths are where `manifests` writes each generated file.
@@ -46,6 +47,13 @@ declarations (templates/<kind>/_kind.yaml, _decorator.yaml) and CRDs:
 }
 
 func writeManifests(p manifestPaths) error {
+	notes, err := chartimport.WriteCRDSchemas(p.crds, registered.Kinds)
+	if err != nil {
+		return fmt.Errorf("writing the chart kinds' schemas: %w", err)
+	}
+	for _, n := range notes {
+		fmt.Fprintln(os.Stderr, "chart values:", n)
+	}
 	if p.crdKustomization != "" {
 		if err := writeCRDKustomization(p.crdKustomization, p.crds); err != nil {
 			return err

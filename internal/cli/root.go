@@ -64,7 +64,7 @@ current kubeconfig (or in-cluster configuration).`,
 		// Run as a kubectl plugin: help says "kubectl stencil".
 		cmd.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl stencil"}
 	}
-	cmd.AddCommand(newRenderCommand(), newLintCommand(), newTestCommand(), newDiffCommand(), newDriftCommand(), newManifestsCommand(), newInitCommand(), newCreateCommand(), newDevCommand())
+	cmd.AddCommand(newRenderCommand(), newLintCommand(), newTestCommand(), newDiffCommand(), newDriftCommand(), newManifestsCommand(), newInitCommand(), newCreateCommand(), newImportCommand(), newDevCommand())
 	opts.bindFlags(cmd.Flags())
 	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zapOpts.BindFlags(goFlags)

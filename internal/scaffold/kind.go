@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"go/format"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -90,7 +92,7 @@ var reservedKinds = map[string]bool{"GroupVersion": true, "AddToScheme": true}
 // scaffold writes the new files and edits the registrations; it changes
 // nothing when the kind, its folder or its API package exist already.
 func scaffold(root string, k kind) error {
-	files := map[string]string{
+	return scaffoldFiles(root, k, map[string]string{
 		filepath.Join("api", k.Package, k.Version, "doc.go"):                 docGo,
 		filepath.Join("api", k.Package, k.Version, k.Lower+"_types.go"):      typesGo,
 		filepath.Join("templates", k.Lower, "_kind.yaml"):                    kindYAML,
@@ -98,7 +100,30 @@ func scaffold(root string, k kind) error {
 		filepath.Join("config", "samples", k.Lower+".yaml"):                  sampleYAML,
 		filepath.Join("config", "samples", "full", k.Lower+".yaml"):          fullSampleYAML,
 		filepath.Join("templates", k.Lower, "tests", "sample", "input.yaml"): goldenInputYAML,
+	}, nil)
+}
+
+// AddChartKind is AddKind for a kind made from a Helm chart (`stencil
+// import chart`): its spec is the chart's values ([v1alpha1.Values]), and
+// raw holds its other files by path under root (the template folder, the
+// samples, the test cases).
+func AddChartKind(root, group, version, name string, raw func(lower string) map[string][]byte) (string, error) {
+	k, err := newKind(group, version, name)
+	if err != nil {
+		return "", err
 	}
+	if k.Module, err = modulePath(root); err != nil {
+		return "", err
+	}
+	return k.Lower, scaffoldFiles(root, k, map[string]string{
+		filepath.Join("api", k.Package, k.Version, "doc.go"):            docGo,
+		filepath.Join("api", k.Package, k.Version, k.Lower+"_types.go"): chartTypesGo,
+	}, raw(k.Lower))
+}
+
+// scaffoldFiles writes files (templates of kind k) and raw (as they are)
+// under root and edits the registrations.
+func scaffoldFiles(root string, k kind, files map[string]string, raw map[string][]byte) error {
 	if _, err := os.Stat(filepath.Join(root, "api", k.Package, k.Version)); err == nil {
 		return fmt.Errorf("api/%s/%s exists: add a kind to an existing API package by hand (docs/add-kind.md)", k.Package, k.Version)
 	}
@@ -107,7 +132,7 @@ func scaffold(root string, k kind) error {
 			return fmt.Errorf("%s exists (another kind's, or the test kind's)", dir)
 		}
 	}
-	for path := range files {
+	for _, path := range append(slices.Collect(maps.Keys(files)), slices.Collect(maps.Keys(raw))...) {
 		if _, err := os.Stat(filepath.Join(root, path)); err == nil {
 			return fmt.Errorf("%s exists", path)
 		}
@@ -118,6 +143,14 @@ func scaffold(root string, k kind) error {
 	}
 	for path, text := range files {
 		if err := write(root, path, k, text); err != nil {
+			return err
+		}
+	}
+	for path, data := range raw {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, path)), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(root, path), data, 0o644); err != nil {
 			return err
 		}
 	}
@@ -333,4 +366,51 @@ metadata:
   name: example-[[.Lower]]
 spec:
   message: Hello from a [[.Kind]]
+`
+
+const chartTypesGo = `package [[.Version]]
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+// [[.Kind]]Status is the observed state of a [[.Kind]]: stencil's shared
+// status.
+type [[.Kind]]Status struct {
+	v1alpha1.Status ` + "`json:\",inline\"`" + `
+}
+
+// [[.Kind]] is a kind made from a Helm chart (stencil import chart): its
+// spec is the chart's values, which templates/[[.Lower]]/ reads as .Values.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories={stencil}
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=` + "`" + `.status.conditions[?(@.type=="Ready")].status` + "`" + `
+// +kubebuilder:printcolumn:name="Drifted",type=string,JSONPath=` + "`" + `.status.conditions[?(@.type=="Drifted")].status` + "`" + `
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=` + "`" + `.metadata.creationTimestamp` + "`" + `
+type [[.Kind]] struct {
+	metav1.TypeMeta   ` + "`json:\",inline\"`" + `
+	metav1.ObjectMeta ` + "`json:\"metadata,omitempty\"`" + `
+
+	// Spec is the chart's values; ` + "`stencil manifests`" + ` writes their schema
+	// and defaults into the CRD.
+	Spec   v1alpha1.Values ` + "`json:\"spec,omitempty\"`" + `
+	Status [[.Kind]]Status ` + "`json:\"status,omitempty\"`" + `
+}
+
+// [[.Kind]]List is a list of [[.Kind]] resources.
+// +kubebuilder:object:root=true
+type [[.Kind]]List struct {
+	metav1.TypeMeta ` + "`json:\",inline\"`" + `
+	metav1.ListMeta ` + "`json:\"metadata,omitempty\"`" + `
+	Items           [][[.Kind]] ` + "`json:\"items\"`" + `
+}
+
+// StencilStatus implements [v1alpha1.Object].
+func (o *[[.Kind]]) StencilStatus() *v1alpha1.Status { return &o.Status.Status }
+
+// StencilDriftPolicy implements [v1alpha1.Object].
+func (o *[[.Kind]]) StencilDriftPolicy() v1alpha1.DriftPolicy { return o.Spec.DriftPolicy() }
 `

@@ -1,0 +1,176 @@
+package chartimport
+
+import (
+	"fmt"
+	"maps"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Note is what the import could not carry over as it is, or carried over
+// with a different meaning: where, why, and what stencil offers instead.
+type Note struct {
+	File    string
+	Line    int // 0: the whole file
+	Reason  string
+	Instead string
+}
+
+func (n Note) String() string {
+	where := n.File
+	if n.Line > 0 {
+		where = fmt.Sprintf("%s:%d", n.File, n.Line)
+	}
+	if n.Instead == "" {
+		return where + ": " + n.Reason
+	}
+	return where + ": " + n.Reason + "; " + n.Instead
+}
+
+// Folder is a chart kind's template folder, by file name, without its
+// _kind.yaml (see [Declare]), and the notes of its conversion.
+type Folder struct {
+	Files map[string][]byte
+	Notes []Note
+}
+
+// Convert makes the chart's kind folder: Chart.yaml as _chart.yaml,
+// values.yaml as _values.yaml (values.schema.json as _values.schema.json),
+// the templates and helpers under flat names ("--" for "/"), the files
+// .Files reads under _files/, and each subchart's under _charts/<name>/
+// and charts--<name>--*.
+func Convert(c *Chart) (*Folder, error) {
+	f := &Folder{Files: map[string][]byte{}}
+	f.addChart(c, "", "")
+	subs, err := c.Subcharts()
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(subs)) {
+		sub := subs[name]
+		if nested, _ := sub.Subcharts(); len(nested) > 0 {
+			f.note("charts/"+name, 0, "a subchart with subcharts of its own is not imported", "import it as a kind of its own, or vendor its subcharts' templates into it")
+			continue
+		}
+		f.addChart(sub, "_charts/"+name+"/", "charts--"+name+"--")
+	}
+	slices.SortFunc(f.Notes, func(a, b Note) int {
+		return strings.Compare(fmt.Sprintf("%s:%06d", a.File, a.Line), fmt.Sprintf("%s:%06d", b.File, b.Line))
+	})
+	return f, nil
+}
+
+func mapsKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func (f *Folder) note(file string, line int, reason, instead string) {
+	f.Notes = append(f.Notes, Note{File: file, Line: line, Reason: reason, Instead: instead})
+}
+
+// addChart adds one chart: its own files under meta (the _chart.yaml,
+// _values.yaml and _files/ folder), its templates named with prefix.
+func (f *Folder) addChart(c *Chart, meta, prefix string) {
+	where := strings.TrimSuffix(strings.TrimPrefix(meta, "_"), "/")
+	f.Files[meta+"_chart.yaml"] = c.Files["Chart.yaml"]
+	f.Files[meta+"_values.yaml"] = c.Files["values.yaml"]
+	if s, ok := c.Files["values.schema.json"]; ok {
+		f.Files[meta+"_values.schema.json"] = s
+	}
+	readsFiles := false
+	for _, p := range slices.Sorted(maps.Keys(c.Files)) {
+		rel, ok := strings.CutPrefix(p, "templates/")
+		if !ok {
+			continue
+		}
+		shown := path.Join(where, p)
+		if name, keep := f.template(shown, rel, c.Files[p]); keep {
+			f.Files[prefix+name] = c.Files[p]
+			readsFiles = readsFiles || strings.Contains(string(c.Files[p]), ".Files.")
+		}
+	}
+	if readsFiles {
+		for p, data := range c.Files {
+			if chartFile(p) {
+				f.Files[meta+"_files/"+p] = data
+			}
+		}
+	}
+}
+
+// chartFile: p is one of the chart's files that .Files may read (not
+// its templates, subcharts, values or metadata).
+func chartFile(p string) bool {
+	switch {
+	case strings.HasPrefix(p, "templates/"), strings.HasPrefix(p, "charts/"), strings.HasPrefix(p, "ci/"):
+		return false
+	}
+	switch p {
+	case "Chart.yaml", "Chart.lock", "values.yaml", "values.schema.json", ".helmignore":
+		return false
+	}
+	return true
+}
+
+var (
+	testHook = regexp.MustCompile(`helm\.sh/hook["']?\s*:\s*["']?test`)
+	hook     = regexp.MustCompile(`helm\.sh/hook["']?\s*:\s*["']?([a-z,-]+)`)
+)
+
+// template decides the kind folder's name of the chart's template file rel
+// (shown as shown in notes), or that it is left out, and notes what
+// changes.
+func (f *Folder) template(shown, rel string, src []byte) (string, bool) {
+	name := strings.ReplaceAll(rel, "/", "--")
+	switch ext := path.Ext(rel); {
+	case path.Base(rel) == "NOTES.txt":
+		f.note(shown, 0, "NOTES.txt is dropped: there is no install to print it after", "say what a user needs in the kind's status (a _status.yaml template) or its docs")
+		return "", false
+	case testHook.Match(src):
+		f.note(shown, 0, "a helm test hook is skipped: stencil has no `helm test`", "check the release in the kind's tests or the e2e")
+		return "", false
+	case ext == ".tpl":
+	case ext == ".yaml" || ext == ".yml":
+		name = strings.TrimSuffix(name, ext) + ".yaml"
+	default:
+		f.note(shown, 0, "not a .yaml or .tpl template: left out", "rename it .yaml (a manifest) or .tpl (helpers only)")
+		return "", false
+	}
+	if strings.HasPrefix(name, "_") && path.Ext(name) == ".yaml" {
+		f.note(shown, 0, "a manifest whose name begins with _ renders nothing in Helm", "")
+	}
+	f.scan(shown, src)
+	return name, true
+}
+
+// scans are the template lines whose meaning changes in stencil.
+var scans = []struct {
+	re              *regexp.Regexp
+	reason, instead string
+}{
+	{regexp.MustCompile(`\blookup\b`), "lookup is refused at render: a render reads only the custom resource", "declare the object under inputs in _kind.yaml and read it with input (a graph kind)"},
+	{regexp.MustCompile(`\b(randAlphaNum|randAlpha|randAscii|randNumeric|randInt|randBytes|uuidv4|genPrivateKey|genCA|genSelfSignedCert|genSignedCert|now|date|htpasswd|bcrypt|shuffle)\b`), "a random or clock function is refused: a render is a pure function of the resource", "generate the value once in a createOnly graph node (generate), or make it a value of the spec"},
+	{regexp.MustCompile(`\.Release\.(IsUpgrade|IsInstall|Revision)\b`), ".Release.IsInstall is always true, .IsUpgrade false and .Revision 1, as in helm template", "stencil applies the same objects on every reconcile"},
+	{regexp.MustCompile(`\.Capabilities\.HelmVersion\b`), ".Capabilities.HelmVersion is not there", ""},
+	{regexp.MustCompile(`\.Subcharts\b`), ".Subcharts is not there", "read a subchart's values under .Values.<name>"},
+	{regexp.MustCompile(`\btoToml\b`), "toToml is not a stencil template function", "write the file with toYaml or toJson"},
+}
+
+func (f *Folder) scan(shown string, src []byte) {
+	for i, line := range strings.Split(string(src), "\n") {
+		for _, s := range scans {
+			if s.re.MatchString(line) {
+				f.note(shown, i+1, s.reason, s.instead)
+			}
+		}
+		if m := hook.FindStringSubmatch(line); m != nil {
+			f.note(shown, i+1, "a "+m[1]+" hook is applied with the chart's other objects, not before or after them", "order it in a graph (_kind.yaml graph: after) when it must come first")
+		}
+	}
+}

@@ -1,0 +1,126 @@
+package chartimport
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stencil-operator/stencil/render"
+)
+
+// WriteCRDSchemas writes, into each chart kind's CRD in the folder crds
+// (as controller-gen wrote it, with a free-form spec), the schema of the
+// chart's values: from its values.schema.json, else inferred from
+// values.yaml, its values as defaults, each subchart's under its name. It
+// returns the notes of what was made free-form or dropped.
+func WriteCRDSchemas(crds string, kinds []render.Definition) ([]string, error) {
+	var notes []string
+	for _, def := range kinds {
+		if _, err := fs.Stat(def.Templates, "_chart.yaml"); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		spec, n, err := FolderSchema(def.Templates)
+		if err != nil {
+			return nil, fmt.Errorf("kind %s: %w", def.GroupVersionKind.Kind, err)
+		}
+		notes = append(notes, n...)
+		if err := writeSpecSchema(crds, def, spec); err != nil {
+			return nil, err
+		}
+	}
+	return notes, nil
+}
+
+// FolderSchema is the spec schema of a chart kind's folder.
+func FolderSchema(fsys fs.FS) (*apiextensionsv1.JSONSchemaProps, []string, error) {
+	values, err := readYAMLMap(fsys, "_values.yaml")
+	if err != nil {
+		return nil, nil, err
+	}
+	subs, _ := fs.ReadDir(fsys, "_charts")
+	for _, e := range subs {
+		sub, err := readYAMLMap(fsys, "_charts/"+e.Name()+"/_values.yaml")
+		if err != nil {
+			return nil, nil, err
+		}
+		own, _ := values[e.Name()].(map[string]any)
+		values[e.Name()] = mergeValues(own, sub)
+	}
+	jsonSchema, err := fs.ReadFile(fsys, "_values.schema.json")
+	if errors.Is(err, fs.ErrNotExist) {
+		jsonSchema, err = nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return SpecSchema(values, jsonSchema)
+}
+
+func readYAMLMap(fsys fs.FS, name string) (map[string]any, error) {
+	data, err := fs.ReadFile(fsys, name)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	out := map[string]any{}
+	if err := yaml.Unmarshal(data, &out); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if out == nil {
+		out = map[string]any{}
+	}
+	return out, nil
+}
+
+// mergeValues is user over defaults, maps merged key by key (the
+// subchart's values under the parent's).
+func mergeValues(user, defaults map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range defaults {
+		out[k] = v
+	}
+	for k, v := range user {
+		um, uok := v.(map[string]any)
+		dm, dok := out[k].(map[string]any)
+		if uok && dok {
+			out[k] = mergeValues(um, dm)
+		} else {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// writeSpecSchema puts spec into def's CRD in the folder crds.
+func writeSpecSchema(crds string, def render.Definition, spec *apiextensionsv1.JSONSchemaProps) error {
+	files, err := filepath.Glob(filepath.Join(crds, "*.yaml"))
+	if err != nil {
+		return err
+	}
+	gvk := def.GroupVersionKind
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(data, crd); err != nil || crd.Spec.Group != gvk.Group || crd.Spec.Names.Kind != gvk.Kind {
+			continue
+		}
+		for i, v := range crd.Spec.Versions {
+			if v.Name == gvk.Version && v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
+				crd.Spec.Versions[i].Schema.OpenAPIV3Schema.Properties["spec"] = *spec
+			}
+		}
+		out, err := yaml.Marshal(crd)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(file, out, 0o644)
+	}
+	return fmt.Errorf("no CRD of %s in %s: run controller-gen first (make manifests)", gvk.GroupKind(), crds)
+}

@@ -1,0 +1,194 @@
+package chartimport
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"testing/fstest"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/render"
+)
+
+// Resource is a chart kind's custom resource, for a kind whose Go type is
+// not built yet (the import's own renders).
+type Resource struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              v1alpha1.Values `json:"spec,omitempty"`
+	Status            v1alpha1.Status `json:"status,omitempty"`
+}
+
+// StencilStatus implements [v1alpha1.Object].
+func (r *Resource) StencilStatus() *v1alpha1.Status { return &r.Status }
+
+// StencilDriftPolicy implements [v1alpha1.Object].
+func (r *Resource) StencilDriftPolicy() v1alpha1.DriftPolicy { return r.Spec.DriftPolicy() }
+
+// DeepCopyObject implements [runtime.Object].
+func (r *Resource) DeepCopyObject() runtime.Object {
+	out := &Resource{TypeMeta: r.TypeMeta, Spec: *r.Spec.DeepCopy()}
+	r.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	r.Status.DeepCopyInto(&out.Status)
+	return out
+}
+
+// NewResource is a resource of kind gvk named release in namespace, whose
+// spec is values.
+func NewResource(gvk schema.GroupVersionKind, release, namespace string, values map[string]any) *Resource {
+	r := &Resource{Spec: v1alpha1.Values{Object: values}}
+	r.SetGroupVersionKind(gvk)
+	r.SetName(release)
+	r.SetNamespace(namespace)
+	r.SetUID("00000000-0000-4000-8000-000000000001")
+	return r
+}
+
+// Kind loads the folder as the kind gvk, with the declaration decl.
+func Kind(gvk schema.GroupVersionKind, f *Folder, decl []byte) (*render.Kind, error) {
+	fsys := fstest.MapFS{}
+	for name, data := range f.Files {
+		fsys[name] = &fstest.MapFile{Data: data}
+	}
+	fsys["_kind.yaml"] = &fstest.MapFile{Data: decl}
+	return render.Load(render.Definition{GroupVersionKind: gvk, Templates: fsys, New: func() v1alpha1.Object { return &Resource{} }})
+}
+
+// Declare writes the kind's _kind.yaml: the types its templates may
+// render, found in their literal apiVersion and kind lines and in what
+// they render for each values file (each a map of values).
+func Declare(gvk schema.GroupVersionKind, f *Folder, values []map[string]any) ([]byte, error) {
+	types := literalTypes(f)
+	for range 100 {
+		decl := declaration(types)
+		k, err := Kind(gvk, f, decl)
+		if err != nil {
+			return nil, err
+		}
+		found, err := renderedTypes(k, gvk, values)
+		if err != nil {
+			return nil, err
+		}
+		if found == (schema.GroupVersionKind{}) {
+			return decl, nil
+		}
+		types[found] = true
+	}
+	return nil, errors.New("the chart renders more than 100 types")
+}
+
+// renderedTypes renders every values file and returns the first type that
+// is not declared yet (none: the zero value).
+func renderedTypes(k *render.Kind, gvk schema.GroupVersionKind, values []map[string]any) (schema.GroupVersionKind, error) {
+	for _, v := range values {
+		_, err := k.Render(NewResource(gvk, "release", "default", v))
+		if undeclared, ok := errors.AsType[*render.UndeclaredTypeError](err); ok {
+			return undeclared.GroupVersionKind, nil
+		}
+		if err != nil {
+			return schema.GroupVersionKind{}, fmt.Errorf("rendering the chart's values: %w", err)
+		}
+	}
+	return schema.GroupVersionKind{}, nil
+}
+
+var apiVersionKind = regexp.MustCompile(`(?m)^apiVersion:\s*["']?([\w.\-/]+)["']?\s*\n(?:.*\n){0,3}?kind:\s*["']?(\w+)["']?\s*$`)
+
+// literalTypes are the types the templates name literally: an apiVersion
+// line and, within the next lines, a kind line (what only some values
+// turn on is found here).
+func literalTypes(f *Folder) map[schema.GroupVersionKind]bool {
+	types := map[schema.GroupVersionKind]bool{}
+	for name, data := range f.Files {
+		if !strings.HasSuffix(name, ".yaml") || strings.HasPrefix(name, "_") {
+			continue
+		}
+		for _, m := range apiVersionKind.FindAllStringSubmatch(string(data), -1) {
+			types[schema.FromAPIVersionAndKind(m[1], m[2])] = true
+		}
+	}
+	return types
+}
+
+// declaration is a _kind.yaml owning types (a ConfigMap when there are
+// none yet: a kind owns at least one type).
+func declaration(types map[schema.GroupVersionKind]bool) []byte {
+	if len(types) == 0 {
+		types = map[schema.GroupVersionKind]bool{{Version: "v1", Kind: "ConfigMap"}: true}
+	}
+	var owns []render.TypeRef
+	for _, gvk := range slices.SortedFunc(maps.Keys(types), func(a, b schema.GroupVersionKind) int {
+		return strings.Compare(a.String(), b.String())
+	}) {
+		ref := render.TypeRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, ClusterScoped: clusterScoped[gvk.GroupKind()]}
+		if plural, _ := meta.UnsafeGuessKindToResource(gvk); plural.Resource != strings.ToLower(gvk.Kind)+"s" {
+			ref.Resource = plural.Resource
+		}
+		owns = append(owns, ref)
+	}
+	out, _ := yaml.Marshal(map[string]any{"owns": owns})
+	return append([]byte("# The types the chart's templates render (stencil import chart).\n"), out...)
+}
+
+// clusterScoped are Kubernetes' own cluster-scoped types a chart may
+// render.
+var clusterScoped = map[schema.GroupKind]bool{
+	{Kind: "Namespace"}: true, {Kind: "PersistentVolume"}: true,
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:                         true,
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}:                  true,
+	{Group: "storage.k8s.io", Kind: "StorageClass"}:                                   true,
+	{Group: "storage.k8s.io", Kind: "CSIDriver"}:                                      true,
+	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:                 true,
+	{Group: "scheduling.k8s.io", Kind: "PriorityClass"}:                               true,
+	{Group: "networking.k8s.io", Kind: "IngressClass"}:                                true,
+	{Group: "node.k8s.io", Kind: "RuntimeClass"}:                                      true,
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}:   true,
+	{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}:     true,
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicy"}:        true,
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"}: true,
+	{Group: "apiregistration.k8s.io", Kind: "APIService"}:                             true,
+}
+
+// Render renders values (a values file) with k as the release release in
+// namespace.
+func Render(k *render.Kind, release, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
+	return k.Render(NewResource(k.GroupVersionKind(), release, namespace, values))
+}
+
+// ResourceList is a list of [Resource].
+type ResourceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Resource `json:"items"`
+}
+
+// DeepCopyObject implements [runtime.Object].
+func (l *ResourceList) DeepCopyObject() runtime.Object {
+	out := &ResourceList{TypeMeta: l.TypeMeta}
+	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	for i := range l.Items {
+		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*Resource))
+	}
+	return out
+}
+
+// AddToScheme registers [Resource] as the kind gvk: a chart kind run
+// without a Go type of its own (the import's tests).
+func AddToScheme(gvk schema.GroupVersionKind) func(*runtime.Scheme) error {
+	return func(s *runtime.Scheme) error {
+		s.AddKnownTypeWithName(gvk, &Resource{})
+		s.AddKnownTypeWithName(gvk.GroupVersion().WithKind(gvk.Kind+"List"), &ResourceList{})
+		metav1.AddToGroupVersion(s, gvk.GroupVersion())
+		return nil
+	}
+}

@@ -1,0 +1,175 @@
+package chartimport
+
+import (
+	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
+	"unicode"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stencil-operator/stencil/internal/scaffold"
+	"github.com/stencil-operator/stencil/render/kindtest"
+)
+
+// Options say what kind a chart becomes.
+type Options struct {
+	// Kind is the kind's name (default: the chart's name in CamelCase).
+	Kind string
+	// Group is the kind's API group, such as charts.example.com.
+	Group string
+	// Version is the kind's API version (default v1alpha1).
+	Version string
+}
+
+// Import adds the chart at chartPath (a folder or archive) to the project
+// at root as a kind: its Go type (a spec of the chart's values), its
+// template folder, samples and a test case per values file, with the
+// render of that case as its expected output, and the lines that register
+// it. It returns the kind's folder name and the notes of what changed in
+// the conversion.
+func Import(root, chartPath string, o Options) (string, []Note, error) {
+	c, err := Load(chartPath)
+	if err != nil {
+		return "", nil, err
+	}
+	if o.Kind == "" {
+		o.Kind = camel(c.Name)
+	}
+	if o.Version == "" {
+		o.Version = "v1alpha1"
+	}
+	f, err := Convert(c)
+	if err != nil {
+		return "", nil, err
+	}
+	gvk := schema.GroupVersionKind{Group: o.Group, Version: o.Version, Kind: o.Kind}
+	cases, err := c.cases()
+	if err != nil {
+		return "", nil, err
+	}
+	decl, err := Declare(gvk, f, cases.values())
+	if err != nil {
+		return "", nil, err
+	}
+	f.Files["_kind.yaml"] = decl
+	var fileErr error
+	lower, err := scaffold.AddChartKind(root, o.Group, o.Version, o.Kind, func(lower string) map[string][]byte {
+		var raw map[string][]byte
+		raw, fileErr = f.project(gvk, lower, decl, cases)
+		return raw
+	})
+	if err == nil {
+		err = fileErr
+	}
+	return lower, f.Notes, err
+}
+
+// testCase is one of the chart's values files, as a test case.
+type testCase struct {
+	name   string
+	values map[string]any
+}
+
+type testCases []testCase
+
+func (cs testCases) values() []map[string]any {
+	out := make([]map[string]any, len(cs))
+	for i, c := range cs {
+		out[i] = c.values
+	}
+	return out
+}
+
+// cases are the chart's values files as test cases: "default" for
+// values.yaml, the file's name without .yaml for ci/*.yaml.
+func (c *Chart) cases() (testCases, error) {
+	var out testCases
+	for _, vf := range c.ValuesFiles() {
+		values := map[string]any{}
+		if vf != "values.yaml" {
+			if err := yaml.Unmarshal(c.Files[vf], &values); err != nil {
+				return nil, fmt.Errorf("%s: %w", vf, err)
+			}
+		}
+		if values == nil {
+			values = map[string]any{}
+		}
+		name := strings.TrimSuffix(path.Base(vf), ".yaml")
+		if vf == "values.yaml" {
+			name = "default"
+		}
+		out = append(out, testCase{name: name, values: values})
+	}
+	return out, nil
+}
+
+// project is every file of the kind but its Go types, by path under the
+// project's root: the template folder, a test case per values file, the
+// samples.
+func (f *Folder) project(gvk schema.GroupVersionKind, lower string, decl []byte, cases testCases) (map[string][]byte, error) {
+	k, err := Kind(gvk, f, decl)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for name, data := range f.Files {
+		out[filepath.Join("templates", lower, filepath.FromSlash(name))] = data
+	}
+	for _, tc := range cases {
+		objs, err := Render(k, "release", "default", tc.values)
+		if err != nil {
+			return nil, fmt.Errorf("rendering the case %s: %w", tc.name, err)
+		}
+		dir := filepath.Join("templates", lower, "tests", tc.name)
+		if out[filepath.Join(dir, kindtest.InputFile)], err = resourceYAML(gvk, "release", tc.values, true); err != nil {
+			return nil, err
+		}
+		if out[filepath.Join(dir, kindtest.ExpectedFile)], err = kindtest.Stream(objs); err != nil {
+			return nil, err
+		}
+	}
+	sample, err := resourceYAML(gvk, "example-"+lower, map[string]any{}, false)
+	if err != nil {
+		return nil, err
+	}
+	out[filepath.Join("config", "samples", lower+".yaml")] = sample
+	full := map[string]any{}
+	if err := yaml.Unmarshal(f.Files["_values.yaml"], &full); err != nil {
+		return nil, fmt.Errorf("values.yaml: %w", err)
+	}
+	if out[filepath.Join("config", "samples", "full", lower+".yaml")], err = resourceYAML(gvk, lower+"-full", full, false); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// resourceYAML is a resource of kind gvk named name whose spec is values;
+// a test case's also has a namespace and a UID.
+func resourceYAML(gvk schema.GroupVersionKind, name string, values map[string]any, testCase bool) ([]byte, error) {
+	meta := map[string]any{"name": name}
+	if testCase {
+		meta["namespace"], meta["uid"] = "default", "00000000-0000-4000-8000-000000000001"
+	}
+	return yaml.Marshal(map[string]any{"apiVersion": gvk.GroupVersion().String(), "kind": gvk.Kind, "metadata": meta, "spec": values})
+}
+
+// camel is a chart's name as a kind: my-chart is MyChart.
+func camel(name string) string {
+	var b strings.Builder
+	up := true
+	for _, r := range name {
+		switch {
+		case r == '-' || r == '_' || r == '.':
+			up = true
+		case up:
+			b.WriteRune(unicode.ToUpper(r))
+			up = false
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,180 @@
+// Package chartimport turns a Helm chart into a stencil kind (`stencil
+// import chart`): the chart's templates, helpers, values and subcharts
+// become the kind's folder, which the render package runs with Helm's
+// objects (.Values, .Release, .Chart, .Capabilities, .Template, .Files);
+// what cannot be carried over is said file by file; and the kind's render
+// is checked against `helm template`, object by object.
+package chartimport
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Chart is a chart read from its folder or archive: its files by path
+// inside the chart (Chart.yaml, values.yaml, templates/…, charts/…).
+type Chart struct {
+	Name  string
+	Files map[string][]byte
+}
+
+// Load reads a chart folder, or a .tgz archive of one (as `helm package`
+// writes it: one top folder).
+func Load(p string) (*Chart, error) {
+	info, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{}
+	if info.IsDir() {
+		err = readDir(p, files)
+	} else {
+		err = readArchive(p, files)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the chart %s: %w", p, err)
+	}
+	return newChart(files)
+}
+
+func newChart(files map[string][]byte) (*Chart, error) {
+	raw, ok := files["Chart.yaml"]
+	if !ok {
+		return nil, errors.New("no Chart.yaml: not a chart")
+	}
+	var meta struct {
+		Name string `json:"name"`
+	}
+	if err := yaml.Unmarshal(raw, &meta); err != nil || meta.Name == "" {
+		return nil, fmt.Errorf("Chart.yaml: no name (%v)", err)
+	}
+	return &Chart{Name: meta.Name, Files: files}, nil
+}
+
+func readDir(root string, files map[string][]byte) error {
+	return filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		files[filepath.ToSlash(rel)] = data
+		return err
+	})
+}
+
+// readArchive reads a chart archive, without its top folder.
+func readArchive(p string, files map[string][]byte) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		return err
+	}
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		name := path.Clean(h.Name)
+		if _, rest, ok := strings.Cut(name, "/"); ok && !strings.HasPrefix(name, "..") {
+			data, err := io.ReadAll(io.LimitReader(tr, 16<<20))
+			if err != nil {
+				return err
+			}
+			files[rest] = data
+		}
+	}
+}
+
+// Subcharts are the chart's subcharts under charts/, by folder name;
+// archives there are opened.
+func (c *Chart) Subcharts() (map[string]*Chart, error) {
+	out := map[string]*Chart{}
+	dirs := map[string]map[string][]byte{}
+	for p, data := range c.Files {
+		rest, ok := strings.CutPrefix(p, "charts/")
+		if !ok {
+			continue
+		}
+		dir, file, ok := strings.Cut(rest, "/")
+		if !ok && strings.HasSuffix(rest, ".tgz") {
+			sub, err := subchartArchive(rest, data)
+			if err != nil {
+				return nil, err
+			}
+			out[sub.Name] = sub
+			continue
+		}
+		if ok {
+			if dirs[dir] == nil {
+				dirs[dir] = map[string][]byte{}
+			}
+			dirs[dir][file] = data
+		}
+	}
+	for dir, files := range dirs {
+		sub, err := newChart(files)
+		if err != nil {
+			return nil, fmt.Errorf("charts/%s: %w", dir, err)
+		}
+		out[sub.Name] = sub
+	}
+	return out, nil
+}
+
+func subchartArchive(name string, data []byte) (*Chart, error) {
+	tmp, err := os.CreateTemp("", "subchart-*.tgz")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		return nil, err
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, err
+	}
+	sub, err := Load(tmp.Name())
+	if err != nil {
+		return nil, fmt.Errorf("charts/%s: %w", name, err)
+	}
+	return sub, nil
+}
+
+// ValuesFiles are the chart's values files that become the kind's test
+// cases: values.yaml (the chart's defaults, as "default") and every
+// *values.yaml under ci/ (as the file's name without .yaml), in name order.
+func (c *Chart) ValuesFiles() []string {
+	var out []string
+	for p := range c.Files {
+		if strings.HasPrefix(p, "ci/") && strings.HasSuffix(p, ".yaml") && !strings.Contains(strings.TrimPrefix(p, "ci/"), "/") {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return append([]string{"values.yaml"}, out...)
+}

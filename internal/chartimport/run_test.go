@@ -1,0 +1,183 @@
+package chartimport_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/chartimport"
+	"github.com/stencil-operator/stencil/pkg/stencil"
+	"github.com/stencil-operator/stencil/pkg/stenciltest"
+	"github.com/stencil-operator/stencil/render"
+)
+
+// TestImportedChartRunsToReady runs the test chart, imported, on the local
+// control plane: its CRD with the schema of the chart's values, a resource
+// that sets two values (the rest from the CRD's defaults) becomes Ready,
+// and a value changed through the resource changes the Deployment.
+func TestImportedChartRunsToReady(t *testing.T) {
+	gvk := schema.GroupVersionKind{Group: "shops.example.com", Version: "v1alpha1", Kind: "Shop"}
+	def := importShop(t, gvk)
+	cluster := stenciltest.StartCluster(t)
+	cl := newClient(t, cluster, gvk)
+	installCRD(t, cl, def)
+	cluster.RunOperator(t, stencil.Project{Name: "shop-test", Kinds: []stencil.Kind{def}, AddToScheme: []func(*runtime.Scheme) error{chartimport.AddToScheme(gvk)}})
+
+	shop := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"replicaCount": 2,
+		"probes":       map[string]any{"liveness": map[string]any{"periodSeconds": 7}},
+	}}}
+	shop.SetGroupVersionKind(gvk)
+	shop.SetName("rel")
+	shop.SetNamespace("default")
+	if err := cl.Create(t.Context(), shop); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Shop Ready", func() error { return ready(t, cl, shop) })
+	deploy := &appsv1.Deployment{}
+	key := types.NamespacedName{Namespace: "default", Name: "rel-shop"}
+	if err := cl.Get(t.Context(), key, deploy); err != nil {
+		t.Fatal(err)
+	}
+	probe := deploy.Spec.Template.Spec.Containers[0].LivenessProbe
+	if *deploy.Spec.Replicas != 2 || probe.PeriodSeconds != 7 || probe.InitialDelaySeconds != 10 {
+		t.Fatalf("the Deployment has %d replicas and a liveness probe every %d s after %d s; want 2, 7 (set) and 10 (the chart's nested default)",
+			*deploy.Spec.Replicas, probe.PeriodSeconds, probe.InitialDelaySeconds)
+	}
+
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicaCount":4}}`))
+	if err := cl.Patch(t.Context(), shop, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "4 replicas", func() error {
+		if err := cl.Get(t.Context(), key, deploy); err != nil {
+			return err
+		}
+		if *deploy.Spec.Replicas != 4 {
+			return fmt.Errorf("%d replicas", *deploy.Spec.Replicas)
+		}
+		return nil
+	})
+}
+
+// importShop makes the test chart's kind folder, as stencil import chart
+// does.
+func importShop(t *testing.T, gvk schema.GroupVersionKind) render.Definition {
+	t.Helper()
+	c, err := chartimport.Load("testdata/charts/shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := chartimport.Convert(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decl, err := chartimport.Declare(gvk, f, []map[string]any{{}, {"ingress": map[string]any{"enabled": true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := fstest.MapFS{"_kind.yaml": {Data: decl}}
+	for name, data := range f.Files {
+		fsys[name] = &fstest.MapFile{Data: data}
+	}
+	return render.Definition{GroupVersionKind: gvk, Templates: fsys, New: func() v1alpha1.Object { return &chartimport.Resource{} }}
+}
+
+func newClient(t *testing.T, cluster *stenciltest.Cluster, gvk schema.GroupVersionKind) client.Client {
+	t.Helper()
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{appsv1.AddToScheme, apiextensionsv1.AddToScheme, chartimport.AddToScheme(gvk)} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl, err := client.New(cluster.Config, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// installCRD creates the kind's CRD, with the schema stencil manifests
+// writes, and waits for it to be served.
+func installCRD(t *testing.T, cl client.Client, def render.Definition) {
+	t.Helper()
+	spec, _, err := chartimport.FolderSchema(def.Templates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvk := def.GroupVersionKind
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "shops." + gvk.Group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: gvk.Group, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "shops", Singular: "shop", Kind: gvk.Kind, ListKind: gvk.Kind + "List"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: gvk.Version, Served: true, Storage: true,
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object",
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"apiVersion": {Type: "string"}, "kind": {Type: "string"}, "metadata": {Type: "object"},
+						"spec": *spec, "status": {Type: "object", XPreserveUnknownFields: ptr(true)},
+					},
+				}},
+			}},
+		},
+	}
+	if err := cl.Create(t.Context(), crd); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the CRD served", func() error {
+		_, err := cl.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		return err
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func ready(t *testing.T, cl client.Client, o *unstructured.Unstructured) error {
+	got := o.DeepCopy()
+	if err := cl.Get(t.Context(), client.ObjectKeyFromObject(o), got); err != nil {
+		return err
+	}
+	var conds []metav1.Condition
+	raw, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+	for _, c := range raw {
+		m, _ := c.(map[string]any)
+		var cond metav1.Condition
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(m, &cond) == nil {
+			conds = append(conds, cond)
+		}
+	}
+	if c := meta.FindStatusCondition(conds, "Ready"); c == nil || c.Status != metav1.ConditionTrue {
+		return fmt.Errorf("Ready is %+v", c)
+	}
+	return nil
+}
+
+func waitFor(t *testing.T, what string, check func() error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		last = check()
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, last)
+	}
+}

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/stencil-operator/stencil/internal/chartimport"
+)
+
+func newImportCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "import",
+		Short: "Make a kind of something else (import chart)",
+	}
+	var o chartimport.Options
+	var verify bool
+	var helm string
+	chartCmd := &cobra.Command{
+		Use:   "chart PATH",
+		Short: "Make a kind of a Helm chart: its templates, values, subcharts and values files as test cases",
+		Long: `import chart adds a kind made from the Helm chart at PATH (a folder or a .tgz)
+to the project in the current folder: api/<group>/<version>/ with a Go type
+whose spec is the chart's values, templates/<kind>/ with the chart's
+templates and helpers (read with Helm's .Values, .Release, .Chart,
+.Capabilities, .Template and .Files), a test case per values file
+(values.yaml and ci/*values.yaml) with its render as the expected output,
+samples, and the lines that register it. What cannot be carried over as it
+is, is said file by file. Then run make generate manifests: the kind's CRD
+gets the schema of the chart's values, with its values as defaults.
+
+With --verify, each values file's render is compared with helm template's,
+object by object (docs/from-helm.md).`,
+		Example: `  stencil import chart ./charts/shop --group shops.example.com --verify`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			lower, notes, err := chartimport.Import(".", args[0], o)
+			printNotes(out, notes)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "Added kind %s (%s) from the chart %s in templates/%s/. Next: make generate manifests.\n", o.Kind, o.Group, args[0], lower)
+			if verify {
+				return verifyChart(out, helm, args[0], lower, o)
+			}
+			return nil
+		},
+	}
+	chartCmd.Flags().StringVar(&o.Group, "group", "", "API group, a DNS name such as shops.example.com (required).")
+	chartCmd.Flags().StringVar(&o.Version, "version", "v1alpha1", "API version.")
+	chartCmd.Flags().StringVar(&o.Kind, "kind", "", "Kind, in CamelCase (default: the chart's name in CamelCase).")
+	chartCmd.Flags().BoolVar(&verify, "verify", false, "Compare the kind's render of each values file with helm template's.")
+	chartCmd.Flags().StringVar(&helm, "helm", "helm", "The helm binary --verify runs.")
+	_ = chartCmd.MarkFlagRequired("group")
+	cmd.AddCommand(chartCmd)
+	return cmd
+}
+
+func printNotes(out io.Writer, notes []chartimport.Note) {
+	if len(notes) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "What changed in the conversion (%d):\n", len(notes))
+	for _, n := range notes {
+		fmt.Fprintf(out, "  %s\n", n)
+	}
+}
+
+// verifyChart compares the imported kind's render with helm template's.
+func verifyChart(out io.Writer, helm, chartPath, lower string, o chartimport.Options) error {
+	c, err := chartimport.Load(chartPath)
+	if err != nil {
+		return err
+	}
+	f, err := chartimport.Convert(c)
+	if err != nil {
+		return err
+	}
+	decl, err := os.ReadFile("templates/" + lower + "/_kind.yaml")
+	if err != nil {
+		return err
+	}
+	k, err := chartimport.Kind(schema.GroupVersionKind{Group: o.Group, Version: o.Version, Kind: o.Kind}, f, decl)
+	if err != nil {
+		return err
+	}
+	diffs, err := chartimport.Verify(helm, chartPath, c, k, "release", "default")
+	if err != nil {
+		return err
+	}
+	for _, d := range diffs {
+		fmt.Fprintln(out, d)
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("%d objects differ from helm template's", len(diffs))
+	}
+	fmt.Fprintf(out, "Every object of %d values files is as helm template renders it.\n", len(c.ValuesFiles()))
+	return nil
+}
