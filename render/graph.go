@@ -78,6 +78,10 @@ type graph struct {
 	nodes map[string]*graphNode
 	// inputs by name, with their name and selector templates parsed.
 	inputs map[string]*graphInput
+	// readsNothing: no template of the set calls a graph function (a
+	// chart kind whose hooks make it a graph): an include of a computed
+	// name cannot reach a read the graph does not know of.
+	readsNothing bool
 }
 
 type graphNode struct {
@@ -123,6 +127,7 @@ const (
 // createOnly nodes.
 func compileGraph(decl Declaration, tmpl *template.Template, manifests []string) (*graph, error) {
 	g := &graph{stage: map[string]int{}, nodes: map[string]*graphNode{}, inputs: map[string]*graphInput{}}
+	g.readsNothing = len(decl.Inputs) == 0 && !callsGraph(tmpl, templateNames(tmpl))
 	for _, file := range manifests {
 		name := strings.TrimSuffix(file, ".yaml")
 		g.nodes[name] = &graphNode{name: name, file: file, Node: decl.Graph[name]}
@@ -250,6 +255,9 @@ func (g *graph) compileNode(n *graphNode, tmpl *template.Template) error {
 				n.secretInput = append(n.secretInput, fmt.Sprintf("the Secret input %q", c.arg))
 			}
 		case "include":
+			if g.readsNothing {
+				continue
+			}
 			return fmt.Errorf("include takes a literal template name in a graph kind, as in {{ include \"name\" . }}: stencil reads the graph from what each template runs")
 		case fnGenerate:
 			if !n.CreateOnly {
@@ -327,6 +335,15 @@ func callsGraph(tmpl *template.Template, manifests []string) bool {
 		}
 	}
 	return false
+}
+
+// templateNames are the names of every template of the set.
+func templateNames(tmpl *template.Template) []string {
+	var names []string
+	for _, t := range tmpl.Templates() {
+		names = append(names, t.Name())
+	}
+	return names
 }
 
 // graphCall is a call of a graph function with its literal first argument.

@@ -57,7 +57,7 @@ func TestGraphLoadErrors(t *testing.T) {
 		{"bad readyWhen", "graph:\n  a: {readyWhen: ['{{ if }}']}\n", map[string]string{"a.yaml": ""}, "readyWhen[0]"},
 		{"reads itself", "graph:\n  a: {}\n", map[string]string{"a.yaml": `{{ object "a" }}`}, "a node cannot read its own objects"},
 		{"read in a chain", "graph:\n  a: {}\n", map[string]string{"a.yaml": `{{ (object "zz").data }}`}, `object "zz": no such node`},
-		{"computed include", "graph:\n  a: {}\n", map[string]string{"_h.tpl": `{{ define "h" }}{{ end }}`, "a.yaml": `{{ include (print "h") . }}`}, "include takes a literal template name"},
+		{"computed include", "graph:\n  a: {}\n", map[string]string{"_h.tpl": `{{ define "h" }}{{ end }}`, "a.yaml": `{{ include (print "h") . }}`, "b.yaml": `{{ $_ := object "a" }}`}, "include takes a literal template name"},
 		{"fixed namespace, name from the spec", "inputs:\n  cfg: {apiVersion: v1, kind: ConfigMap, namespace: platform, name: '{{ .Spec.Message }}'}\n",
 			map[string]string{"a.yaml": `{{ input "cfg" }}`}, "needs a fixed name or selector"},
 		{"kustomize", "graph:\n  a: {}\n", map[string]string{"a.yaml": "", "kustomization.yaml": "resources: [a.yaml]\n"}, "cannot use kustomize"},

@@ -8,6 +8,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -645,6 +646,11 @@ func (b *budget) tpl(c *template.Template, src string, data any) (string, error)
 	}
 	if t, err = t.New("tpl").Parse(src); err != nil {
 		return "", fmt.Errorf("tpl: %w", err)
+	}
+	// What a graph node reads is known before it renders; a template
+	// made of values may not read more.
+	if calls, err := graphCalls(t, "tpl"); err != nil || slices.ContainsFunc(calls, func(c graphCall) bool { return c.fn != "include" }) {
+		return "", errors.New("tpl: a template made of values may not call object, objects, input or generate")
 	}
 	if err := addTicksTo(t); err != nil {
 		return "", err

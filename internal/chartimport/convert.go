@@ -34,6 +34,9 @@ func (n Note) String() string {
 type Folder struct {
 	Files map[string][]byte
 	Notes []Note
+	// Hooks are the files of hooks, by name, and when they come: before
+	// or after the others (see [Folder.graph]).
+	Hooks map[string]string
 }
 
 // Convert makes the chart's kind folder: Chart.yaml as _chart.yaml,
@@ -42,7 +45,7 @@ type Folder struct {
 // .Files reads under _files/, and each subchart's under _charts/<name>/
 // and charts--<name>--*.
 func Convert(c *Chart) (*Folder, error) {
-	f := &Folder{Files: map[string][]byte{}}
+	f := &Folder{Files: map[string][]byte{}, Hooks: map[string]string{}}
 	f.addChart(c, "", "")
 	subs, err := c.Subcharts()
 	if err != nil {
@@ -145,6 +148,18 @@ func (f *Folder) template(shown, rel string, src []byte) (string, bool) {
 	if strings.HasPrefix(name, "_") && path.Ext(name) == ".yaml" {
 		f.note(shown, 0, "a manifest whose name begins with _ renders nothing in Helm", "")
 	}
+	if m := hook.FindSubmatch(src); m != nil {
+		switch phase := hookPhase(string(m[1])); phase {
+		case "":
+			f.note(shown, 0, "a "+string(m[1])+" hook is left out: stencil has no delete or rollback moment to run it at", "a graph kind deletes its objects in reverse order; a finalizer of your own runs what must happen on delete")
+			return "", false
+		case hookBefore:
+			f.note(shown, 0, "a "+string(m[1])+" hook becomes a graph node that every other template waits for (ready: a Job complete)", "its hook-weight and hook-delete-policy have no effect: the objects stay, applied like the others")
+		case hookAfter:
+			f.note(shown, 0, "a "+string(m[1])+" hook becomes a graph node after every other template", "its hook-weight and hook-delete-policy have no effect")
+		}
+		f.Hooks[name] = hookPhase(string(m[1]))
+	}
 	f.scan(shown, src)
 	return name, true
 }
@@ -168,9 +183,6 @@ func (f *Folder) scan(shown string, src []byte) {
 			if s.re.MatchString(line) {
 				f.note(shown, i+1, s.reason, s.instead)
 			}
-		}
-		if m := hook.FindStringSubmatch(line); m != nil {
-			f.note(shown, i+1, "a "+m[1]+" hook is applied with the chart's other objects, not before or after them", "order it in a graph (_kind.yaml graph: after) when it must come first")
 		}
 	}
 }

@@ -70,7 +70,7 @@ func Kind(gvk schema.GroupVersionKind, f *Folder, decl []byte) (*render.Kind, er
 func Declare(gvk schema.GroupVersionKind, f *Folder, values []map[string]any) ([]byte, error) {
 	types := literalTypes(f)
 	for range 100 {
-		decl := declaration(types)
+		decl := declaration(types, f.graph())
 		k, err := Kind(gvk, f, decl)
 		if err != nil {
 			return nil, err
@@ -91,7 +91,7 @@ func Declare(gvk schema.GroupVersionKind, f *Folder, values []map[string]any) ([
 // is not declared yet (none: the zero value).
 func renderedTypes(k *render.Kind, gvk schema.GroupVersionKind, values []map[string]any) (schema.GroupVersionKind, error) {
 	for _, v := range values {
-		_, err := k.Render(NewResource(gvk, "release", "default", v))
+		_, _, err := RenderConverged(k, "release", "default", v)
 		if undeclared, ok := errors.AsType[*render.UndeclaredTypeError](err); ok {
 			return undeclared.GroupVersionKind, nil
 		}
@@ -122,7 +122,7 @@ func literalTypes(f *Folder) map[schema.GroupVersionKind]bool {
 
 // declaration is a _kind.yaml owning types (a ConfigMap when there are
 // none yet: a kind owns at least one type).
-func declaration(types map[schema.GroupVersionKind]bool) []byte {
+func declaration(types map[schema.GroupVersionKind]bool, graph map[string]render.Node) []byte {
 	if len(types) == 0 {
 		types = map[schema.GroupVersionKind]bool{{Version: "v1", Kind: "ConfigMap"}: true}
 	}
@@ -136,7 +136,7 @@ func declaration(types map[schema.GroupVersionKind]bool) []byte {
 		}
 		owns = append(owns, ref)
 	}
-	out, _ := yaml.Marshal(map[string]any{"owns": owns})
+	out, _ := yaml.Marshal(render.Declaration{Owns: owns, Graph: graph})
 	return append([]byte("# The types the chart's templates render (stencil import chart).\n"), out...)
 }
 
@@ -162,7 +162,8 @@ var clusterScoped = map[schema.GroupKind]bool{
 // Render renders values (a values file) with k as the release release in
 // namespace.
 func Render(k *render.Kind, release, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
-	return k.Render(NewResource(k.GroupVersionKind(), release, namespace, values))
+	objs, _, err := RenderConverged(k, release, namespace, values)
+	return objs, err
 }
 
 // ResourceList is a list of [Resource].

@@ -119,11 +119,16 @@ func (f *Folder) project(gvk schema.GroupVersionKind, lower string, decl []byte,
 		out[filepath.Join("templates", lower, filepath.FromSlash(name))] = data
 	}
 	for _, tc := range cases {
-		objs, err := Render(k, "release", "default", tc.values)
+		objs, live, err := RenderConverged(k, "release", "default", tc.values)
 		if err != nil {
 			return nil, fmt.Errorf("rendering the case %s: %w", tc.name, err)
 		}
 		dir := filepath.Join("templates", lower, "tests", tc.name)
+		if live != nil {
+			if out[filepath.Join(dir, kindtest.ObservedFile)], err = kindtest.Stream(live); err != nil {
+				return nil, err
+			}
+		}
 		if out[filepath.Join(dir, kindtest.InputFile)], err = resourceYAML(gvk, "release", tc.values, true); err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,7 +29,8 @@ import (
 // TestImportedChartRunsToReady runs the test chart, imported, on the local
 // control plane: its CRD with the schema of the chart's values, a resource
 // that sets two values (the rest from the CRD's defaults) becomes Ready,
-// and a value changed through the resource changes the Deployment.
+// its pre-install hook's Job completes before the Deployment is made, and
+// a value changed through the resource changes the Deployment.
 func TestImportedChartRunsToReady(t *testing.T) {
 	gvk := schema.GroupVersionKind{Group: "shops.example.com", Version: "v1alpha1", Kind: "Shop"}
 	def := importShop(t, gvk)
@@ -57,6 +59,15 @@ func TestImportedChartRunsToReady(t *testing.T) {
 	if *deploy.Spec.Replicas != 2 || probe.PeriodSeconds != 7 || probe.InitialDelaySeconds != 10 {
 		t.Fatalf("the Deployment has %d replicas and a liveness probe every %d s after %d s; want 2, 7 (set) and 10 (the chart's nested default)",
 			*deploy.Spec.Replicas, probe.PeriodSeconds, probe.InitialDelaySeconds)
+	}
+
+	// The pre-install hook's Job is a graph node the others wait for.
+	job := &batchv1.Job{}
+	if err := cl.Get(t.Context(), types.NamespacedName{Namespace: "default", Name: "rel-shop-migrate"}, job); err != nil {
+		t.Fatal(err)
+	}
+	if job.Status.CompletionTime == nil || deploy.CreationTimestamp.Before(job.Status.CompletionTime) {
+		t.Fatalf("the Deployment was created at %v, before the hook's Job completed (%v)", deploy.CreationTimestamp, job.Status.CompletionTime)
 	}
 
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicaCount":4}}`))
@@ -100,7 +111,7 @@ func importShop(t *testing.T, gvk schema.GroupVersionKind) render.Definition {
 func newClient(t *testing.T, cluster *stenciltest.Cluster, gvk schema.GroupVersionKind) client.Client {
 	t.Helper()
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{appsv1.AddToScheme, apiextensionsv1.AddToScheme, chartimport.AddToScheme(gvk)} {
+	for _, add := range []func(*runtime.Scheme) error{appsv1.AddToScheme, batchv1.AddToScheme, apiextensionsv1.AddToScheme, chartimport.AddToScheme(gvk)} {
 		if err := add(s); err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,130 @@
+package chartimport
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/stencil-operator/stencil/render"
+)
+
+// Hook phases, as the import orders a hook's template file in the kind's
+// graph.
+const (
+	// hookBefore: pre-install or pre-upgrade: the file is a graph node
+	// that every other node comes after.
+	hookBefore = "before"
+	// hookAfter: post-install or post-upgrade: a node after every other.
+	hookAfter = "after"
+)
+
+// hookPhase is where the hook annotation value hooks (helm.sh/hook's)
+// puts its file; "" when it runs only on delete, rollback or test, which
+// stencil has no moment for.
+func hookPhase(hooks string) string {
+	phase := ""
+	for _, h := range strings.Split(hooks, ",") {
+		switch strings.TrimSpace(h) {
+		case "pre-install", "pre-upgrade":
+			return hookBefore
+		case "post-install", "post-upgrade":
+			phase = hookAfter
+		}
+	}
+	return phase
+}
+
+// graph is the _kind.yaml graph that orders the hooks' files: each file's
+// node (its name without .yaml) after the hooks before it; nil without
+// hooks.
+func (f *Folder) graph() map[string]render.Node {
+	if len(f.Hooks) == 0 {
+		return nil
+	}
+	var before, rest []string
+	for _, name := range slices.Sorted(maps.Keys(f.Files)) {
+		if !strings.HasSuffix(name, ".yaml") || strings.HasPrefix(name, "_") || strings.Contains(name, "/") {
+			continue
+		}
+		node := strings.TrimSuffix(name, ".yaml")
+		switch f.Hooks[name] {
+		case hookBefore:
+			before = append(before, node)
+		case "":
+			rest = append(rest, node)
+		}
+	}
+	g := map[string]render.Node{}
+	for _, n := range rest {
+		g[n] = render.Node{After: before}
+	}
+	for name, phase := range f.Hooks {
+		if phase == hookAfter {
+			g[strings.TrimSuffix(name, ".yaml")] = render.Node{After: append(slices.Clone(before), rest...)}
+		}
+	}
+	return g
+}
+
+// RenderConverged renders values with k as the release release in
+// namespace as it is once every object is ready: for a kind whose hooks
+// order its files (a graph), the render is repeated with each object
+// before it live and healthy, until no node waits. It also returns those
+// live objects (a test case's observed.yaml).
+func RenderConverged(k *render.Kind, release, namespace string, values map[string]any) (objs, live []*unstructured.Unstructured, err error) {
+	cr := NewResource(k.GroupVersionKind(), release, namespace, values)
+	if !k.HasGraph() {
+		objs, err = k.Render(cr)
+		return objs, nil, err
+	}
+	var snapshot render.Objects
+	for range 10 {
+		plan, err := k.RenderGraph(cr, render.GraphInput{Live: snapshot, Random: render.FixedRandom()})
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(plan.Waiting) == 0 {
+			return plan.Objects, snapshot, nil
+		}
+		if len(plan.Objects) == len(snapshot) {
+			return nil, nil, fmt.Errorf("the graph does not converge: %v", plan.Waiting)
+		}
+		snapshot = snapshot[:0]
+		for _, o := range plan.Objects {
+			snapshot = append(snapshot, healthy(o.DeepCopy()))
+		}
+	}
+	return nil, nil, fmt.Errorf("the graph does not converge in 10 renders")
+}
+
+// healthy gives o the status of a ready object of its type, as kstatus
+// reads it.
+func healthy(o *unstructured.Unstructured) *unstructured.Unstructured {
+	o.SetGeneration(1)
+	replicas, found, _ := unstructured.NestedInt64(o.Object, "spec", "replicas")
+	if !found {
+		replicas = 1
+	}
+	switch o.GroupVersionKind().GroupKind() {
+	case schema.GroupKind{Group: "apps", Kind: "Deployment"}:
+		o.Object["status"] = map[string]any{"observedGeneration": int64(1), "replicas": replicas, "readyReplicas": replicas,
+			"updatedReplicas": replicas, "availableReplicas": replicas,
+			"conditions": []any{map[string]any{"type": "Available", "status": "True"}}}
+	case schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
+		o.Object["status"] = map[string]any{"observedGeneration": int64(1), "replicas": replicas, "readyReplicas": replicas,
+			"currentReplicas": replicas, "updatedReplicas": replicas, "availableReplicas": replicas,
+			"currentRevision": "r1", "updateRevision": "r1"}
+	case schema.GroupKind{Group: "batch", Kind: "Job"}:
+		o.Object["status"] = map[string]any{"succeeded": int64(1),
+			"conditions": []any{map[string]any{"type": "Complete", "status": "True"}}}
+	case schema.GroupKind{Kind: "Pod"}:
+		o.Object["status"] = map[string]any{"phase": "Running", "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
+	case schema.GroupKind{Kind: "PersistentVolumeClaim"}:
+		o.Object["status"] = map[string]any{"phase": "Bound"}
+	}
+	return o
+}
