@@ -30,7 +30,8 @@ type Options struct {
 // render of that case as its expected output, and the lines that register
 // it. It returns the kind's folder name and the notes of what changed in
 // the conversion.
-func Import(root, chartPath string, o Options) (string, []Note, error) {
+// The defaults it takes are written into o.
+func Import(root, chartPath string, o *Options) (string, []Note, error) {
 	c, err := Load(chartPath)
 	if err != nil {
 		return "", nil, err

@@ -38,7 +38,7 @@ object by object (docs/from-helm.md).`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
-			lower, notes, err := chartimport.Import(".", args[0], o)
+			lower, notes, err := chartimport.Import(".", args[0], &o)
 			printNotes(out, notes)
 			if err != nil {
 				return err
