@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"maps"
 	"path"
 	"slices"
 	"strings"
 	"sync"
+	"text/template"
 
 	"github.com/Masterminds/semver/v3"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -201,7 +203,7 @@ func (k *Kind) helmData(obj v1alpha1.Object, values map[string]any, file string)
 			"IsInstall": true, "IsUpgrade": false, "Revision": 1,
 		},
 		"Chart":        c.meta,
-		"Capabilities": helmCapabilities{APIVersions: helmAPIVersions{k: k}, KubeVersion: k.kubeVersion()},
+		"Capabilities": helmCapabilities{APIVersions: helmAPIVersions{k: k}, KubeVersion: k.kubeVersion(), HelmVersion: helmVersion},
 		"Template":     map[string]any{"Name": HelmTemplateName(k.chartName(), file), "BasePath": base},
 		"Files":        Files(c.files),
 	}
@@ -304,8 +306,8 @@ func coalesce(user, defaults map[string]any) map[string]any {
 		}
 	}
 	for k, u := range user {
-		if _, done := defaults[k]; !done && u != nil {
-			out[k] = u
+		if _, done := defaults[k]; !done {
+			out[k] = u // a null too, as Helm keeps it
 		}
 	}
 	return out
@@ -333,6 +335,33 @@ func deepCopyValue(v any) any {
 type helmCapabilities struct {
 	APIVersions helmAPIVersions
 	KubeVersion KubeVersion
+	HelmVersion HelmVersion
+}
+
+// HelmVersion is .Capabilities.HelmVersion: the Helm release whose
+// template semantics stencil follows (and whose helm template the import
+// is checked against).
+type HelmVersion struct {
+	Version, GitCommit, GitTreeState, GoVersion string
+}
+
+// helmVersion is the Helm release stencil's chart kinds follow.
+var helmVersion = HelmVersion{Version: "v4.3.0"}
+
+// chartFuncs are a chart kind's functions besides the library's. The
+// impure functions are defined, so that a chart whose helpers name them
+// loads, and fail when a render calls one; lookup finds nothing, as in
+// helm template and a first install (a chart reads it to keep what a
+// release made before: stencil applies the same objects every time).
+func chartFuncs() template.FuncMap {
+	fm := template.FuncMap{}
+	for _, name := range impure {
+		fm[name] = func(...any) (any, error) {
+			return nil, fmt.Errorf("%s: a render is a pure function of the resource; make the value a field of the spec, or generate it once in a createOnly graph node (docs/from-helm.md)", name)
+		}
+	}
+	fm["lookup"] = func(string, string, string, string) (map[string]any, error) { return map[string]any{}, nil }
+	return fm
 }
 
 // helmAPIVersions is .Capabilities.APIVersions: a chart asks it about
@@ -545,4 +574,21 @@ func digestFiles(digest string, files map[string][]byte) string {
 		h.Write(files[name])
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// withoutTests drops a chart kind's helm test objects (helm.sh/hook test,
+// test-success or test-failure), as helm template --skip-tests does:
+// stencil has no helm test.
+func (k *Kind) withoutTests(docs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	if k.chart == nil {
+		return docs
+	}
+	return slices.DeleteFunc(docs, func(o *unstructured.Unstructured) bool {
+		for _, h := range strings.Split(o.GetAnnotations()["helm.sh/hook"], ",") {
+			if strings.HasPrefix(strings.TrimSpace(h), "test") {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -291,10 +291,11 @@ func digestFolder(fsys fs.FS, entries []fs.DirEntry) (string, error) {
 // .Template.BasePath.
 func parseFolder(name string, fsys fs.FS, declaration, chartName string) (tmpl *template.Template, manifests []string, entries []fs.DirEntry, err error) {
 	tmpl = template.New(name).Option("missingkey=error")
+	tmpl.Funcs(funcs(tmpl))
 	if chartName != "" {
 		tmpl.Option("missingkey=zero")
+		tmpl.Funcs(chartFuncs())
 	}
-	tmpl.Funcs(funcs(tmpl))
 	if entries, err = fs.ReadDir(fsys, "."); err != nil {
 		return nil, nil, nil, fmt.Errorf("listing templates: %w", err)
 	}
@@ -302,6 +303,9 @@ func parseFolder(name string, fsys fs.FS, declaration, chartName string) (tmpl *
 		file, ext := e.Name(), path.Ext(e.Name())
 		if e.IsDir() || file == declaration || ext != ".yaml" && ext != ".tpl" {
 			continue
+		}
+		if chartName != "" && (file == chartFile || file == valuesFile) {
+			continue // data, never templates: a chart's values may hold template text
 		}
 		src, err := fs.ReadFile(fsys, file)
 		if err != nil {

@@ -229,6 +229,7 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 		if err != nil {
 			return nil, &Error{File: n.file, Err: withheld(scope, err)}
 		}
+		docs = k.withoutTests(docs)
 		if scope.secretInput != "" {
 			gr.secretInput[name] = scope.secretInput
 		}

@@ -137,6 +137,7 @@ func (k *Kind) renderPlain(run *execution, obj v1alpha1.Object) ([]*unstructured
 		if err != nil {
 			return nil, &Error{File: file, Err: err}
 		}
+		docs = k.withoutTests(docs)
 		for _, d := range docs {
 			setSource(d, file)
 		}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	"maps"
 	"slices"
 	"strings"
@@ -68,7 +69,7 @@ func (k *Kind) check(o *unstructured.Unstructured, own owner) error {
 	if err := k.checkServed(gvk, o.GetName()); err != nil {
 		return err
 	}
-	if errs := validation.IsDNS1123Subdomain(o.GetName()); len(errs) > 0 {
+	if errs := validName(gvk, o.GetName()); len(errs) > 0 {
 		return fmt.Errorf("%s %q: invalid name: %s", gvk.Kind, o.GetName(), strings.Join(errs, "; "))
 	}
 	if err := checkHandOver(o.GetAnnotations()[v1alpha1.AnnotationHandOver]); err != nil {
@@ -267,4 +268,14 @@ type UndeclaredTypeError struct {
 
 func (e *UndeclaredTypeError) Error() string {
 	return fmt.Sprintf("%s %q: type %s is not declared in %s; add it under owns", e.GroupVersionKind.Kind, e.Name, e.GroupVersionKind, declarationFile)
+}
+
+// validName checks a name as the API server does for its type: RBAC's
+// types take any path segment (system:metrics-reader), others a DNS
+// subdomain.
+func validName(gvk schema.GroupVersionKind, name string) []string {
+	if gvk.Group == "rbac.authorization.k8s.io" {
+		return path.IsValidPathSegmentName(name)
+	}
+	return validation.IsDNS1123Subdomain(name)
 }

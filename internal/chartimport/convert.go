@@ -51,6 +51,12 @@ func Convert(c *Chart) (*Folder, error) {
 	if err != nil {
 		return nil, err
 	}
+	for p := range c.Files {
+		if strings.HasPrefix(p, "crds/") {
+			f.note("crds/", 0, "the chart's CRDs are not installed by the kind (helm template leaves them out too)", "install them with the operator (config/crd/external for their schemas), or let another tool own them")
+			break
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(subs)) {
 		sub := subs[name]
 		if nested, _ := sub.Subcharts(); len(nested) > 0 {
@@ -135,7 +141,7 @@ func (f *Folder) template(shown, rel string, src []byte) (string, bool) {
 	case path.Base(rel) == "NOTES.txt":
 		f.note(shown, 0, "NOTES.txt is dropped: there is no install to print it after", "say what a user needs in the kind's status (a _status.yaml template) or its docs")
 		return "", false
-	case testHook.Match(src):
+	case testHook.Match(src), strings.HasPrefix(rel, "tests/"):
 		f.note(shown, 0, "a helm test hook is skipped: stencil has no `helm test`", "check the release in the kind's tests or the e2e")
 		return "", false
 	case ext == ".tpl":
@@ -169,10 +175,11 @@ var scans = []struct {
 	re              *regexp.Regexp
 	reason, instead string
 }{
-	{regexp.MustCompile(`\blookup\b`), "lookup is refused at render: a render reads only the custom resource", "declare the object under inputs in _kind.yaml and read it with input (a graph kind)"},
+	{regexp.MustCompile(`\blookup\b`), "lookup finds nothing (an empty map), as in helm template and a first install", "to read a live object, declare it under inputs in _kind.yaml and read it with input (a graph kind)"},
+	{regexp.MustCompile(`^\s*namespace:\s*[^{\s]|^\s*namespace:\s*\{\{[^}]*\.Values`), "an object in a namespace of its own is refused at render: a kind's objects are in its resource's namespace", "create the resource in that namespace, or leave the object out"},
 	{regexp.MustCompile(`\b(randAlphaNum|randAlpha|randAscii|randNumeric|randInt|randBytes|uuidv4|genPrivateKey|genCA|genSelfSignedCert|genSignedCert|now|date|htpasswd|bcrypt|shuffle)\b`), "a random or clock function is refused: a render is a pure function of the resource", "generate the value once in a createOnly graph node (generate), or make it a value of the spec"},
 	{regexp.MustCompile(`\.Release\.(IsUpgrade|IsInstall|Revision)\b`), ".Release.IsInstall is always true, .IsUpgrade false and .Revision 1, as in helm template", "stencil applies the same objects on every reconcile"},
-	{regexp.MustCompile(`\.Capabilities\.HelmVersion\b`), ".Capabilities.HelmVersion is not there", ""},
+	{regexp.MustCompile(`\.Capabilities\.HelmVersion\b`), ".Capabilities.HelmVersion is the Helm release whose template semantics stencil follows (v4.3.0), not a Helm binary's", ""},
 	{regexp.MustCompile(`\.Subcharts\b`), ".Subcharts is not there", "read a subchart's values under .Values.<name>"},
 	{regexp.MustCompile(`\btoToml\b`), "toToml is not a stencil template function", "write the file with toYaml or toJson"},
 }

@@ -90,13 +90,13 @@ func Declare(gvk schema.GroupVersionKind, f *Folder, values []map[string]any) ([
 // renderedTypes renders every values file and returns the first type that
 // is not declared yet (none: the zero value).
 func renderedTypes(k *render.Kind, gvk schema.GroupVersionKind, values []map[string]any) (schema.GroupVersionKind, error) {
-	for _, v := range values {
+	for i, v := range values {
 		_, _, err := RenderConverged(k, "release", "default", v)
 		if undeclared, ok := errors.AsType[*render.UndeclaredTypeError](err); ok {
 			return undeclared.GroupVersionKind, nil
 		}
 		if err != nil {
-			return schema.GroupVersionKind{}, fmt.Errorf("rendering the chart's values: %w", err)
+			return schema.GroupVersionKind{}, fmt.Errorf("rendering values file %d: %w", i+1, err)
 		}
 	}
 	return schema.GroupVersionKind{}, nil

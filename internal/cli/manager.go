@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
@@ -296,8 +297,12 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err := o.limits.Check(); err != nil {
 		return err
 	}
+	kube, err := serverVersion(cfg)
+	if err != nil {
+		return err
+	}
 	for i := range folders {
-		folders[i] = folders[i].WithLimits(o.limits)
+		folders[i] = folders[i].WithLimits(o.limits).WithKubeVersion(kube)
 	}
 	defaults, err := crdDefaults(ctx, cfg, folders, log)
 	if err != nil {
@@ -379,4 +384,18 @@ func runManager(ctx context.Context, o managerOptions) error {
 		return fmt.Errorf("running manager: %w", err)
 	}
 	return nil
+}
+
+// serverVersion is the cluster's Kubernetes version, which chart kinds
+// read as .Capabilities.KubeVersion.
+func serverVersion(cfg *rest.Config) (render.KubeVersion, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return render.KubeVersion{}, fmt.Errorf("asking the cluster's version: %w", err)
+	}
+	info, err := dc.ServerVersion()
+	if err != nil {
+		return render.KubeVersion{}, fmt.Errorf("asking the cluster's version: %w", err)
+	}
+	return render.ParseKubeVersion(info.GitVersion)
 }

@@ -163,6 +163,14 @@ func (f Folder) WithLimits(l render.Limits) Folder {
 	return f
 }
 
+// WithKubeVersion is f with a chart kind's .Capabilities.KubeVersion v.
+func (f Folder) WithKubeVersion(v render.KubeVersion) Folder {
+	if f.Kind != nil && f.Kind.IsChart() {
+		f.Kind = f.Kind.WithKubeVersion(v)
+	}
+	return f
+}
+
 // DefaultsOnly is a validator that only defaults: custom resources of the
 // types v has a schema for, as the API server does, and the others as they
 // are; it checks nothing.

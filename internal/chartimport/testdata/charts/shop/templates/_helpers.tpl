@@ -64,3 +64,18 @@ shop.image is repository:tag, the tag defaulting to the chart's appVersion.
 {{- define "shop.image" -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
+
+{{/*
+The database password: the values', else the one an earlier release's
+Secret holds (lookup), else a generated one.
+*/}}
+{{- define "shop.password" -}}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (printf "%s-db" (include "shop.fullname" .)) -}}
+{{- if .Values.database.password -}}
+{{ .Values.database.password }}
+{{- else if $existing -}}
+{{ index $existing.data "password" | b64dec }}
+{{- else -}}
+{{ randAlphaNum 16 }}
+{{- end -}}
+{{- end }}
