@@ -33,31 +33,59 @@ func (d Difference) String() string {
 	return fmt.Sprintf("%s: %s:\n%s", d.ValuesFile, d.Object, d.Diff)
 }
 
-// Verify renders each of the chart's values files (paths inside the chart
-// folder chartDir) with the kind k and with `helm template` (the binary
-// helm), as the release release in namespace, and compares them object by
-// object, but for stencil's own labels, annotations and ownerReferences
-// and for the namespace Helm leaves out. k renders .Release.Service as
-// Helm, so that a checksum of a rendered template is Helm's too.
-func Verify(helm, chartPath string, c *Chart, k *render.Kind, release, namespace string) ([]Difference, error) {
+// FileResult is the comparison of one values file.
+type FileResult struct {
+	ValuesFile string
+	// Objects are the objects either side renders; Equal, those both
+	// render alike.
+	Objects, Equal int
+	Differences    []Difference
+	// Err: a side failed to render the file (helm template, or stencil:
+	// a random function, an object in another namespace).
+	Err error
+}
+
+// Verify renders each of the chart's values files (values.yaml and
+// ci/*values.yaml) with the kind k and with `helm template` (the binary
+// helm) of the chart at chartPath, as the release release in namespace,
+// and compares them object by object, but for stencil's own labels,
+// annotations and ownerReferences and for the namespace Helm leaves out.
+// k renders .Release.Service as Helm, so that a checksum of a rendered
+// template is Helm's too. A file that fails to render on either side is a
+// result with its error; the others are still compared.
+func Verify(helm, chartPath string, c *Chart, k *render.Kind, release, namespace string) ([]FileResult, error) {
 	k = k.WithReleaseService("Helm")
 	cases, err := c.cases()
 	if err != nil {
 		return nil, err
 	}
-	var diffs []Difference
+	var results []FileResult
 	for i, vf := range c.ValuesFiles() {
-		ours, err := Render(k, release, namespace, cases[i].values)
-		if err != nil {
-			return nil, fmt.Errorf("%s: stencil's render: %w", vf, err)
-		}
+		r := FileResult{ValuesFile: vf}
 		theirs, err := helmTemplate(helm, chartPath, c.Files[vf], vf, release, namespace, k.KubeVersion())
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", vf, err)
+			r.Err = err
+		} else if ours, err := Render(k, release, namespace, cases[i].values); err != nil {
+			r.Err = fmt.Errorf("stencil's render: %w", err)
+		} else {
+			r.Differences = compare(vf, theirs, ours)
+			r.Objects = countObjects(theirs, ours)
+			r.Equal = r.Objects - len(r.Differences)
 		}
-		diffs = append(diffs, compare(vf, theirs, ours)...)
+		results = append(results, r)
 	}
-	return diffs, nil
+	return results, nil
+}
+
+// countObjects counts the objects either side renders.
+func countObjects(sides ...[]*unstructured.Unstructured) int {
+	ids := map[string]bool{}
+	for _, objs := range sides {
+		for _, o := range objs {
+			ids[o.GetKind()+" "+o.GetName()] = true
+		}
+	}
+	return len(ids)
 }
 
 // helmTemplate runs helm template on the chart at chartPath with the

@@ -58,11 +58,22 @@ func TestShopRendersAsHelmDoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	diffs, err := Verify(helmBinary(t), shopChart, c, k, "rel", "ns1")
+	results, err := Verify(helmBinary(t), shopChart, c, k, "rel", "ns1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range diffs {
-		t.Errorf("%s", d)
+	if len(results) != 4 {
+		t.Errorf("%d values files compared, want 4 (values.yaml and ci/*)", len(results))
+	}
+	for _, r := range results {
+		switch {
+		case r.Err != nil:
+			t.Errorf("%s: %v", r.ValuesFile, r.Err)
+		case r.Objects < 4:
+			t.Errorf("%s: %d objects compared; the test chart renders more", r.ValuesFile, r.Objects)
+		}
+		for _, d := range r.Differences {
+			t.Errorf("%s", d)
+		}
 	}
 }

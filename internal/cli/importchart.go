@@ -88,16 +88,29 @@ func verifyChart(out io.Writer, helm, chartPath, lower string, o chartimport.Opt
 	if err != nil {
 		return err
 	}
-	diffs, err := chartimport.Verify(helm, chartPath, c, k, "release", "default")
+	results, err := chartimport.Verify(helm, chartPath, c, k, "release", "default")
 	if err != nil {
 		return err
 	}
-	for _, d := range diffs {
-		fmt.Fprintln(out, d)
+	failed := 0
+	for _, r := range results {
+		switch {
+		case r.Err != nil:
+			fmt.Fprintf(out, "%s: %v\n", r.ValuesFile, r.Err)
+		case len(r.Differences) > 0:
+			fmt.Fprintf(out, "%s: %d of %d objects differ:\n", r.ValuesFile, len(r.Differences), r.Objects)
+			for _, d := range r.Differences {
+				fmt.Fprintln(out, d)
+			}
+		default:
+			fmt.Fprintf(out, "%s: %d objects, as helm template renders them\n", r.ValuesFile, r.Objects)
+			continue
+		}
+		failed++
 	}
-	if len(diffs) > 0 {
-		return fmt.Errorf("%d objects differ from helm template's", len(diffs))
+	if failed > 0 {
+		return fmt.Errorf("%d of %d values files do not render as helm template does", failed, len(results))
 	}
-	fmt.Fprintf(out, "Every object of %d values files is as helm template renders it.\n", len(c.ValuesFiles()))
+	fmt.Fprintf(out, "Every object of %d values files is as helm template renders it.\n", len(results))
 	return nil
 }
