@@ -159,7 +159,8 @@ func run(ctx context.Context, cfg config) error {
 		return runGraph(ctx, cfg)
 	}
 	if cfg.peers {
-		if err := goBuild(ctx, filepath.Join(cfg.bin, "myweb-operator"), "./hack/bench/handwritten/myweb-operator"); err != nil {
+		if err := errors.Join(goBuild(ctx, filepath.Join(cfg.bin, "myweb-operator"), "./hack/bench/handwritten/myweb-operator"),
+			goBuild(ctx, filepath.Join(cfg.bin, "chartweb"), "./hack/bench/chartweb")); err != nil {
 			return err
 		}
 		return runPeers(ctx, cfg, bins)

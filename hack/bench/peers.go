@@ -139,7 +139,7 @@ func peerContenders(ctx context.Context, cfg config) ([]*contender, error) {
 	if _, err := os.Stat(cfg.helmOperator); err != nil {
 		return nil, fmt.Errorf("-helm-operator: %w", err)
 	}
-	return append(contenders, helmContender(cfg)), nil
+	return append(contenders, helmContender(cfg), chartContender(cfg)), nil
 }
 
 // kroContender is kro with args, reconciling KroWebs. Its ResourceGraph-

@@ -6,10 +6,16 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"testing/fstest"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -123,4 +129,59 @@ func writeSpecSchema(crds string, def render.Definition, spec *apiextensionsv1.J
 		return os.WriteFile(file, out, 0o644)
 	}
 	return fmt.Errorf("no CRD of %s in %s: run controller-gen first (make manifests)", gvk.GroupKind(), crds)
+}
+
+// Definition imports the chart at dir as the kind gvk in memory, as
+// `stencil import chart` writes it (declared from the chart's values and
+// values): for a program that runs a chart as a kind without a Go type of
+// its own (with [AddToScheme]), and for tests.
+func Definition(dir string, gvk schema.GroupVersionKind, values ...map[string]any) (render.Definition, error) {
+	c, err := Load(dir)
+	if err != nil {
+		return render.Definition{}, err
+	}
+	f, err := Convert(c)
+	if err != nil {
+		return render.Definition{}, err
+	}
+	decl, err := Declare(gvk, f, append([]map[string]any{{}}, values...))
+	if err != nil {
+		return render.Definition{}, err
+	}
+	fsys := fstest.MapFS{"_kind.yaml": {Data: decl}}
+	for name, data := range f.Files {
+		fsys[name] = &fstest.MapFile{Data: data}
+	}
+	return render.Definition{GroupVersionKind: gvk, Templates: fsys, New: func() v1alpha1.Object { return &Resource{} }}, nil
+}
+
+// CRD is a chart kind's CRD, as controller-gen and `stencil manifests`
+// write it for its Go type: namespaced, a status subresource, the spec's
+// schema of the chart's values.
+func CRD(def render.Definition, plural string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	spec, _, err := FolderSchema(def.Templates)
+	if err != nil {
+		return nil, err
+	}
+	gvk := def.GroupVersionKind
+	preserve := true
+	return &apiextensionsv1.CustomResourceDefinition{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + gvk.Group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: gvk.Group, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: strings.ToLower(gvk.Kind), Kind: gvk.Kind, ListKind: gvk.Kind + "List"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: gvk.Version, Served: true, Storage: true,
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object",
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"apiVersion": {Type: "string"}, "kind": {Type: "string"}, "metadata": {Type: "object"},
+						"spec": *spec, "status": {Type: "object", XPreserveUnknownFields: &preserve},
+					},
+				}},
+			}},
+		},
+	}, nil
 }

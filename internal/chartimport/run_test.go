@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -19,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/chartimport"
 	"github.com/stencil-operator/stencil/pkg/stencil"
 	"github.com/stencil-operator/stencil/pkg/stenciltest"
@@ -33,7 +31,10 @@ import (
 // a value changed through the resource changes the Deployment.
 func TestImportedChartRunsToReady(t *testing.T) {
 	gvk := schema.GroupVersionKind{Group: "shops.example.com", Version: "v1alpha1", Kind: "Shop"}
-	def := importShop(t, gvk)
+	def, err := chartimport.Definition("testdata/charts/shop", gvk, map[string]any{"ingress": map[string]any{"enabled": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cluster := stenciltest.StartCluster(t)
 	cl := newClient(t, cluster, gvk)
 	installCRD(t, cl, def)
@@ -85,29 +86,6 @@ func TestImportedChartRunsToReady(t *testing.T) {
 	})
 }
 
-// importShop makes the test chart's kind folder, as stencil import chart
-// does.
-func importShop(t *testing.T, gvk schema.GroupVersionKind) render.Definition {
-	t.Helper()
-	c, err := chartimport.Load("testdata/charts/shop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := chartimport.Convert(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	decl, err := chartimport.Declare(gvk, f, []map[string]any{{}, {"ingress": map[string]any{"enabled": true}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fsys := fstest.MapFS{"_kind.yaml": {Data: decl}}
-	for name, data := range f.Files {
-		fsys[name] = &fstest.MapFile{Data: data}
-	}
-	return render.Definition{GroupVersionKind: gvk, Templates: fsys, New: func() v1alpha1.Object { return &chartimport.Resource{} }}
-}
-
 func newClient(t *testing.T, cluster *stenciltest.Cluster, gvk schema.GroupVersionKind) client.Client {
 	t.Helper()
 	s := runtime.NewScheme()
@@ -127,39 +105,19 @@ func newClient(t *testing.T, cluster *stenciltest.Cluster, gvk schema.GroupVersi
 // writes, and waits for it to be served.
 func installCRD(t *testing.T, cl client.Client, def render.Definition) {
 	t.Helper()
-	spec, _, err := chartimport.FolderSchema(def.Templates)
+	crd, err := chartimport.CRD(def, "shops")
 	if err != nil {
 		t.Fatal(err)
-	}
-	gvk := def.GroupVersionKind
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "shops." + gvk.Group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: gvk.Group, Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "shops", Singular: "shop", Kind: gvk.Kind, ListKind: gvk.Kind + "List"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: gvk.Version, Served: true, Storage: true,
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object",
-					Properties: map[string]apiextensionsv1.JSONSchemaProps{
-						"apiVersion": {Type: "string"}, "kind": {Type: "string"}, "metadata": {Type: "object"},
-						"spec": *spec, "status": {Type: "object", XPreserveUnknownFields: ptr(true)},
-					},
-				}},
-			}},
-		},
 	}
 	if err := cl.Create(t.Context(), crd); err != nil {
 		t.Fatal(err)
 	}
+	gvk := def.GroupVersionKind
 	waitFor(t, "the CRD served", func() error {
 		_, err := cl.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
 		return err
 	})
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func ready(t *testing.T, cl client.Client, o *unstructured.Unstructured) error {
 	got := o.DeepCopy()
