@@ -7,9 +7,9 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/stencil-operator/stencil/render"
+	"github.com/stencil-operator/stencil/render/kindtest"
 )
 
 // Hook phases, as the import orders a hook's template file in the kind's
@@ -95,36 +95,8 @@ func RenderConverged(k *render.Kind, release, namespace string, values map[strin
 		}
 		snapshot = snapshot[:0]
 		for _, o := range plan.Objects {
-			snapshot = append(snapshot, healthy(o.DeepCopy()))
+			snapshot = append(snapshot, kindtest.Healthy(o.DeepCopy()))
 		}
 	}
 	return nil, nil, fmt.Errorf("the graph does not converge in 10 renders")
-}
-
-// healthy gives o the status of a ready object of its type, as kstatus
-// reads it.
-func healthy(o *unstructured.Unstructured) *unstructured.Unstructured {
-	o.SetGeneration(1)
-	replicas, found, _ := unstructured.NestedInt64(o.Object, "spec", "replicas")
-	if !found {
-		replicas = 1
-	}
-	switch o.GroupVersionKind().GroupKind() {
-	case schema.GroupKind{Group: "apps", Kind: "Deployment"}:
-		o.Object["status"] = map[string]any{"observedGeneration": int64(1), "replicas": replicas, "readyReplicas": replicas,
-			"updatedReplicas": replicas, "availableReplicas": replicas,
-			"conditions": []any{map[string]any{"type": "Available", "status": "True"}}}
-	case schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
-		o.Object["status"] = map[string]any{"observedGeneration": int64(1), "replicas": replicas, "readyReplicas": replicas,
-			"currentReplicas": replicas, "updatedReplicas": replicas, "availableReplicas": replicas,
-			"currentRevision": "r1", "updateRevision": "r1"}
-	case schema.GroupKind{Group: "batch", Kind: "Job"}:
-		o.Object["status"] = map[string]any{"succeeded": int64(1),
-			"conditions": []any{map[string]any{"type": "Complete", "status": "True"}}}
-	case schema.GroupKind{Kind: "Pod"}:
-		o.Object["status"] = map[string]any{"phase": "Running", "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
-	case schema.GroupKind{Kind: "PersistentVolumeClaim"}:
-		o.Object["status"] = map[string]any{"phase": "Bound"}
-	}
-	return o
 }

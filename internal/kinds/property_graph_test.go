@@ -11,6 +11,7 @@ import (
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/render"
+	"github.com/stencil-operator/stencil/render/kindtest"
 )
 
 // convergeGraph renders a graph kind's resource as the cluster would see
@@ -53,32 +54,9 @@ func settled(rendered []*unstructured.Unstructured, live render.Objects) render.
 				continue
 			}
 		}
-		out = append(out, healthy(d.DeepCopy()))
+		out = append(out, kindtest.Healthy(d.DeepCopy()))
 	}
 	return out
-}
-
-// healthy gives o the status of a healthy object of its type.
-func healthy(o *unstructured.Unstructured) *unstructured.Unstructured {
-	o.SetGeneration(1)
-	replicas, found, _ := unstructured.NestedInt64(o.Object, "spec", "replicas")
-	if !found {
-		replicas = 1
-	}
-	switch o.GroupVersionKind().GroupKind() {
-	case schema.GroupKind{Group: "apps", Kind: "Deployment"}:
-		o.Object["status"] = map[string]any{"observedGeneration": int64(1), "replicas": replicas, "readyReplicas": replicas,
-			"updatedReplicas": replicas, "availableReplicas": replicas,
-			"conditions": []any{map[string]any{"type": "Available", "status": "True"}}}
-	case schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
-		o.Object["status"] = map[string]any{"observedGeneration": int64(1), "replicas": replicas, "readyReplicas": replicas,
-			"currentReplicas": replicas, "updatedReplicas": replicas, "availableReplicas": replicas,
-			"currentRevision": "r1", "updateRevision": "r1"}
-	case schema.GroupKind{Group: "batch", Kind: "Job"}:
-		o.Object["status"] = map[string]any{"succeeded": int64(1),
-			"conditions": []any{map[string]any{"type": "Complete", "status": "True"}}}
-	}
-	return o
 }
 
 // randomInputs is a render.Snapshot of random inputs, each made once, as

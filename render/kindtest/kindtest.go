@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"maps"
 	"path"
 	"reflect"
@@ -402,4 +403,33 @@ func namesOptional(k *render.Kind, s string) bool {
 		}
 	}
 	return false
+}
+
+// Healthy gives o the status of a ready object of its type, as kstatus
+// reads it: a live object for a graph node that waits for it (the cases
+// of a graph kind, and the import of a chart whose hooks make one).
+func Healthy(o *unstructured.Unstructured) *unstructured.Unstructured {
+	o.SetGeneration(1)
+	replicas, found, _ := unstructured.NestedInt64(o.Object, "spec", "replicas")
+	if !found {
+		replicas = 1
+	}
+	switch o.GroupVersionKind().GroupKind() {
+	case schema.GroupKind{Group: "apps", Kind: "Deployment"}:
+		o.Object["status"] = map[string]any{"observedGeneration": int64(1), "replicas": replicas, "readyReplicas": replicas,
+			"updatedReplicas": replicas, "availableReplicas": replicas,
+			"conditions": []any{map[string]any{"type": "Available", "status": "True"}}}
+	case schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
+		o.Object["status"] = map[string]any{"observedGeneration": int64(1), "replicas": replicas, "readyReplicas": replicas,
+			"currentReplicas": replicas, "updatedReplicas": replicas, "availableReplicas": replicas,
+			"currentRevision": "r1", "updateRevision": "r1"}
+	case schema.GroupKind{Group: "batch", Kind: "Job"}:
+		o.Object["status"] = map[string]any{"succeeded": int64(1),
+			"conditions": []any{map[string]any{"type": "Complete", "status": "True"}}}
+	case schema.GroupKind{Kind: "Pod"}:
+		o.Object["status"] = map[string]any{"phase": "Running", "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
+	case schema.GroupKind{Kind: "PersistentVolumeClaim"}:
+		o.Object["status"] = map[string]any{"phase": "Bound"}
+	}
+	return o
 }
