@@ -117,6 +117,7 @@ func (c *chart) loadSubcharts(fsys fs.FS, fields map[string]any) error {
 		if c.subcharts[e.Name()], err = loadChart(sub); err != nil || c.subcharts[e.Name()] == nil {
 			return fmt.Errorf("subchart %s: %w", e.Name(), errors.Join(err, errors.New("no "+chartFile)))
 		}
+		c.subcharts[e.Name()].meta["Name"] = e.Name() // its alias, as Helm names an aliased subchart
 	}
 	deps, _ := fields["dependencies"].([]any)
 	for _, d := range deps {
@@ -202,28 +203,37 @@ func (k *Kind) helmData(obj v1alpha1.Object, values map[string]any, file string)
 			"Name": obj.GetName(), "Namespace": obj.GetNamespace(), "Service": k.releaseService(),
 			"IsInstall": true, "IsUpgrade": false, "Revision": 1,
 		},
-		"Chart":        c.meta,
+		"Chart":        deepCopyValue(c.meta), // a template may set into it
 		"Capabilities": helmCapabilities{APIVersions: helmAPIVersions{k: k}, KubeVersion: k.kubeVersion(), HelmVersion: helmVersion},
 		"Template":     map[string]any{"Name": HelmTemplateName(k.chartName(), file), "BasePath": base},
-		"Files":        Files(c.files),
+		"Files":        Files(maps.Clone(c.files)),
 	}
 }
 
-// enabled: the values path cond (a subchart's condition) is not false.
+// enabled: a subchart's condition, comma-separated values paths, is not
+// false: as in Helm, the first path that holds a boolean decides, and
+// none turns nothing off.
 func enabled(values map[string]any, cond string) bool {
-	if cond == "" {
-		return true
+	for path := range strings.SplitSeq(cond, ",") {
+		if b, ok := boolAt(values, strings.TrimSpace(path)); ok {
+			return b
+		}
 	}
+	return true
+}
+
+// boolAt is the boolean at the dotted path of values.
+func boolAt(values map[string]any, path string) (value, ok bool) {
 	var v any = values
-	for _, key := range strings.Split(cond, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return true
+	for key := range strings.SplitSeq(path, ".") {
+		m, isMap := v.(map[string]any)
+		if !isMap {
+			return false, false
 		}
 		v = m[key]
 	}
-	b, isBool := v.(bool)
-	return !isBool || b
+	value, ok = v.(bool)
+	return value, ok
 }
 
 // subchartValues are the subchart sub's .Values: the parent's values
@@ -561,6 +571,25 @@ func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
 
 func encodeBase64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
+// chartFolders are the files of a chart kind's subfolders (its files and
+// its subcharts), by path, which digestFolder does not read.
+func chartFolders(fsys fs.FS) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for _, dir := range []string{filesDir, subchartsDir} {
+		err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			out[p], err = fs.ReadFile(fsys, p)
+			return err
+		})
+		if err != nil && !isNotExist(err) {
+			return nil, fmt.Errorf("reading %s: %w", dir, err)
+		}
+	}
+	return out, nil
+}
+
 // digestFiles adds a chart's files, which are in a subfolder, to a kind's
 // digest of its folder's files (see digestFolder).
 func digestFiles(digest string, files map[string][]byte) string {
@@ -584,7 +613,7 @@ func (k *Kind) withoutTests(docs []*unstructured.Unstructured) []*unstructured.U
 		return docs
 	}
 	return slices.DeleteFunc(docs, func(o *unstructured.Unstructured) bool {
-		for _, h := range strings.Split(o.GetAnnotations()["helm.sh/hook"], ",") {
+		for h := range strings.SplitSeq(o.GetAnnotations()["helm.sh/hook"], ",") {
 			if strings.HasPrefix(strings.TrimSpace(h), "test") {
 				return true
 			}

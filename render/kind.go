@@ -221,7 +221,11 @@ func Load(def Definition) (*Kind, error) {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
 	if k.chart != nil {
-		k.digest = digestFiles(k.digest, k.chart.files)
+		extra, err := chartFolders(def.Templates)
+		if err != nil {
+			return nil, fmt.Errorf("kind %s: %w", name, err)
+		}
+		k.digest = digestFiles(k.digest, extra)
 	}
 	return k, nil
 }
@@ -299,7 +303,7 @@ func parseFolder(name string, fsys fs.FS, declaration, chartName string) (tmpl *
 	if entries, err = fs.ReadDir(fsys, "."); err != nil {
 		return nil, nil, nil, fmt.Errorf("listing templates: %w", err)
 	}
-	for _, e := range entries {
+	for _, e := range parseOrder(entries, chartName) {
 		file, ext := e.Name(), path.Ext(e.Name())
 		if e.IsDir() || file == declaration || ext != ".yaml" && ext != ".tpl" {
 			continue
@@ -331,6 +335,28 @@ func parseFolder(name string, fsys fs.FS, declaration, chartName string) (tmpl *
 		}
 	}
 	return tmpl, manifests, entries, nil
+}
+
+// parseOrder is the order a folder's files are parsed in: by name, but a
+// chart kind's subcharts' files first, so that, as in Helm, a template the
+// chart defines replaces a subchart's of the same name.
+func parseOrder(entries []fs.DirEntry, chartName string) []fs.DirEntry {
+	if chartName == "" {
+		return entries
+	}
+	out := slices.Clone(entries)
+	slices.SortStableFunc(out, func(a, b fs.DirEntry) int {
+		sa, _ := subchartOf(a.Name())
+		sb, _ := subchartOf(b.Name())
+		switch {
+		case sa != "" && sb == "":
+			return -1
+		case sa == "" && sb != "":
+			return 1
+		}
+		return 0
+	})
+	return out
 }
 
 // GroupVersionKind of the kind's custom resource.

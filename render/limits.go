@@ -649,11 +649,16 @@ func (b *budget) tpl(c *template.Template, src string, data any) (string, error)
 	}
 	// What a graph node reads is known before it renders; a template
 	// made of values may not read more.
-	if calls, err := graphCalls(t, "tpl"); err != nil || slices.ContainsFunc(calls, func(c graphCall) bool { return c.fn != "include" }) {
-		return "", errors.New("tpl: a template made of values may not call object, objects, input or generate")
+	if calls, err := graphCalls(t, "tpl"); err != nil || slices.ContainsFunc(calls, func(c graphCall) bool { return c.fn != "include" || b.scope != nil }) {
+		return "", errors.New("tpl: a template made of values may not call object, objects, input or generate, nor, in a graph, include a computed name")
 	}
-	if err := addTicksTo(t); err != nil {
-		return "", err
+	// Every template the source defines runs under the time check too.
+	for _, d := range t.Templates() {
+		if orig := c.Lookup(d.Name()); orig == nil || orig.Tree != d.Tree {
+			if err := addTicksTo(d); err != nil {
+				return "", err
+			}
+		}
 	}
 	b.depth++
 	defer func() { b.depth-- }()

@@ -43,6 +43,7 @@ func TestLimits(t *testing.T) {
 		{"append in a loop", head + "{{- $l := list }}{{ range $i := atoi .Spec.PageContentHtml }}{{ $l = append $l $i }}{{ end }}\n", "rendered bytes", false, "2000"},
 		{"deepCopy of a shared list", head + "{{- $l := list 1 }}{{ range $i := atoi .Spec.PageContentHtml }}{{ $l = list $l $l }}{{ end }}{{ $c := deepCopy $l }}\n", "rendered bytes", false, "17"},
 		{"splitList of every character", head + "{{- $l := splitList \"\" (repeat (atoi .Spec.PageContentHtml) \"x\") }}\n", "rendered bytes", false, "200000"},
+		{"tpl whose source defines a loop", head + "{{- $_ := tpl (printf `{{ define \"x\" }}{{ range $i := %s }}{{ end }}{{ end }}{{ template \"x\" }}` .Spec.PageContentHtml) . }}\n", "render time", false, ""},
 		{"fromJson of a long array", head + "{{- $l := fromJson (printf \"[%s0]\" (repeat (atoi .Spec.PageContentHtml) \"0,\")) }}\n", "rendered bytes", false, "140000"},
 	}
 	limits := render.Limits{Time: 200 * time.Millisecond, Bytes: 1 << 20, Objects: 50, StatusBytes: 4 << 10}

@@ -4,7 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	"maps"
 	"slices"
 	"strings"
@@ -275,7 +275,7 @@ func (e *UndeclaredTypeError) Error() string {
 // subdomain.
 func validName(gvk schema.GroupVersionKind, name string) []string {
 	if gvk.Group == "rbac.authorization.k8s.io" {
-		return path.IsValidPathSegmentName(name)
+		return content.IsPathSegmentName(name)
 	}
 	return validation.IsDNS1123Subdomain(name)
 }

@@ -2,9 +2,11 @@ package chartimport
 
 import (
 	"fmt"
+
 	"maps"
 	"path"
 	"regexp"
+	"sigs.k8s.io/yaml"
 	"slices"
 	"strings"
 )
@@ -57,18 +59,63 @@ func Convert(c *Chart) (*Folder, error) {
 			break
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(subs)) {
-		sub := subs[name]
+	for _, d := range c.dependencies(subs) {
+		sub := subs[d.Name]
+		switch {
+		case sub == nil:
+			f.note("Chart.yaml", 0, "the dependency "+d.Name+" is not under charts/: it is left out", "vendor it (helm dependency build) and import again")
+			continue
+		case len(d.Tags) > 0:
+			f.note("Chart.yaml", 0, "the dependency "+d.key()+"'s tags are not read: only its condition turns it off", "")
+		case len(d.ImportValues) > 0:
+			f.note("Chart.yaml", 0, "the dependency "+d.key()+"'s import-values are not imported", "set those values under "+d.key()+" in the spec")
+		}
 		if nested, _ := sub.Subcharts(); len(nested) > 0 {
-			f.note("charts/"+name, 0, "a subchart with subcharts of its own is not imported", "import it as a kind of its own, or vendor its subcharts' templates into it")
+			f.note("charts/"+d.Name, 0, "a subchart with subcharts of its own is not imported", "import it as a kind of its own, or vendor its subcharts' templates into it")
 			continue
 		}
-		f.addChart(sub, "_charts/"+name+"/", "charts--"+name+"--")
+		f.addChart(sub, "_charts/"+d.key()+"/", "charts--"+d.key()+"--")
 	}
 	slices.SortFunc(f.Notes, func(a, b Note) int {
 		return strings.Compare(fmt.Sprintf("%s:%06d", a.File, a.Line), fmt.Sprintf("%s:%06d", b.File, b.Line))
 	})
 	return f, nil
+}
+
+// dependency is one of Chart.yaml's dependencies.
+type dependency struct {
+	Name, Alias, Condition string
+	Tags                   []any `json:"tags"`
+	ImportValues           []any `json:"import-values"`
+}
+
+// key is the name the dependency's values and templates go by: its
+// alias, else its name.
+func (d dependency) key() string {
+	if d.Alias != "" {
+		return d.Alias
+	}
+	return d.Name
+}
+
+// dependencies are the chart's subcharts as Chart.yaml lists them, then
+// those under charts/ it does not list (Helm renders them too).
+func (c *Chart) dependencies(subs map[string]*Chart) []dependency {
+	var meta struct {
+		Dependencies []dependency `json:"dependencies"`
+	}
+	_ = yaml.Unmarshal(c.Files["Chart.yaml"], &meta)
+	listed := map[string]bool{}
+	for _, d := range meta.Dependencies {
+		listed[d.Name] = true
+	}
+	out := meta.Dependencies
+	for _, name := range slices.Sorted(maps.Keys(subs)) {
+		if !listed[name] {
+			out = append(out, dependency{Name: name})
+		}
+	}
+	return out
 }
 
 func mapsKeys[V any](m map[string]V) []string {
@@ -80,7 +127,10 @@ func mapsKeys[V any](m map[string]V) []string {
 }
 
 func (f *Folder) note(file string, line int, reason, instead string) {
-	f.Notes = append(f.Notes, Note{File: file, Line: line, Reason: reason, Instead: instead})
+	n := Note{File: file, Line: line, Reason: reason, Instead: instead}
+	if !slices.Contains(f.Notes, n) {
+		f.Notes = append(f.Notes, n)
+	}
 }
 
 // addChart adds one chart: its own files under meta (the _chart.yaml,
@@ -99,7 +149,7 @@ func (f *Folder) addChart(c *Chart, meta, prefix string) {
 			continue
 		}
 		shown := path.Join(where, p)
-		if name, keep := f.template(shown, rel, c.Files[p]); keep {
+		if name, keep := f.template(shown, rel, prefix, c.Files[p]); keep {
 			f.Files[prefix+name] = c.Files[p]
 			readsFiles = readsFiles || strings.Contains(string(c.Files[p]), ".Files.")
 		}
@@ -133,9 +183,9 @@ var (
 )
 
 // template decides the kind folder's name of the chart's template file rel
-// (shown as shown in notes), or that it is left out, and notes what
-// changes.
-func (f *Folder) template(shown, rel string, src []byte) (string, bool) {
+// (shown as shown in notes; the name is prefix's, a subchart's), or that
+// it is left out, and notes what changes.
+func (f *Folder) template(shown, rel, prefix string, src []byte) (string, bool) {
 	name := strings.ReplaceAll(rel, "/", "--")
 	switch ext := path.Ext(rel); {
 	case path.Base(rel) == "NOTES.txt":
@@ -160,11 +210,11 @@ func (f *Folder) template(shown, rel string, src []byte) (string, bool) {
 			f.note(shown, 0, "a "+string(m[1])+" hook is left out: stencil has no delete or rollback moment to run it at", "a graph kind deletes its objects in reverse order; a finalizer of your own runs what must happen on delete")
 			return "", false
 		case hookBefore:
-			f.note(shown, 0, "a "+string(m[1])+" hook becomes a graph node that every other template waits for (ready: a Job complete)", "its hook-weight and hook-delete-policy have no effect: the objects stay, applied like the others")
+			f.note(shown, 0, "a "+string(m[1])+" hook becomes a graph node that every other template waits for (ready: a Job complete)", "its hook-weight and hook-delete-policy have no effect: the objects stay, applied like the others; a Job's pod template is immutable, so annotate it stencil.dev/force: enabled for stencil to recreate it when it changes, as before-hook-creation does")
 		case hookAfter:
 			f.note(shown, 0, "a "+string(m[1])+" hook becomes a graph node after every other template", "its hook-weight and hook-delete-policy have no effect")
 		}
-		f.Hooks[name] = hookPhase(string(m[1]))
+		f.Hooks[prefix+name] = hookPhase(string(m[1]))
 	}
 	f.scan(shown, src)
 	return name, true

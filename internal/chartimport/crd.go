@@ -1,6 +1,7 @@
 package chartimport
 
 import (
+	"maps"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -86,9 +87,7 @@ func readYAMLMap(fsys fs.FS, name string) (map[string]any, error) {
 // subchart's values under the parent's).
 func mergeValues(user, defaults map[string]any) map[string]any {
 	out := map[string]any{}
-	for k, v := range defaults {
-		out[k] = v
-	}
+	maps.Copy(out, defaults)
 	for k, v := range user {
 		um, uok := v.(map[string]any)
 		dm, dok := out[k].(map[string]any)

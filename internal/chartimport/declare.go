@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
@@ -24,9 +25,9 @@ import (
 // not built yet (the import's own renders).
 type Resource struct {
 	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              v1alpha1.Values `json:"spec,omitempty"`
-	Status            v1alpha1.Status `json:"status,omitempty"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              v1alpha1.Values `json:"spec"`
+	Status            v1alpha1.Status `json:"status"`
 }
 
 // StencilStatus implements [v1alpha1.Object].
@@ -38,7 +39,7 @@ func (r *Resource) StencilDriftPolicy() v1alpha1.DriftPolicy { return r.Spec.Dri
 // DeepCopyObject implements [runtime.Object].
 func (r *Resource) DeepCopyObject() runtime.Object {
 	out := &Resource{TypeMeta: r.TypeMeta, Spec: *r.Spec.DeepCopy()}
-	r.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	r.DeepCopyInto(&out.ObjectMeta)
 	r.Status.DeepCopyInto(&out.Status)
 	return out
 }
@@ -80,6 +81,7 @@ func Declare(gvk schema.GroupVersionKind, f *Folder, values []map[string]any) ([
 			return nil, err
 		}
 		if found == (schema.GroupVersionKind{}) {
+			f.noteReach(types)
 			return decl, nil
 		}
 		types[found] = true
@@ -87,9 +89,24 @@ func Declare(gvk schema.GroupVersionKind, f *Folder, values []map[string]any) ([
 	return nil, errors.New("the chart renders more than 100 types")
 }
 
+// noteReach notes the owned types that reach beyond the resource's
+// namespace or grant access: whoever may create a resource of the kind
+// chooses the chart's values, and so what the operator writes there.
+func (f *Folder) noteReach(types map[schema.GroupVersionKind]bool) {
+	for _, gvk := range slices.SortedFunc(maps.Keys(types), func(a, b schema.GroupVersionKind) int { return strings.Compare(a.String(), b.String()) }) {
+		switch {
+		case gvk.Group == "rbac.authorization.k8s.io":
+			f.note("_kind.yaml", 0, "the kind owns "+gvk.Kind+"s: whoever may create its resources chooses the chart's values, and so the access the operator grants", "keep creating them to the cluster's admins, or limit the operator's RBAC (docs/tenancy.md)")
+		case clusterScoped[gvk.GroupKind()]:
+			f.note("_kind.yaml", 0, "the kind owns "+gvk.Kind+"s, which are cluster-scoped: they are cleaned up through a finalizer", "")
+		}
+	}
+}
+
 // renderedTypes renders every values file and returns the first type that
 // is not declared yet (none: the zero value).
 func renderedTypes(k *render.Kind, gvk schema.GroupVersionKind, values []map[string]any) (schema.GroupVersionKind, error) {
+	k = k.WithAPIVersions(OptionalServed(k))
 	for i, v := range values {
 		_, _, err := RenderConverged(k, "release", "default", v)
 		if undeclared, ok := errors.AsType[*render.UndeclaredTypeError](err); ok {
@@ -130,7 +147,11 @@ func declaration(types map[schema.GroupVersionKind]bool, graph map[string]render
 	for _, gvk := range slices.SortedFunc(maps.Keys(types), func(a, b schema.GroupVersionKind) int {
 		return strings.Compare(a.String(), b.String())
 	}) {
-		ref := render.TypeRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, ClusterScoped: clusterScoped[gvk.GroupKind()]}
+		ref := render.TypeRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, ClusterScoped: clusterScoped[gvk.GroupKind()],
+			// A custom resource's type (a ServiceMonitor) may not be served:
+			// the kind runs without it, and .Capabilities.APIVersions.Has
+			// says whether it is, as the chart expects.
+			Optional: !scheme.Scheme.Recognizes(gvk)}
 		if plural, _ := meta.UnsafeGuessKindToResource(gvk); plural.Resource != strings.ToLower(gvk.Kind)+"s" {
 			ref.Resource = plural.Resource
 		}
@@ -159,6 +180,17 @@ var clusterScoped = map[schema.GroupKind]bool{
 	{Group: "apiregistration.k8s.io", Kind: "APIService"}:                             true,
 }
 
+// OptionalServed are k's optional types (custom resources' types, such as
+// a ServiceMonitor), as "group/version/Kind": the import renders them as
+// served, and compares with helm template told the same (--api-versions).
+func OptionalServed(k *render.Kind) []string {
+	var out []string
+	for _, gvk := range k.OptionalTypes() {
+		out = append(out, gvk.GroupVersion().String()+"/"+gvk.Kind)
+	}
+	return out
+}
+
 // Render renders values (a values file) with k as the release release in
 // namespace.
 func Render(k *render.Kind, release, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
@@ -176,7 +208,7 @@ type ResourceList struct {
 // DeepCopyObject implements [runtime.Object].
 func (l *ResourceList) DeepCopyObject() runtime.Object {
 	out := &ResourceList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.DeepCopyInto(&out.ListMeta)
 	for i := range l.Items {
 		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*Resource))
 	}

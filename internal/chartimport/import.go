@@ -56,15 +56,9 @@ func Import(root, chartPath string, o *Options) (string, []Note, error) {
 		return "", nil, err
 	}
 	f.Files["_kind.yaml"] = decl
-	var fileErr error
-	lower, err := scaffold.AddChartKind(root, o.Group, o.Version, o.Kind, func(lower string) map[string][]byte {
-		var raw map[string][]byte
-		raw, fileErr = f.project(gvk, lower, decl, cases)
-		return raw
+	lower, err := scaffold.AddChartKind(root, o.Group, o.Version, o.Kind, func(lower string) (map[string][]byte, error) {
+		return f.project(gvk, lower, decl, cases)
 	})
-	if err == nil {
-		err = fileErr
-	}
 	return lower, f.Notes, err
 }
 
@@ -115,6 +109,8 @@ func (f *Folder) project(gvk schema.GroupVersionKind, lower string, decl []byte,
 	if err != nil {
 		return nil, err
 	}
+	served := OptionalServed(k)
+	k = k.WithAPIVersions(served)
 	out := map[string][]byte{}
 	for name, data := range f.Files {
 		out[filepath.Join("templates", lower, filepath.FromSlash(name))] = data
@@ -125,6 +121,9 @@ func (f *Folder) project(gvk schema.GroupVersionKind, lower string, decl []byte,
 			return nil, fmt.Errorf("rendering the case %s: %w", tc.name, err)
 		}
 		dir := filepath.Join("templates", lower, "tests", tc.name)
+		if len(served) > 0 {
+			out[filepath.Join(dir, kindtest.APIVersionsFile)] = []byte("# The chart's custom resources' types, rendered as served.\n" + strings.Join(served, "\n") + "\n")
+		}
 		if live != nil {
 			if out[filepath.Join(dir, kindtest.ObservedFile)], err = kindtest.Stream(live); err != nil {
 				return nil, err

@@ -56,7 +56,7 @@ func newChart(files map[string][]byte) (*Chart, error) {
 		Name string `json:"name"`
 	}
 	if err := yaml.Unmarshal(raw, &meta); err != nil || meta.Name == "" {
-		return nil, fmt.Errorf("Chart.yaml: no name (%v)", err)
+		return nil, errors.Join(errors.New("Chart.yaml: no name"), err)
 	}
 	return &Chart{Name: meta.Name, Files: files}, nil
 }
@@ -82,7 +82,7 @@ func readArchive(p string, files map[string][]byte) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	gz, err := gzip.NewReader(f)
 	if err != nil {
 		return err
@@ -151,7 +151,7 @@ func subchartArchive(name string, data []byte) (*Chart, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(tmp.Name())
+	defer func() { _ = os.Remove(tmp.Name()) }()
 	if _, err := tmp.Write(data); err != nil {
 		return nil, err
 	}

@@ -54,7 +54,8 @@ type FileResult struct {
 // template is Helm's too. A file that fails to render on either side is a
 // result with its error; the others are still compared.
 func Verify(helm, chartPath string, c *Chart, k *render.Kind, release, namespace string) ([]FileResult, error) {
-	k = k.WithReleaseService("Helm")
+	served := OptionalServed(k)
+	k = k.WithReleaseService("Helm").WithAPIVersions(served)
 	cases, err := c.cases()
 	if err != nil {
 		return nil, err
@@ -62,7 +63,7 @@ func Verify(helm, chartPath string, c *Chart, k *render.Kind, release, namespace
 	var results []FileResult
 	for i, vf := range c.ValuesFiles() {
 		r := FileResult{ValuesFile: vf}
-		theirs, err := helmTemplate(helm, chartPath, c.Files[vf], vf, release, namespace, k.KubeVersion())
+		theirs, err := helmTemplate(helm, chartPath, c.Files[vf], vf, release, namespace, k.KubeVersion(), served)
 		if err != nil {
 			r.Err = err
 		} else if ours, err := Render(k, release, namespace, cases[i].values); err != nil {
@@ -91,14 +92,17 @@ func countObjects(sides ...[]*unstructured.Unstructured) int {
 // helmTemplate runs helm template on the chart at chartPath with the
 // values file name (none for values.yaml, the chart's defaults), whose
 // content is values.
-func helmTemplate(helm, chartPath string, values []byte, name, release, namespace string, kube render.KubeVersion) ([]*unstructured.Unstructured, error) {
+func helmTemplate(helm, chartPath string, values []byte, name, release, namespace string, kube render.KubeVersion, apiVersions []string) ([]*unstructured.Unstructured, error) {
 	args := []string{"template", release, chartPath, "--namespace", namespace, "--skip-tests", "--kube-version", kube.Version}
+	for _, v := range apiVersions {
+		args = append(args, "--api-versions", v)
+	}
 	if name != "values.yaml" {
 		file := filepath.Join(os.TempDir(), fmt.Sprintf("stencil-values-%d-%s", os.Getpid(), filepath.Base(name)))
 		if err := os.WriteFile(file, values, 0o600); err != nil {
 			return nil, err
 		}
-		defer os.Remove(file)
+		defer func() { _ = os.Remove(file) }()
 		args = append(args, "-f", file)
 	}
 	var stderr bytes.Buffer

@@ -43,7 +43,7 @@ object by object (docs/from-helm.md).`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "Added kind %s (%s) from the chart %s in templates/%s/. Next: make generate manifests.\n", o.Kind, o.Group, args[0], lower)
+			_, _ = fmt.Fprintf(out, "Added kind %s (%s) from the chart %s in templates/%s/. Next: make generate manifests.\n", o.Kind, o.Group, args[0], lower)
 			if verify {
 				return verifyChart(out, helm, args[0], lower, o)
 			}
@@ -64,9 +64,9 @@ func printNotes(out io.Writer, notes []chartimport.Note) {
 	if len(notes) == 0 {
 		return
 	}
-	fmt.Fprintf(out, "What changed in the conversion (%d):\n", len(notes))
+	_, _ = fmt.Fprintf(out, "What changed in the conversion (%d):\n", len(notes))
 	for _, n := range notes {
-		fmt.Fprintf(out, "  %s\n", n)
+		_, _ = fmt.Fprintf(out, "  %s\n", n)
 	}
 }
 
@@ -96,14 +96,14 @@ func verifyChart(out io.Writer, helm, chartPath, lower string, o chartimport.Opt
 	for _, r := range results {
 		switch {
 		case r.Err != nil:
-			fmt.Fprintf(out, "%s: %v\n", r.ValuesFile, r.Err)
+			_, _ = fmt.Fprintf(out, "%s: %v\n", r.ValuesFile, r.Err)
 		case len(r.Differences) > 0:
-			fmt.Fprintf(out, "%s: %d of %d objects differ:\n", r.ValuesFile, len(r.Differences), r.Objects)
+			_, _ = fmt.Fprintf(out, "%s: %d of %d objects differ:\n", r.ValuesFile, len(r.Differences), r.Objects)
 			for _, d := range r.Differences {
-				fmt.Fprintln(out, d)
+				_, _ = fmt.Fprintln(out, d)
 			}
 		default:
-			fmt.Fprintf(out, "%s: %d objects, as helm template renders them\n", r.ValuesFile, r.Objects)
+			_, _ = fmt.Fprintf(out, "%s: %d objects, as helm template renders them\n", r.ValuesFile, r.Objects)
 			continue
 		}
 		failed++
@@ -111,6 +111,6 @@ func verifyChart(out io.Writer, helm, chartPath, lower string, o chartimport.Opt
 	if failed > 0 {
 		return fmt.Errorf("%d of %d values files do not render as helm template does", failed, len(results))
 	}
-	fmt.Fprintf(out, "Every object of %d values files is as helm template renders it.\n", len(results))
+	_, _ = fmt.Fprintf(out, "Every object of %d values files is as helm template renders it.\n", len(results))
 	return nil
 }

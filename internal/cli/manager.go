@@ -297,12 +297,13 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err := o.limits.Check(); err != nil {
 		return err
 	}
-	kube, err := serverVersion(cfg)
+	kube, err := kubeVersion(cfg, folders)
 	if err != nil {
 		return err
 	}
+	prepare := func(f kinds.Folder) kinds.Folder { return f.WithLimits(o.limits).WithKubeVersion(kube) }
 	for i := range folders {
-		folders[i] = folders[i].WithLimits(o.limits).WithKubeVersion(kube)
+		folders[i] = prepare(folders[i])
 	}
 	defaults, err := crdDefaults(ctx, cfg, folders, log)
 	if err != nil {
@@ -363,7 +364,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err := reconciler.Setup(mgr, loaded, opts); err != nil {
 		return fmt.Errorf("setting up the kinds' controllers: %w", err)
 	}
-	if err := watchTemplates(mgr, o.templates, registered, o.limits, opts.Live, defaults); err != nil {
+	if err := watchTemplates(mgr, o.templates, registered, prepare, opts.Live, defaults); err != nil {
 		return err
 	}
 	if o.shards.Name != "" {
@@ -386,9 +387,12 @@ func runManager(ctx context.Context, o managerOptions) error {
 	return nil
 }
 
-// serverVersion is the cluster's Kubernetes version, which chart kinds
-// read as .Capabilities.KubeVersion.
-func serverVersion(cfg *rest.Config) (render.KubeVersion, error) {
+// kubeVersion is the cluster's Kubernetes version, which chart kinds read
+// as .Capabilities.KubeVersion; without a chart kind it is not asked.
+func kubeVersion(cfg *rest.Config, folders []kinds.Folder) (render.KubeVersion, error) {
+	if !slices.ContainsFunc(folders, func(f kinds.Folder) bool { return f.Kind != nil && f.Kind.IsChart() }) {
+		return render.ParseKubeVersion(render.DefaultKubeVersion)
+	}
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return render.KubeVersion{}, fmt.Errorf("asking the cluster's version: %w", err)

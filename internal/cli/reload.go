@@ -48,11 +48,11 @@ const reloadQuiet = 100 * time.Millisecond
 
 // watchTemplates, with --reload-templates, has mgr watch the templates
 // folder and replace a kind's templates in live when its folder changes.
-func watchTemplates(mgr ctrl.Manager, f templateFlags, set kinds.Set, limits render.Limits, live *reconciler.LiveKinds, defaults render.Validator) error {
+func watchTemplates(mgr ctrl.Manager, f templateFlags, set kinds.Set, prepare func(kinds.Folder) kinds.Folder, live *reconciler.LiveKinds, defaults render.Validator) error {
 	if !f.reload {
 		return nil
 	}
-	return mgr.Add(&templateWatcher{dir: f.dir, set: set, limits: limits, live: live, defaults: defaults,
+	return mgr.Add(&templateWatcher{dir: f.dir, set: set, prepare: prepare, live: live, defaults: defaults,
 		log: ctrl.Log.WithName("templates"), failing: map[string]bool{}})
 }
 
@@ -62,10 +62,12 @@ func watchTemplates(mgr ctrl.Manager, f templateFlags, set kinds.Set, limits ren
 // once, so that a standby that becomes the leader renders with the
 // folders as they are then.
 type templateWatcher struct {
-	dir    string
-	set    kinds.Set
-	limits render.Limits
-	live   *reconciler.LiveKinds
+	dir string
+	set kinds.Set
+	// prepare gives a loaded folder what the running ones have: the
+	// render limits, the cluster's version.
+	prepare func(kinds.Folder) kinds.Folder
+	live    *reconciler.LiveKinds
 	// defaults defaults the test cases' inputs (crdDefaults).
 	defaults render.Validator
 	log      logr.Logger
@@ -228,7 +230,7 @@ func (w *templateWatcher) reload(ctx context.Context, folder string, files []str
 	}
 	var replaced reconciler.Replaced
 	if err == nil {
-		f = f.WithLimits(w.limits)
+		f = w.prepare(f)
 		err = kinds.CheckRenders([]kinds.Folder{f}, w.defaults)
 	}
 	if err == nil {

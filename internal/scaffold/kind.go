@@ -107,7 +107,9 @@ func scaffold(root string, k kind) error {
 // import chart`): its spec is the chart's values ([v1alpha1.Values]), and
 // raw holds its other files by path under root (the template folder, the
 // samples, the test cases).
-func AddChartKind(root, group, version, name string, raw func(lower string) map[string][]byte) (string, error) {
+// raw is called first, with the kind's folder name: when it fails, nothing
+// is written.
+func AddChartKind(root, group, version, name string, raw func(lower string) (map[string][]byte, error)) (string, error) {
 	k, err := newKind(group, version, name)
 	if err != nil {
 		return "", err
@@ -115,10 +117,14 @@ func AddChartKind(root, group, version, name string, raw func(lower string) map[
 	if k.Module, err = modulePath(root); err != nil {
 		return "", err
 	}
+	files, err := raw(k.Lower)
+	if err != nil {
+		return "", err
+	}
 	return k.Lower, scaffoldFiles(root, k, map[string]string{
 		filepath.Join("api", k.Package, k.Version, "doc.go"):            docGo,
 		filepath.Join("api", k.Package, k.Version, k.Lower+"_types.go"): chartTypesGo,
-	}, raw(k.Lower))
+	}, files)
 }
 
 // scaffoldFiles writes files (templates of kind k) and raw (as they are)
