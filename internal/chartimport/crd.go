@@ -1,10 +1,10 @@
 package chartimport
 
 import (
-	"maps"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
