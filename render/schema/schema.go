@@ -3,6 +3,7 @@ package schema
 import (
 	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	"slices"
 	"strings"
 	"sync"
@@ -229,9 +230,12 @@ func metadataProblems(o *unstructured.Unstructured, nameFn metavalidation.Valida
 }
 
 // nameRule is the rule the API server holds a built-in type's name to:
-// Services' are DNS-1035 labels, Namespaces' DNS-1123 labels, others'
-// DNS-1123 subdomains.
+// Services' are DNS-1035 labels, Namespaces' DNS-1123 labels, RBAC's any
+// path segment (system:metrics-reader), others' DNS-1123 subdomains.
 func nameRule(gvk runtimeschema.GroupVersionKind) metavalidation.ValidateNameFunc {
+	if gvk.Group == "rbac.authorization.k8s.io" {
+		return func(name string, _ bool) []string { return content.IsPathSegmentName(name) }
+	}
 	switch gvk.GroupKind() {
 	case runtimeschema.GroupKind{Kind: "Service"}:
 		return metavalidation.NameIsDNS1035Label

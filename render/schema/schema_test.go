@@ -54,6 +54,15 @@ spec: {maxUnavailabel: 1, selector: {matchLabels: {app: web}}}
 			[]string{".spec.template.spec.containers[0].name: Required value"}},
 		{"an invalid label value", strings.Replace(deployment, "labels: {app: web}}\nspec", "labels: {app: \"not valid!\"}}\nspec", 1),
 			[]string{".metadata.labels: Invalid value"}},
+		{"an RBAC name with a colon", `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "system:web-reader"}
+rules: [{apiGroups: [""], resources: [configmaps], verbs: [get]}]
+`, nil},
+		{"a colon where a subdomain goes", `apiVersion: v1
+kind: ConfigMap
+metadata: {name: "system:web", namespace: default}
+`, []string{".metadata.name: Invalid value"}},
 		{"an invalid name", `apiVersion: v1
 kind: Service
 metadata: {name: web.example, namespace: default}
