@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -54,7 +55,7 @@ object by object (docs/from-helm.md).`,
 	chartCmd.Flags().StringVar(&o.Version, "version", "v1alpha1", "API version.")
 	chartCmd.Flags().StringVar(&o.Kind, "kind", "", "Kind, in CamelCase (default: the chart's name in CamelCase).")
 	chartCmd.Flags().BoolVar(&verify, "verify", false, "Compare the kind's render of each values file with helm template's.")
-	chartCmd.Flags().StringVar(&helm, "helm", "helm", "The helm binary --verify runs.")
+	chartCmd.Flags().StringVar(&helm, "helm", defaultHelm(), "The helm binary --verify runs (default: the pinned bin/helm that make tools builds, else helm on the PATH).")
 	_ = chartCmd.MarkFlagRequired("group")
 	cmd.AddCommand(chartCmd)
 	return cmd
@@ -113,4 +114,12 @@ func verifyChart(out io.Writer, helm, chartPath, lower string, o chartimport.Opt
 	}
 	_, _ = fmt.Fprintf(out, "Every object of %d values files is as helm template renders it.\n", len(results))
 	return nil
+}
+
+// defaultHelm is the project's pinned helm (make tools), else the PATH's.
+func defaultHelm() string {
+	if _, err := os.Stat(filepath.Join("bin", "helm")); err == nil {
+		return filepath.Join("bin", "helm")
+	}
+	return "helm"
 }
