@@ -64,7 +64,7 @@ func measure(helm, dir string, details io.Writer) (string, error) {
 		return "", err
 	}
 	for _, s := range skipped {
-		fmt.Fprintf(details, "- %s: not declared from %s\n", c.Name, s)
+		_, _ = fmt.Fprintf(details, "- %s: not declared from %s\n", c.Name, s)
 	}
 	if err := checkSchema(f, decl); err != nil {
 		return "", fmt.Errorf("schema: %w", err)
@@ -81,12 +81,12 @@ func measure(helm, dir string, details io.Writer) (string, error) {
 	for _, r := range results {
 		if r.Err != nil {
 			cells = append(cells, fmt.Sprintf("%s: fails", filepath.Base(r.ValuesFile)))
-			fmt.Fprintf(details, "- %s %s: %v\n", c.Name, r.ValuesFile, r.Err)
+			_, _ = fmt.Fprintf(details, "- %s %s: %v\n", c.Name, r.ValuesFile, r.Err)
 			continue
 		}
 		cells = append(cells, fmt.Sprintf("%s: %d/%d", filepath.Base(r.ValuesFile), r.Equal, r.Objects))
 		for _, d := range r.Differences {
-			fmt.Fprintf(details, "- %s %s\n```\n%s\n```\n", c.Name, d.ValuesFile+" "+d.Object, d.Diff)
+			_, _ = fmt.Fprintf(details, "- %s %s\n```\n%s\n```\n", c.Name, d.ValuesFile+" "+d.Object, d.Diff)
 		}
 	}
 	kept, total := templates(c, f)

@@ -201,7 +201,7 @@ func Render(k *render.Kind, release, namespace string, values map[string]any) ([
 // ResourceList is a list of [Resource].
 type ResourceList struct {
 	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata"`
 	Items           []Resource `json:"items"`
 }
 

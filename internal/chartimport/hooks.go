@@ -27,7 +27,7 @@ const (
 // stencil has no moment for.
 func hookPhase(hooks string) string {
 	phase := ""
-	for _, h := range strings.Split(hooks, ",") {
+	for h := range strings.SplitSeq(hooks, ",") {
 		switch strings.TrimSpace(h) {
 		case "pre-install", "pre-upgrade":
 			return hookBefore

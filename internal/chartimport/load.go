@@ -56,7 +56,7 @@ func newChart(files map[string][]byte) (*Chart, error) {
 		Name string `json:"name"`
 	}
 	if err := yaml.Unmarshal(raw, &meta); err != nil || meta.Name == "" {
-		return nil, errors.Join(errors.New("Chart.yaml: no name"), err)
+		return nil, errors.Join(errors.New("no name in Chart.yaml"), err)
 	}
 	return &Chart{Name: meta.Name, Files: files}, nil
 }
