@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -156,7 +157,31 @@ func (c *Cluster) start(name, binary string, args ...string) error {
 	return nil
 }
 
+// startEtcd starts etcd on free ports. A port is free when chosen, but
+// another process (any client's outgoing connection) may take it before
+// etcd binds it; etcd then exits, and is started again on others.
 func (c *Cluster) startEtcd(ctx context.Context, bin string) (string, error) {
+	for attempt := 1; ; attempt++ {
+		url, err := c.startEtcdOnce(ctx, bin)
+		if err == nil || attempt == 3 || !c.portTaken("etcd") {
+			return url, err
+		}
+		last := c.processes[len(c.processes)-1]
+		_ = last.stop(time.Second)
+		c.processes = c.processes[:len(c.processes)-1]
+		if err := os.RemoveAll(c.path("etcd")); err != nil {
+			return "", err
+		}
+	}
+}
+
+// portTaken: the component's log says a port it was given was in use.
+func (c *Cluster) portTaken(name string) bool {
+	log, err := os.ReadFile(c.path("logs", name+".log"))
+	return err == nil && strings.Contains(string(log), "address already in use")
+}
+
+func (c *Cluster) startEtcdOnce(ctx context.Context, bin string) (string, error) {
 	ports, err := freePorts(2)
 	if err != nil {
 		return "", err
