@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"testing/fstest"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,7 +15,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -147,11 +145,7 @@ func Definition(dir string, gvk schema.GroupVersionKind, values ...map[string]an
 	if err != nil {
 		return render.Definition{}, err
 	}
-	fsys := fstest.MapFS{"_kind.yaml": {Data: decl}}
-	for name, data := range f.Files {
-		fsys[name] = &fstest.MapFile{Data: data}
-	}
-	return render.Definition{GroupVersionKind: gvk, Templates: fsys, New: func() v1alpha1.Object { return &Resource{} }}, nil
+	return f.definition(gvk, decl), nil
 }
 
 // CRD is a chart kind's CRD, as controller-gen and `stencil manifests`

@@ -57,12 +57,17 @@ func NewResource(gvk schema.GroupVersionKind, release, namespace string, values 
 
 // Kind loads the folder as the kind gvk, with the declaration decl.
 func Kind(gvk schema.GroupVersionKind, f *Folder, decl []byte) (*render.Kind, error) {
-	fsys := fstest.MapFS{}
+	return render.Load(f.definition(gvk, decl))
+}
+
+// definition is the folder, with the declaration decl, as the kind gvk
+// whose Go type is [Resource].
+func (f *Folder) definition(gvk schema.GroupVersionKind, decl []byte) render.Definition {
+	fsys := fstest.MapFS{"_kind.yaml": {Data: decl}}
 	for name, data := range f.Files {
 		fsys[name] = &fstest.MapFile{Data: data}
 	}
-	fsys["_kind.yaml"] = &fstest.MapFile{Data: decl}
-	return render.Load(render.Definition{GroupVersionKind: gvk, Templates: fsys, New: func() v1alpha1.Object { return &Resource{} }})
+	return render.Definition{GroupVersionKind: gvk, Templates: fsys, New: func() v1alpha1.Object { return &Resource{} }}
 }
 
 // Declare writes the kind's _kind.yaml: the types its templates may
