@@ -58,6 +58,18 @@ type Declaration struct {
 	// Inputs are objects the templates read but stencil does not own, by
 	// the name the input function takes (see [Input]).
 	Inputs map[string]Input `json:"inputs,omitempty"`
+	// Conversion says, by version, what converting between it and the
+	// hub may lose (see _from-<version>.yaml and _to-<version>.yaml).
+	Conversion map[string]VersionConversion `json:"conversion,omitempty"`
+}
+
+// VersionConversion is what a kind declares about converting between one
+// of its versions and the hub.
+type VersionConversion struct {
+	// Dropped are the fields (paths such as spec.tls, of either version)
+	// that the other version cannot hold: converting keeps them in an
+	// annotation, and lint does not call them uncovered.
+	Dropped []string `json:"dropped,omitempty"`
 }
 
 // TypeRef names a type.
@@ -165,6 +177,9 @@ type Kind struct {
 	kube *KubeVersion
 	// service is .Release.Service (see [Kind.WithReleaseService]).
 	service string
+	// spokes are the kind's versions other than the hub, which its
+	// conversion templates convert (see [Kind.Convert]).
+	spokes []string
 }
 
 // Load parses a kind's folder once: every template with missingkey=error and
@@ -189,6 +204,14 @@ func Load(def Definition) (*Kind, error) {
 	for _, t := range k.declaration.Observes {
 		if t.Optional {
 			return nil, fmt.Errorf("kind %s: %s: observed type %s is optional; only owned types may be", name, declarationFile, t.GroupVersionKind())
+		}
+	}
+	if k.spokes, err = conversions(def.Templates, def.GroupVersionKind.Version); err != nil {
+		return nil, fmt.Errorf("kind %s: %w", name, err)
+	}
+	for v := range k.declaration.Conversion {
+		if !slices.Contains(k.spokes, v) {
+			return nil, fmt.Errorf("kind %s: %s: conversion.%s: the kind has no conversion templates for %s (%s%s.yaml, %s%s.yaml)", name, declarationFile, v, v, fromPrefix, v, toPrefix, v)
 		}
 	}
 	if k.chart, err = loadChart(def.Templates); err != nil {

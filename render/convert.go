@@ -1,0 +1,435 @@
+package render
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+)
+
+// A kind with several versions converts between them with templates in its
+// folder: _from-<version>.yaml renders the hub's spec (and, optionally,
+// status) from an object of <version>, _to-<version>.yaml renders
+// <version>'s from the hub. The hub is the version of the kind's Go type
+// ([Definition.GroupVersionKind]): templates and the status template render
+// from it, whatever version a client used. A template's dot is the source
+// object as a map (.spec, .status, .metadata); what it renders is a map
+// with spec and, optionally, status (else the status is copied as it is).
+// Metadata is the object's own. Conversion is pure, like render.
+const (
+	fromPrefix = "_from-"
+	toPrefix   = "_to-"
+)
+
+// FieldsOfAnnotation is the prefix of the annotation that keeps, on an
+// object converted from a version, the fields of that version the object's
+// own version cannot hold (JSON, as a partial object): converting it back
+// restores them, so that a round trip loses nothing. Kubernetes' built-in
+// types keep such fields the same way.
+const FieldsOfAnnotation = "stencil.dev/fields-of-"
+
+// ConversionError is a conversion template's failure.
+type ConversionError struct {
+	// Kind, From and To say which conversion failed.
+	Kind, From, To string
+	// File is the template.
+	File string
+	Err  error
+}
+
+func (e *ConversionError) Error() string {
+	return fmt.Sprintf("converting %s from %s to %s: %s: %v", e.Kind, e.From, e.To, e.File, e.Err)
+}
+
+func (e *ConversionError) Unwrap() error { return e.Err }
+
+// conversions finds the kind's other versions (its spokes) from the
+// conversion templates; each needs both directions.
+func conversions(fsys fs.FS, hub string) ([]string, error) {
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return nil, fmt.Errorf("listing templates: %w", err)
+	}
+	from, to := map[string]bool{}, map[string]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		if v, ok := strings.CutPrefix(strings.TrimSuffix(name, ".yaml"), fromPrefix); ok && strings.HasSuffix(name, ".yaml") {
+			from[v] = true
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSuffix(name, ".yaml"), toPrefix); ok && strings.HasSuffix(name, ".yaml") {
+			to[v] = true
+		}
+	}
+	var spokes []string
+	for v := range from {
+		if !to[v] {
+			return nil, fmt.Errorf("%s%s.yaml has no %s%s.yaml: a version converts both ways", fromPrefix, v, toPrefix, v)
+		}
+		if v == hub {
+			return nil, fmt.Errorf("%s%s.yaml: %s is the hub, the version templates render from; conversions are between it and the others", fromPrefix, v, v)
+		}
+		spokes = append(spokes, v)
+	}
+	for v := range to {
+		if !from[v] {
+			return nil, fmt.Errorf("%s%s.yaml has no %s%s.yaml: a version converts both ways", toPrefix, v, fromPrefix, v)
+		}
+	}
+	slices.Sort(spokes)
+	return spokes, nil
+}
+
+// Hub is the version the kind's templates render from.
+func (k *Kind) Hub() string { return k.def.GroupVersionKind.Version }
+
+// Versions are the kind's versions: the hub, then the others in name order.
+func (k *Kind) Versions() []string { return append([]string{k.Hub()}, k.spokes...) }
+
+// Converts reports whether the kind has several versions.
+func (k *Kind) Converts() bool { return len(k.spokes) > 0 }
+
+// Convert returns obj (a custom resource of the kind, at any of its
+// versions) at version to: through the hub, by the conversion templates.
+// The fields a version cannot hold are kept in an annotation (see
+// [FieldsOfAnnotation]) and restored on the way back. It is pure.
+func (k *Kind) Convert(obj map[string]any, to string) (map[string]any, error) {
+	from, err := k.versionOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(k.Versions(), to) {
+		return nil, fmt.Errorf("%s has no version %s (it has %s)", k.def.GroupVersionKind.Kind, to, strings.Join(k.Versions(), ", "))
+	}
+	out := runtime.DeepCopyJSON(obj)
+	if from != k.Hub() {
+		if out, err = k.step(out, from, k.Hub()); err != nil {
+			return nil, err
+		}
+	}
+	if to != k.Hub() {
+		if out, err = k.step(out, k.Hub(), to); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// versionOf is the version of obj, which must be of the kind.
+func (k *Kind) versionOf(obj map[string]any) (string, error) {
+	apiVersion, _ := obj["apiVersion"].(string)
+	kind, _ := obj["kind"].(string)
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return "", fmt.Errorf("apiVersion %q: %w", apiVersion, err)
+	}
+	want := k.def.GroupVersionKind
+	if gv.Group != want.Group || kind != want.Kind {
+		return "", fmt.Errorf("%s %s is not a %s", apiVersion, kind, want.GroupKind())
+	}
+	if !slices.Contains(k.Versions(), gv.Version) {
+		return "", fmt.Errorf("%s has no version %s (it has %s)", want.Kind, gv.Version, strings.Join(k.Versions(), ", "))
+	}
+	return gv.Version, nil
+}
+
+// conversionFile is the template that converts from one version to the
+// other, one of which is the hub.
+func (k *Kind) conversionFile(from, to string) string {
+	if to == k.Hub() {
+		return fromPrefix + from + ".yaml"
+	}
+	return toPrefix + to + ".yaml"
+}
+
+// step converts src from one version to the next (one of them the hub):
+// the template, then the fields kept for to restored, then the fields of
+// from that to cannot hold kept.
+func (k *Kind) step(src map[string]any, from, to string) (map[string]any, error) {
+	out, err := k.convertOnce(src, from, to)
+	if err != nil {
+		return nil, err
+	}
+	kept := FieldsOfAnnotation + to
+	if data, ok := annotation(src, kept); ok {
+		var fields map[string]any
+		if err := json.Unmarshal([]byte(data), &fields); err != nil {
+			return nil, fmt.Errorf("annotation %s is not a JSON object: %w", kept, err)
+		}
+		fillAbsent(out, fields)
+		setAnnotation(out, kept, "")
+	}
+	back, err := k.convertOnce(out, to, from)
+	if err != nil {
+		return nil, err
+	}
+	if lost := missing(src, back); len(lost) > 0 {
+		data, err := json.Marshal(lost)
+		if err != nil {
+			return nil, fmt.Errorf("keeping the fields %s cannot hold: %w", to, err)
+		}
+		setAnnotation(out, FieldsOfAnnotation+from, string(data))
+	} else {
+		setAnnotation(out, FieldsOfAnnotation+from, "")
+	}
+	return out, nil
+}
+
+// convertOnce runs one conversion template: the converted object, with
+// nothing kept or restored.
+func (k *Kind) convertOnce(src map[string]any, from, to string) (map[string]any, error) {
+	file := k.conversionFile(from, to)
+	fail := func(err error) error {
+		return &ConversionError{Kind: k.def.GroupVersionKind.Kind, From: from, To: to, File: file, Err: err}
+	}
+	run, err := k.execution(k.limits.Bytes, "rendered bytes")
+	if err != nil {
+		return nil, fail(err)
+	}
+	defer k.runs.put(run)
+	raw, err := run.execute(file, src)
+	if err != nil {
+		return nil, fail(err)
+	}
+	if err := run.b.check(); err != nil {
+		return nil, fail(err)
+	}
+	rendered := map[string]any{}
+	if err := yaml.Unmarshal(raw, &rendered); err != nil {
+		return nil, fail(fmt.Errorf("output is not a YAML map: %w", err))
+	}
+	for key := range rendered {
+		if key != "spec" && key != "status" {
+			return nil, fail(fmt.Errorf("renders %q: a conversion renders spec and status only (metadata is the object's own)", key))
+		}
+	}
+	out := runtime.DeepCopyJSON(src)
+	out["apiVersion"] = schema.GroupVersion{Group: k.def.GroupVersionKind.Group, Version: to}.String()
+	delete(out, "spec")
+	if spec, ok := rendered["spec"]; ok && spec != nil {
+		out["spec"] = spec
+	}
+	if status, ok := rendered["status"]; ok {
+		if status == nil {
+			delete(out, "status")
+		} else {
+			out["status"] = status
+		}
+	}
+	return out, nil
+}
+
+// convertedParts are what a conversion converts; metadata is copied.
+var convertedParts = []string{"spec", "status"}
+
+// missing returns the fields of orig (spec and status) that back lacks or
+// holds otherwise, as a partial object: what a round trip lost.
+func missing(orig, back map[string]any) map[string]any {
+	lost := map[string]any{}
+	for _, part := range convertedParts {
+		if v, ok := orig[part]; ok {
+			if d := diffTree(v, back[part]); d != nil {
+				lost[part] = d
+			}
+		}
+	}
+	return lost
+}
+
+// diffTree is the part of a that b does not hold equal: nil when b holds
+// all of it. Maps are compared key by key; anything else whole.
+func diffTree(a, b any) any {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if !aok || !bok {
+		if jsonEqual(a, b) {
+			return nil
+		}
+		return a
+	}
+	out := map[string]any{}
+	for key, av := range am {
+		bv, ok := bm[key]
+		if !ok {
+			out[key] = av
+			continue
+		}
+		if d := diffTree(av, bv); d != nil {
+			out[key] = d
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// jsonEqual compares two JSON values, numbers by value.
+func jsonEqual(a, b any) bool {
+	if an, ok := number(a); ok {
+		bn, ok := number(b)
+		return ok && an == bn
+	}
+	am, aok := a.([]any)
+	bm, bok := b.([]any)
+	if aok && bok {
+		if len(am) != len(bm) {
+			return false
+		}
+		for i := range am {
+			if !jsonEqual(am[i], bm[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	if amap, ok := a.(map[string]any); ok {
+		bmap, ok := b.(map[string]any)
+		return ok && diffTree(amap, bmap) == nil && diffTree(bmap, amap) == nil
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// number reads a JSON number (a YAML decode gives int64 or float64).
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case float64:
+		return n, true
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+// fillAbsent sets, in obj, every field of kept that obj lacks.
+func fillAbsent(obj, kept map[string]any) {
+	for key, kv := range kept {
+		ov, ok := obj[key]
+		if !ok || ov == nil {
+			obj[key] = runtime.DeepCopyJSONValue(kv)
+			continue
+		}
+		om, ook := ov.(map[string]any)
+		km, kok := kv.(map[string]any)
+		if ook && kok {
+			fillAbsent(om, km)
+		}
+	}
+}
+
+func annotation(obj map[string]any, key string) (string, bool) {
+	meta, _ := obj["metadata"].(map[string]any)
+	ann, _ := meta["annotations"].(map[string]any)
+	v, ok := ann[key].(string)
+	return v, ok
+}
+
+// setAnnotation sets an annotation on obj, or removes it when value is "".
+func setAnnotation(obj map[string]any, key, value string) {
+	meta, _ := obj["metadata"].(map[string]any)
+	if meta == nil {
+		if value == "" {
+			return
+		}
+		meta = map[string]any{}
+		obj["metadata"] = meta
+	}
+	ann, _ := meta["annotations"].(map[string]any)
+	if value == "" {
+		delete(ann, key)
+		if ann != nil && len(ann) == 0 {
+			delete(meta, "annotations")
+		}
+		return
+	}
+	if ann == nil {
+		ann = map[string]any{}
+		meta["annotations"] = ann
+	}
+	ann[key] = value
+}
+
+// RoundTripLoss converts obj (at version from) to version to and back
+// without keeping anything in annotations, and returns the fields of obj
+// the round trip lost ("spec.size"), less those the kind declares dropped
+// for that pair of versions: what lint calls uncovered.
+func (k *Kind) RoundTripLoss(obj map[string]any, to string) ([]string, error) {
+	from, err := k.versionOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	there, back := runtime.DeepCopyJSON(obj), map[string]any(nil)
+	path := k.path(from, to)
+	for i := 1; i < len(path); i++ {
+		if there, err = k.convertOnce(there, path[i-1], path[i]); err != nil {
+			return nil, err
+		}
+	}
+	back = there
+	for i := len(path) - 1; i > 0; i-- {
+		if back, err = k.convertOnce(back, path[i], path[i-1]); err != nil {
+			return nil, err
+		}
+	}
+	var lost []string
+	for _, p := range leafPaths(missing(obj, back), "") {
+		if !k.dropped(from, to, p) {
+			lost = append(lost, p)
+		}
+	}
+	slices.Sort(lost)
+	return lost, nil
+}
+
+// path is the versions a conversion passes through.
+func (k *Kind) path(from, to string) []string {
+	p := []string{from}
+	if from != k.Hub() && to != k.Hub() {
+		p = append(p, k.Hub())
+	}
+	return append(p, to)
+}
+
+// dropped: the kind declares that field p of version from is dropped on
+// the way to version to (declared under either version).
+func (k *Kind) dropped(from, to, p string) bool {
+	for _, v := range []string{from, to} {
+		for _, d := range k.declaration.Conversion[v].Dropped {
+			if d == p || strings.HasPrefix(p, d+".") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// leafPaths lists the paths to the leaves of a partial object.
+func leafPaths(v any, prefix string) []string {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) == 0 {
+		if prefix == "" {
+			return nil
+		}
+		return []string{prefix}
+	}
+	var out []string
+	for _, key := range slices.Sorted(maps.Keys(m)) {
+		p := key
+		if prefix != "" {
+			p = prefix + "." + key
+		}
+		out = append(out, leafPaths(m[key], p)...)
+	}
+	return out
+}

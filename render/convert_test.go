@@ -1,0 +1,198 @@
+package render_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stencil-operator/stencil/internal/testkind"
+	"github.com/stencil-operator/stencil/render"
+)
+
+// converting is a Widget with a hub v2 and a spoke v1: spec.size became
+// spec.replicas, spec.autoscaled became spec.autoscaling.enabled, v2 added
+// spec.tls and dropped v1's spec.legacy.
+func converting(t *testing.T, declaration string, from string) *render.Kind {
+	t.Helper()
+	def := testkind.Widget()
+	def.GroupVersionKind.Version = "v2"
+	def.Templates = fstest.MapFS{
+		"_kind.yaml":    {Data: []byte("owns:\n- {apiVersion: v1, kind: ConfigMap}\n" + declaration)},
+		"cm.yaml":       {Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n")},
+		"_from-v1.yaml": {Data: []byte(from)},
+		"_to-v1.yaml": {Data: []byte(`spec:
+  size: {{ .spec.replicas }}
+  {{- with dig "autoscaling" "enabled" nil .spec }}
+  autoscaled: {{ . }}
+  {{- end }}
+`)},
+	}
+	k, err := render.Load(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+const fromV1 = `spec:
+  replicas: {{ .spec.size }}
+  {{- with index .spec "autoscaled" }}
+  autoscaling: {enabled: {{ . }}}
+  {{- end }}
+`
+
+func object(t *testing.T, src string) map[string]any {
+	t.Helper()
+	obj := map[string]any{}
+	if err := yaml.Unmarshal([]byte(src), &obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+func TestConvert(t *testing.T) {
+	k := converting(t, "", fromV1)
+	if got, want := k.Versions(), []string{"v2", "v1"}; !cmp.Equal(got, want) {
+		t.Errorf("Versions() = %v, want %v", got, want)
+	}
+	tests := []struct {
+		name, in, to, want string
+	}{{
+		name: "spoke to hub",
+		in:   "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w, labels: {a: b}}\nspec: {size: 3, autoscaled: true}\nstatus: {phase: Ready}",
+		to:   "v2",
+		want: "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w, labels: {a: b}}\nspec: {replicas: 3, autoscaling: {enabled: true}}\nstatus: {phase: Ready}",
+	}, {
+		name: "hub to spoke",
+		in:   "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w}\nspec: {replicas: 3}",
+		to:   "v1",
+		want: "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 3}",
+	}, {
+		name: "a field the spoke cannot hold is kept in an annotation",
+		in:   "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w}\nspec: {replicas: 3, tls: {secret: s}}",
+		to:   "v1",
+		want: "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w, annotations: {stencil.dev/fields-of-v2: '{\"spec\":{\"tls\":{\"secret\":\"s\"}}}'}}\nspec: {size: 3}",
+	}, {
+		name: "and restored on the way back",
+		in:   "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w, annotations: {stencil.dev/fields-of-v2: '{\"spec\":{\"tls\":{\"secret\":\"s\"}}}'}}\nspec: {size: 4}",
+		to:   "v2",
+		want: "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w}\nspec: {replicas: 4, tls: {secret: s}}",
+	}, {
+		name: "a kept field never overrides what the client wrote",
+		in:   "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w, annotations: {stencil.dev/fields-of-v2: '{\"spec\":{\"replicas\":9}}'}}\nspec: {size: 4}",
+		to:   "v2",
+		want: "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w}\nspec: {replicas: 4}",
+	}, {
+		name: "same version",
+		in:   "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 1, legacy: x}",
+		to:   "v1",
+		want: "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 1, legacy: x}",
+	}, {
+		name: "a spoke field the hub cannot hold",
+		in:   "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 1, legacy: x}",
+		to:   "v2",
+		want: "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w, annotations: {stencil.dev/fields-of-v1: '{\"spec\":{\"legacy\":\"x\"}}'}}\nspec: {replicas: 1}",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := k.Convert(object(t, tt.in), tt.to)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(object(t, tt.want), got); diff != "" {
+				t.Errorf("Convert (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestConvertRoundTrip: spoke → hub → spoke and hub → spoke → hub give the
+// object back, fields the other version cannot hold included.
+func TestConvertRoundTrip(t *testing.T) {
+	k := converting(t, "", fromV1)
+	for _, in := range []string{
+		"apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 1, legacy: x, autoscaled: true}",
+		"apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w, annotations: {x: y}}\nspec: {replicas: 2, tls: {secret: s}, autoscaling: {enabled: true, max: 3}}\nstatus: {phase: Ready}",
+	} {
+		obj := object(t, in)
+		from := strings.TrimPrefix(obj["apiVersion"].(string), "test.stencil.dev/")
+		to := map[string]string{"v1": "v2", "v2": "v1"}[from]
+		there, err := k.Convert(obj, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := k.Convert(there, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(obj, back); diff != "" {
+			t.Errorf("%s → %s → %s (-want +got):\n%s", from, to, from, diff)
+		}
+	}
+}
+
+// TestRoundTripLoss: what a round trip loses without the annotation is
+// reported, less what the kind declares dropped.
+func TestRoundTripLoss(t *testing.T) {
+	obj := object(t, "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w}\nspec: {replicas: 2, tls: {secret: s}, autoscaling: {enabled: true, max: 3}}")
+	tests := []struct {
+		name, declaration string
+		want              []string
+	}{
+		{"undeclared", "", []string{"spec.autoscaling.max", "spec.tls.secret"}},
+		{"declared", "conversion:\n  v1: {dropped: [spec.tls, spec.autoscaling.max]}\n", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lost, err := converting(t, tt.declaration, fromV1).RoundTripLoss(obj, "v1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !cmp.Equal(lost, tt.want) {
+				t.Errorf("RoundTripLoss = %v, want %v", lost, tt.want)
+			}
+		})
+	}
+}
+
+// TestConvertFails: a template that fails names the kind, the versions and
+// the template.
+func TestConvertFails(t *testing.T) {
+	k := converting(t, "", `spec: {{ fail "size is gone" }}`)
+	_, err := k.Convert(object(t, "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 1}"), "v2")
+	var cerr *render.ConversionError
+	if !errors.As(err, &cerr) || cerr.File != "_from-v1.yaml" || cerr.From != "v1" || cerr.To != "v2" || !strings.Contains(err.Error(), "size is gone") {
+		t.Errorf("Convert: %v, want a ConversionError of _from-v1.yaml v1 → v2 saying why", err)
+	}
+	k = converting(t, "", "metadata: {name: x}\n")
+	if _, err := k.Convert(object(t, "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 1}"), "v2"); err == nil || !strings.Contains(err.Error(), "spec and status only") {
+		t.Errorf("a conversion that renders metadata: %v", err)
+	}
+	if _, err := k.Convert(object(t, "apiVersion: test.stencil.dev/v3\nkind: Widget\nspec: {}"), "v2"); err == nil {
+		t.Error("converting from a version the kind has not: no error")
+	}
+}
+
+// TestLoadRefusesOneWayConversion: a version converts both ways, and a
+// declaration names only versions the kind has.
+func TestLoadRefusesOneWayConversion(t *testing.T) {
+	def := testkind.Widget()
+	for name, files := range map[string]fstest.MapFS{
+		"has no _to-v0.yaml":             {"_from-v0.yaml": {Data: []byte("spec: {}")}},
+		"has no _from-v0.yaml":           {"_to-v0.yaml": {Data: []byte("spec: {}")}},
+		"no conversion templates for v9": {"_kind.yaml": {Data: []byte("owns: [{apiVersion: v1, kind: ConfigMap}]\nconversion: {v9: {dropped: [spec.x]}}")}},
+	} {
+		fsys := fstest.MapFS{"_kind.yaml": {Data: []byte("owns: [{apiVersion: v1, kind: ConfigMap}]")}, "cm.yaml": {Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n")}}
+		for f, data := range files {
+			fsys[f] = data
+		}
+		def.Templates = fsys
+		if _, err := render.Load(def); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("Load: %v, want an error saying %q", err, name)
+		}
+	}
+}
