@@ -32,9 +32,22 @@ func TestInstallManifest(t *testing.T) {
 	if strings.Contains(string(data), "stencil:latest") {
 		t.Errorf("the manifest still names the image stencil:latest")
 	}
+	// The suite's operators run out of cluster: they point the Memcached
+	// CRD's conversion webhook at their URL. A cluster install points it
+	// at the Service: start from the CRD a fresh cluster has, and give the
+	// suite's operator its URL back after.
+	const converting = "memcacheds.cache.example.com"
+	conv := mustKubectl(t, "get", "crd", converting, "-o", "jsonpath={.spec.conversion}")
+	mustKubectl(t, "patch", "crd", converting, "--type=merge", "-p", `{"spec":{"conversion":{"webhook":{"clientConfig":{"url":null,"caBundle":null,"service":{"name":"stencil-webhook","namespace":"stencil-system","path":"/convert"}}}}}}`)
+	t.Cleanup(func() {
+		restore := strings.Replace(conv, `"clientConfig":{`, `"clientConfig":{"service":null,`, 1)
+		if _, err := kubectl(t, "patch", "crd", converting, "--type=merge", "-p", `{"spec":{"conversion":`+restore+`}}`); err != nil {
+			t.Errorf("pointing the CRD back at the suite's operator: %v", err)
+		}
+	})
 	mustKubectl(t, "apply", "--server-side", "-f", manifest)
 	t.Cleanup(func() { // the suite's own operator runs out of cluster, in the same namespace
-		_, _ = kubectl(t, "-n", "stencil-system", "delete", "deployment/stencil", "service/stencil-metrics", "--ignore-not-found")
+		_, _ = kubectl(t, "-n", "stencil-system", "delete", "deployment/stencil", "service/stencil-metrics", "service/stencil-webhook", "--ignore-not-found")
 		// The admission policies too: the other tests install them when they need them.
 		_, _ = kubectl(t, "delete", "validatingadmissionpolicybinding/stencil-control-keys", "validatingadmissionpolicy/stencil-control-keys",
 			"validatingadmissionpolicybinding/stencil-graph-deletion", "validatingadmissionpolicy/stencil-graph-deletion", "--ignore-not-found")
@@ -47,6 +60,7 @@ func TestInstallManifest(t *testing.T) {
 		{"clusterrolebinding", "stencil-manager"},
 		{"-n", "stencil-system", "serviceaccount", "stencil"},
 		{"-n", "stencil-system", "service", "stencil-metrics"},
+		{"-n", "stencil-system", "service", "stencil-webhook"},
 		{"validatingadmissionpolicy", "stencil-control-keys"},
 		{"validatingadmissionpolicybinding", "stencil-control-keys"},
 		{"validatingadmissionpolicy", "stencil-graph-deletion"},

@@ -87,13 +87,17 @@ func launch(name, bin, kubeconfig string, flags ...string) (*operator, error) {
 	if err != nil {
 		return nil, err
 	}
+	webhook, err := freeAddress()
+	if err != nil {
+		return nil, err
+	}
 	op := &operator{name: name, logPath: filepath.Join(cluster.Dir, "logs", "stencil-"+name+".log"), exited: make(chan struct{}), metrics: "https://" + metrics + "/metrics", started: time.Now()}
 	log, err := os.Create(op.logPath)
 	if err != nil {
 		return nil, err
 	}
 	op.cmd = exec.Command(bin, append([]string{"--metrics-bind-address=" + metrics, "--metrics-secure",
-		"--health-probe-bind-address=" + probe, "--leader-elect", "--leader-election-namespace=stencil-system"}, flags...)...)
+		"--health-probe-bind-address=" + probe, "--webhook-url=https://" + webhook + "/convert", "--leader-elect", "--leader-election-namespace=stencil-system"}, flags...)...)
 	op.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	op.cmd.Stdout, op.cmd.Stderr = log, log
 	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

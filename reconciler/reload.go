@@ -42,6 +42,18 @@ func (l *LiveKinds) add(r *Reconciler) {
 	l.byKind[r.kind().GroupVersionKind().GroupKind()] = r
 }
 
+// Kind is the kind of a group and kind as its controller renders it now,
+// nil when none runs it.
+func (l *LiveKinds) Kind(gk schema.GroupKind) *render.Kind {
+	l.mu.Lock()
+	r := l.byKind[gk]
+	l.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	return r.kind()
+}
+
 // Replaced is what Replace did.
 type Replaced struct {
 	// Unchanged: the templates were those the controller had; nothing
@@ -95,6 +107,9 @@ func (l *LiveKinds) Replace(ctx context.Context, k *render.Kind) (Replaced, erro
 	}
 	if err := stillWaits(r.types, k); err != nil {
 		return Replaced{}, fmt.Errorf("%w: %w", err, ErrNeedsRestart)
+	}
+	if !slices.Equal(old.Versions(), k.Versions()) {
+		return Replaced{}, fmt.Errorf("the kind's versions change from %v to %v (its CRD's conversion webhook is set up at start): %w", old.Versions(), k.Versions(), ErrNeedsRestart)
 	}
 	r.swap.Lock()
 	r.current.Store(k)

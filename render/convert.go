@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
 	"sigs.k8s.io/yaml"
 )
 
@@ -91,6 +92,21 @@ func (k *Kind) Hub() string { return k.def.GroupVersionKind.Version }
 
 // Versions are the kind's versions: the hub, then the others in name order.
 func (k *Kind) Versions() []string { return append([]string{k.Hub()}, k.spokes...) }
+
+// ownerGVK is the type the owned objects' ownerReferences name: the kind
+// at its oldest version (by Kubernetes' version order: v1alpha1, v1beta1,
+// v1, v2…). Garbage collection reads only the group and kind, so a new
+// version leaves every owned object as it is; a reference changes once,
+// when its version is removed.
+func (k *Kind) ownerGVK() schema.GroupVersionKind {
+	gvk := k.def.GroupVersionKind
+	for _, v := range k.spokes {
+		if version.CompareKubeAwareVersionStrings(v, gvk.Version) < 0 {
+			gvk.Version = v
+		}
+	}
+	return gvk
+}
 
 // Converts reports whether the kind has several versions.
 func (k *Kind) Converts() bool { return len(k.spokes) > 0 }

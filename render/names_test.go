@@ -15,6 +15,7 @@ import (
 
 	shipped "github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/render"
+	"github.com/stencil-operator/stencil/render/kindtest"
 )
 
 // yamlLookalikes are valid names (DNS-1123 labels, so also namespaces and
@@ -81,8 +82,8 @@ func TestYAMLLookalikeNames(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cr := kind.New()
-				if err := yaml.UnmarshalStrict(data, cr); err != nil {
+				cr, err := kindtest.Decode(kind, data, nil) // at any version: converted to the hub
+				if err != nil {
 					t.Fatal(err)
 				}
 				return kind.Render(cr)

@@ -199,7 +199,7 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 	}
 	defer k.runs.put(run)
 	defer func() { run.b.scope = nil }()
-	gr := &graphRun{k: k, run: run, cr: obj, in: in, owner: newOwner(k.def.GroupVersionKind, obj),
+	gr := &graphRun{k: k, run: run, cr: obj, in: in, owner: newOwner(k.ownerGVK(), obj),
 		rendered: map[string][]*unstructured.Unstructured{}, ready: map[string]readiness{},
 		inputs: map[string]inputValue{}, secretInput: map[string]string{}, plan: &Plan{}}
 	seen := map[string]bool{}

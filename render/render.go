@@ -87,7 +87,7 @@ func (k *Kind) render(obj v1alpha1.Object, v Validator) ([]*unstructured.Unstruc
 	if len(objs) > k.limits.Objects {
 		return nil, &Error{File: "(all templates)", Err: &LimitError{Limit: "rendered objects", Max: strconv.Itoa(k.limits.Objects)}}
 	}
-	owner := newOwner(k.def.GroupVersionKind, obj)
+	owner := newOwner(k.ownerGVK(), obj)
 	seen := map[string]bool{}
 	for _, o := range objs {
 		if err := k.finishObject(o, owner, v, seen); err != nil {

@@ -7,7 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	cachev1alpha1 "github.com/stencil-operator/stencil/api/cache/v1alpha1"
+	cachev1 "github.com/stencil-operator/stencil/api/cache/v1"
 	flightsv1 "github.com/stencil-operator/stencil/api/flights/v1"
 	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
 	samplecontrollerv1alpha1 "github.com/stencil-operator/stencil/api/samplecontroller/v1alpha1"
@@ -34,9 +34,9 @@ func TestStatusTemplates(t *testing.T) {
 		live render.LiveState
 		want string
 	}{
-		{"Memcached lists its pods", &cachev1alpha1.Memcached{ObjectMeta: meta},
+		{"Memcached lists its pods", &cachev1.Memcached{ObjectMeta: meta},
 			render.LiveState{Observed: map[string][]map[string]any{"Pod": {pod("x-a"), pod("x-b")}}}, `{"nodes":["x-a","x-b"]}`},
-		{"Memcached without pods", &cachev1alpha1.Memcached{ObjectMeta: meta}, render.LiveState{}, `{"nodes":null}`},
+		{"Memcached without pods", &cachev1.Memcached{ObjectMeta: meta}, render.LiveState{}, `{"nodes":null}`},
 		{"MyWeb completed", &operatorv1.MyWeb{ObjectMeta: meta},
 			render.LiveState{Owned: map[string]any{"Deployment/x": deployment("x", 1, 1, 1, 1)}}, `{"completed":true}`},
 		{"MyWeb not yet available", &operatorv1.MyWeb{ObjectMeta: meta},

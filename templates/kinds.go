@@ -3,7 +3,7 @@ package templates
 import (
 	"k8s.io/apimachinery/pkg/runtime"
 
-	cachev1alpha1 "github.com/stencil-operator/stencil/api/cache/v1alpha1"
+	cachev1 "github.com/stencil-operator/stencil/api/cache/v1"
 	flightsv1 "github.com/stencil-operator/stencil/api/flights/v1"
 	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
 	samplecontrollerv1alpha1 "github.com/stencil-operator/stencil/api/samplecontroller/v1alpha1"
@@ -18,7 +18,7 @@ import (
 // type, template folder. A project made by `stencil init` has the same
 // list in its own templates/kinds.go (of stencil.Kind, the same type).
 var Kinds = []render.Definition{
-	{GroupVersionKind: cachev1alpha1.GroupVersion.WithKind("Memcached"), New: func() v1alpha1.Object { return &cachev1alpha1.Memcached{} }, Templates: Kind("memcached")},
+	{GroupVersionKind: cachev1.GroupVersion.WithKind("Memcached"), New: func() v1alpha1.Object { return &cachev1.Memcached{} }, Templates: Kind("memcached")},
 	{GroupVersionKind: operatorv1.GroupVersion.WithKind("MyWeb"), New: func() v1alpha1.Object { return &operatorv1.MyWeb{} }, Templates: Kind("myweb"), ShortNames: []string{"web"}},
 	{GroupVersionKind: samplecontrollerv1alpha1.GroupVersion.WithKind("Foo"), New: func() v1alpha1.Object { return &samplecontrollerv1alpha1.Foo{} }, Templates: Kind("foo")},
 	{GroupVersionKind: flightsv1.GroupVersion.WithKind("FlightTicket"), New: func() v1alpha1.Object { return &flightsv1.FlightTicket{} }, Templates: Kind("flightticket"), ShortNames: []string{"ft"}},
@@ -37,7 +37,7 @@ var Decorators = []render.DecoratorDefinition{
 // AddToScheme adds the sample kinds' Go types to a scheme, one function
 // per API group.
 var AddToScheme = []func(*runtime.Scheme) error{
-	cachev1alpha1.AddToScheme,
+	cachev1.AddToScheme,
 	operatorv1.AddToScheme,
 	samplecontrollerv1alpha1.AddToScheme,
 	flightsv1.AddToScheme,

@@ -301,6 +301,9 @@ func lint(stdin io.Reader, folders []kinds.Folder, v *renderschema.Validator, sa
 		for _, out := range failed {
 			problems = append(problems, fmt.Sprintf("templates/%s/tests/%s: %v", f.Name, out.Case, placeError(out.Err, f.Name)))
 		}
+		if f.Kind != nil && f.Kind.Converts() {
+			problems = append(problems, uncovered(f, v)...)
+		}
 	}
 	byKind := kindsOf(folders)
 	files, err := sampleFiles(samples)
@@ -324,6 +327,42 @@ func lint(stdin io.Reader, folders []kinds.Folder, v *renderschema.Validator, sa
 		}
 	}
 	return problems, checked, nil
+}
+
+// uncovered converts, for each version of a kind with several, an object
+// with every field of its schema set to each other version and back, and
+// reports every field the round trip loses that the kind does not declare
+// dropped: conversions fail closed.
+func uncovered(f kinds.Folder, v *renderschema.Validator) []string {
+	var problems []string
+	k := f.Kind
+	gvk := k.GroupVersionKind()
+	for _, from := range k.Versions() {
+		gvk.Version = from
+		obj, ok := v.Example(gvk)
+		if !ok {
+			problems = append(problems, fmt.Sprintf("templates/%s: %s has no schema in the CRDs: its conversions cannot be checked", f.Name, gvk))
+			continue
+		}
+		for _, to := range k.Versions() {
+			if to == from {
+				continue
+			}
+			lost, err := k.RoundTripLoss(obj, to)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("templates/%s: converting a %s %s with every field set to %s and back: %v", f.Name, from, gvk.Kind, to, err))
+				continue
+			}
+			spoke := to
+			if to == k.Hub() {
+				spoke = from
+			}
+			for _, field := range lost {
+				problems = append(problems, fmt.Sprintf("templates/%s: %s of %s is lost converting to %s and back: convert it (_from-%s.yaml, _to-%s.yaml), or declare it dropped in _kind.yaml (conversion: {%s: {dropped: [%s]}})", f.Name, field, from, to, spoke, spoke, spoke, field))
+			}
+		}
+	}
+	return problems
 }
 
 // validateResource checks a custom resource against its CRD, defaulted, as

@@ -338,3 +338,47 @@ func appendFile(t *testing.T, path, text string) {
 		t.Fatal(err)
 	}
 }
+
+// TestLintRefusesAnUncoveredConversion: a conversion that leaves a field
+// of either version behind fails lint, naming the field, the versions and
+// what to do; declared dropped, it passes.
+func TestLintRefusesAnUncoveredConversion(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "templates")
+	if err := os.CopyFS(dir, os.DirFS("../../templates")); err != nil {
+		t.Fatal(err)
+	}
+	to := filepath.Join(dir, "memcached", "_to-v1alpha1.yaml")
+	src, err := os.ReadFile(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// v1's driftPolicy no longer reaches v1alpha1.
+	forgets := strings.Replace(string(src), "{{- with index .spec \"driftPolicy\" }}\n  driftPolicy: {{ . }}\n  {{- end }}", "", 1)
+	if forgets == string(src) {
+		t.Fatal("the template does not convert driftPolicy as the test expects")
+	}
+	if err := os.WriteFile(to, []byte(forgets), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"lint", repoCRDs, "--templates", dir, "-f", "../../config/samples/memcached.yaml"}
+	out, err, code := execute(t, args...)
+	want := "templates/memcached: spec.driftPolicy of v1 is lost converting to v1alpha1 and back: convert it (_from-v1alpha1.yaml, _to-v1alpha1.yaml), or declare it dropped in _kind.yaml (conversion: {v1alpha1: {dropped: [spec.driftPolicy]}})"
+	if code != 2 || !strings.Contains(out, want) {
+		t.Fatalf("lint: exit %d (%v), want 2 and\n%s\ngot:\n%s", code, err, want, out)
+	}
+	// Both ways: v1alpha1 → v1 → v1alpha1 loses it on the way back.
+	if !strings.Contains(out, "spec.driftPolicy of v1alpha1 is lost converting to v1 and back") || strings.Count(out, "is lost") != 2 {
+		t.Errorf("lint reports another field, or not the field of both versions:\n%s", out)
+	}
+	declaration := filepath.Join(dir, "memcached", "_kind.yaml")
+	declared, err := os.ReadFile(declaration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(declaration, append(declared, []byte("conversion:\n  v1alpha1: {dropped: [spec.driftPolicy]}\n")...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err, code := execute(t, args...); code != 0 {
+		t.Errorf("lint with the field declared dropped: exit %d (%v)\n%s", code, err, out)
+	}
+}

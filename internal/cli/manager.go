@@ -54,6 +54,7 @@ type managerOptions struct {
 	identities       reconciler.Identities
 	watchNamespaces  []string
 	templates        templateFlags
+	webhook          webhookOptions
 }
 
 // decoratorFlags say which decorators run, where.
@@ -95,6 +96,7 @@ func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "Namespaces whose custom resources this stencil reconciles, comma-separated: a namespace-scoped install (a RoleBinding to stencil's ClusterRole in each grants what it needs there; config/namespaced, docs/tenancy.md). Empty: every namespace. Decorators, which work across namespaces, and kinds that own cluster-scoped types cannot run then.")
 	fs.StringToStringVar(&o.identities.ByKind, "kind-service-account", nil, "Per kind, the ServiceAccount that writes its objects, over --default-service-account: Kind=name, comma-separated (an empty name: stencil's own identity).")
 	o.templates.bind(fs)
+	o.webhook.bind(fs)
 	fs.BoolVar(&o.compression, "kube-api-compression", false, "Ask the API server to gzip its answers and watch streams (for a slow link; costs its CPU).")
 }
 
@@ -327,7 +329,11 @@ func runManager(ctx context.Context, o managerOptions) error {
 		}
 		decorators = nil // not even the leftover check: it lists across namespaces
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	hook, err := setUpConversion(ctx, cfg, o, loaded, log)
+	if err != nil {
+		return err
+	}
+	mgrOpts := ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         cacheOpts,
 		NewCache:                      reconciler.NewCache, // a kind whose CRD is missing does not stop the others
@@ -342,7 +348,11 @@ func runManager(ctx context.Context, o managerOptions) error {
 		LeaseDuration:                 new(leaseDuration),
 		RenewDeadline:                 new(renewDeadline),
 		RetryPeriod:                   new(2 * time.Second),
-	})
+	}
+	if hook != nil {
+		mgrOpts.WebhookServer = hook.server
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
@@ -366,6 +376,15 @@ func runManager(ctx context.Context, o managerOptions) error {
 	}
 	if err := watchTemplates(mgr, o.templates, registered, prepare, opts.Live, defaults); err != nil {
 		return err
+	}
+	if hook != nil {
+		hook.register(opts.Live, log)
+		_ = mgr.GetWebhookServer() // adds the server to the manager
+		if hook.certs != nil {
+			if err := mgr.Add(hook.certs); err != nil {
+				return fmt.Errorf("adding the webhook certificate's check: %w", err)
+			}
+		}
 	}
 	if o.shards.Name != "" {
 		// The default shard runs the decorators: one writer of their labels.

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"github.com/stencil-operator/stencil/internal/conversion"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,6 +56,9 @@ func writeManifests(p manifestPaths) error {
 	for _, n := range notes {
 		fmt.Fprintln(os.Stderr, "chart values:", n)
 	}
+	if err := writeConversionWebhooks(p.crds); err != nil {
+		return err
+	}
 	if p.crdKustomization != "" {
 		if err := writeCRDKustomization(p.crdKustomization, p.crds); err != nil {
 			return err
@@ -78,6 +83,27 @@ func writeManifests(p manifestPaths) error {
 	}
 	if err := chart.Write(p.config, p.chart, registered.Name, registered.DecoratorNames()); err != nil {
 		return fmt.Errorf("writing the Helm chart: %w", err)
+	}
+	return nil
+}
+
+// writeConversionWebhooks points the CRDs of the kinds with several
+// versions at stencil's webhook Service, <operator>-webhook in
+// <operator>-system (config/manager).
+func writeConversionWebhooks(crds string) error {
+	folders, err := registered.Folders("")
+	if err != nil {
+		return err
+	}
+	var converting []schema.GroupKind
+	for _, f := range folders {
+		if f.Kind != nil && f.Kind.Converts() {
+			converting = append(converting, f.Kind.GroupVersionKind().GroupKind())
+		}
+	}
+	svc := conversion.Service{Namespace: registered.Name + "-system", Name: registered.Name + "-webhook"}
+	if err := conversion.WriteCRDWebhooks(crds, converting, svc); err != nil {
+		return fmt.Errorf("writing the conversion webhooks into the CRDs: %w", err)
 	}
 	return nil
 }

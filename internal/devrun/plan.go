@@ -65,6 +65,11 @@ type plan struct {
 // Addresses of the operator's endpoints, on this machine only.
 var localEndpoints = []string{"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081"}
 
+// localWebhook: the local control plane reaches the conversion webhook of
+// kinds with several versions on this machine (stencil points their CRDs
+// at it).
+var localWebhook = []string{"--webhook-url=https://127.0.0.1:9443/convert"}
+
 // deployedRollout is config/manager/manager.yaml's pacing: on a cluster a
 // template edited on a developer's machine reaches resources as a new
 // stencil version would, a batch at a time.
@@ -103,7 +108,7 @@ func localPlan(req Request) (plan, error) {
 	return plan{
 		crds:         applyCRDs,
 		samples:      samples,
-		operatorArgs: slices.Concat(localEndpoints, []string{"--rollout-batch=0"}, req.LocalArgs, localTemplates, req.OperatorArgs),
+		operatorArgs: slices.Concat(localEndpoints, localWebhook, []string{"--rollout-batch=0"}, req.LocalArgs, localTemplates, req.OperatorArgs),
 	}, nil
 }
 

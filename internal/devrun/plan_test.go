@@ -28,7 +28,7 @@ const deployedNamespace = "stencil-system"
 var sampleDecorators = []string{"--decorators=replicaset-podcount,namespace-defaults", "--decorator-namespace-selector=replicaset-podcount=stencil.dev/podcount=on"}
 
 var (
-	localArgs   = []string{"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081", "--rollout-batch=0", "--decorators=replicaset-podcount,namespace-defaults", "--decorator-namespace-selector=replicaset-podcount=stencil.dev/podcount=on", "--templates=templates", "--reload-templates"}
+	localArgs   = []string{"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081", "--webhook-url=https://127.0.0.1:9443/convert", "--rollout-batch=0", "--decorators=replicaset-podcount,namespace-defaults", "--decorator-namespace-selector=replicaset-podcount=stencil.dev/podcount=on", "--templates=templates", "--reload-templates"}
 	clusterArgs = []string{"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081", "--leader-elect", "--leader-election-namespace=stencil-system", "--rollout-batch=10", "--rollout-deadline=10m"}
 )
 

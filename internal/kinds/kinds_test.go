@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	cachev1alpha1 "github.com/stencil-operator/stencil/api/cache/v1alpha1"
+	cachev1 "github.com/stencil-operator/stencil/api/cache/v1"
 	flightsv1 "github.com/stencil-operator/stencil/api/flights/v1"
 	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
 	samplecontrollerv1alpha1 "github.com/stencil-operator/stencil/api/samplecontroller/v1alpha1"
@@ -153,7 +153,7 @@ func TestSeedSamplesConverge(t *testing.T) {
 	within := 60 * time.Second
 
 	testutil.Eventually(t, within, "Memcached: 3 Running pods listed in status.nodes", func() error {
-		mc, err := getObj(t, &cachev1alpha1.Memcached{}, "example-memcached")
+		mc, err := getObj(t, &cachev1.Memcached{}, "example-memcached")
 		if err != nil {
 			return err
 		}
@@ -267,7 +267,7 @@ func TestFullSamplesConverge(t *testing.T) {
 	if out, err := kubectl(t, "", "apply", "-n", "default", "-f", "../../config/samples/full/"); err != nil {
 		t.Fatalf("kubectl apply of the full samples: %v\n%s", err, out)
 	}
-	objs := []v1alpha1.Object{&cachev1alpha1.Memcached{}, &operatorv1.MyWeb{}, &samplecontrollerv1alpha1.Foo{}, &flightsv1.FlightTicket{}, &webappv1.Guestbook{}}
+	objs := []v1alpha1.Object{&cachev1.Memcached{}, &operatorv1.MyWeb{}, &samplecontrollerv1alpha1.Foo{}, &flightsv1.FlightTicket{}, &webappv1.Guestbook{}}
 	names := []string{"memcached-full", "myweb-full", "foo-full", "ticket-full", "guestbook-full"}
 	for i, obj := range objs {
 		testutil.Eventually(t, 60*time.Second, names[i]+" Ready", func() error {

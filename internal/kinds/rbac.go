@@ -50,11 +50,15 @@ func ClusterRole(operator string, kinds []*render.Kind, decorators []*render.Dec
 		return t.PluralResource()
 	}
 	addType := func(t render.TypeRef, verbs []string) { add(t.GroupVersionKind().Group, plural(t), verbs) }
-	var crds []string
+	var crds, converting []string
 	for _, k := range kinds {
 		gvk := k.GroupVersionKind()
 		plural := plural(render.TypeRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind})
-		crds = append(crds, plural+"."+gvk.Group)
+		if k.Converts() {
+			converting = append(converting, plural+"."+gvk.Group)
+		} else {
+			crds = append(crds, plural+"."+gvk.Group)
+		}
 		add(gvk.Group, plural, kindVerbs)
 		add(gvk.Group, plural+"/status", statusVerbs)
 		add(gvk.Group, plural+"/finalizers", []string{"update"})
@@ -103,6 +107,12 @@ func ClusterRole(operator string, kinds []*render.Kind, decorators []*render.Dec
 		// resource.
 		slices.Sort(crds)
 		all = append(all, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, ResourceNames: crds, Verbs: []string{"get"}})
+	}
+	if len(converting) > 0 {
+		// The CRDs of kinds with several versions: stencil serves their
+		// conversion webhook and writes its CA bundle into them.
+		slices.Sort(converting)
+		all = append(all, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, ResourceNames: converting, Verbs: []string{"get", "patch"}})
 	}
 	return rbacv1.ClusterRole{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},

@@ -10,18 +10,20 @@ import (
 // names the field.
 func TestInvalidResourcesAreRefused(t *testing.T) {
 	const (
-		memcached = "apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: bad}\nspec: "
-		myweb     = "apiVersion: operator.k8s-summit.org/v1\nkind: MyWeb\nmetadata: {name: bad}\nspec: "
-		foo       = "apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata: {name: bad}\nspec: "
-		ticket    = "apiVersion: flights.com/v1\nkind: FlightTicket\nmetadata: {name: bad}\nspec: "
-		guestbook = "apiVersion: webapp.my.domain/v1\nkind: Guestbook\nmetadata: {name: bad}\nspec: "
+		memcached         = "apiVersion: cache.example.com/v1\nkind: Memcached\nmetadata: {name: bad}\nspec: "
+		memcachedV1alpha1 = "apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: bad}\nspec: "
+		myweb             = "apiVersion: operator.k8s-summit.org/v1\nkind: MyWeb\nmetadata: {name: bad}\nspec: "
+		foo               = "apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata: {name: bad}\nspec: "
+		ticket            = "apiVersion: flights.com/v1\nkind: FlightTicket\nmetadata: {name: bad}\nspec: "
+		guestbook         = "apiVersion: webapp.my.domain/v1\nkind: Guestbook\nmetadata: {name: bad}\nspec: "
 	)
 	tests := []struct {
 		name, manifest, field string
 	}{
-		{"memcached size below 0", memcached + "{size: -1}", "spec.size"},
-		{"memcached size above 100", memcached + "{size: 101}", "spec.size"},
-		{"memcached drift policy", memcached + "{size: 1, driftPolicy: Ignore}", "spec.driftPolicy"},
+		{"memcached replicas below 0", memcached + "{replicas: -1}", "spec.replicas"},
+		{"memcached v1alpha1 size above 100", memcachedV1alpha1 + "{size: 101}", "spec.size"},
+		{"memcached replicas above 100", memcached + "{replicas: 101}", "spec.replicas"},
+		{"memcached drift policy", memcached + "{replicas: 1, driftPolicy: Ignore}", "spec.driftPolicy"},
 		{"myweb node port below range", myweb + "{image: nginx, nodePortNumber: 29999}", "spec.nodePortNumber"},
 		{"myweb node port above range", myweb + "{image: nginx, nodePortNumber: 32768}", "spec.nodePortNumber"},
 		{"myweb empty image", myweb + `{image: "", nodePortNumber: 30200}`, "spec.image"},

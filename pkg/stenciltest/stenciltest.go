@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -125,16 +126,24 @@ func (c *Cluster) waitServed(t testing.TB, cl client.Client, crd *apiextensionsv
 
 // RunOperator runs the project's operator in this process against the
 // cluster until the test ends, with the flags args (metrics and probes are
-// off unless args set them). One operator per test process at a time: it
+// off unless args set them). A kind with several versions gets its
+// conversion webhook on a free local port (--webhook-url), as `make run`
+// does: the API server calls it. One operator per test process at a time: it
 // sets KUBECONFIG (t.Setenv) and the process's logger, so it is not for
 // parallel tests.
 func (c *Cluster) RunOperator(t testing.TB, p stencil.Project, args ...string) {
 	t.Helper()
 	t.Setenv("KUBECONFIG", c.Kubeconfig)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	webhook := "--webhook-url=https://" + l.Addr().String() + "/convert"
+	_ = l.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- cli.Run(ctx, set(p), append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0"}, args...), nil)
+		done <- cli.Run(ctx, set(p), append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0", webhook}, args...), nil)
 	}()
 	t.Cleanup(func() {
 		cancel()

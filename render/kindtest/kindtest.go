@@ -18,7 +18,13 @@
 //     serves in this case, one "group/version/Kind" or "group/version" a
 //     line (# starts a comment), as stencil render --api-versions takes
 //     them; without it the case renders with none served (or with
-//     --api-versions, under stencil test).
+//     --api-versions, under stencil test);
+//   - converted.yaml (optional, for a kind with several versions): the
+//     input converted to each of the kind's other versions, a YAML stream
+//     in the order of [render.Kind.Versions].
+//
+// An input may be written at any of the kind's versions: it is converted
+// to the hub, which the templates read, as the API server would.
 //
 // A case with none of the last three passes when the render succeeds and
 // every object is valid. It is pure: cases are read from an fs.FS, and the
@@ -58,6 +64,8 @@ const (
 	// APIVersionsFile lists the optional owned types the cluster serves
 	// in the case.
 	APIVersionsFile = "api-versions.txt"
+	// ConvertedFile holds the input at the kind's other versions.
+	ConvertedFile = "converted.yaml"
 )
 
 // Case is one test case of a kind.
@@ -84,7 +92,7 @@ func Cases(kindFolder fs.FS) ([]Case, error) {
 			return nil, fmt.Errorf("%s/%s: a case is a folder", Folder, e.Name())
 		}
 		c := Case{Name: e.Name(), Files: map[string][]byte{}}
-		for _, f := range []string{InputFile, ObservedFile, ExpectedFile, FragmentsFile, ErrorFile, APIVersionsFile} {
+		for _, f := range []string{InputFile, ObservedFile, ExpectedFile, FragmentsFile, ErrorFile, APIVersionsFile, ConvertedFile} {
 			data, err := fs.ReadFile(kindFolder, path.Join(Folder, e.Name(), f))
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
@@ -153,6 +161,11 @@ func RunKind(k *render.Kind, c Case, v render.Validator) Outcome {
 		k = k.WithAPIVersions(versions)
 	}
 	d, _ := v.(Defaulter)
+	if want, ok := c.Files[ConvertedFile]; ok {
+		if err := checkConverted(k, c.Files[InputFile], want); err != nil {
+			return Outcome{Case: c.Name, Err: err}
+		}
+	}
 	cr, err := Decode(k, c.Files[InputFile], d)
 	if err != nil {
 		return Outcome{Case: c.Name, Err: fmt.Errorf("%s: %w", InputFile, err)}
@@ -179,6 +192,12 @@ func RunKind(k *render.Kind, c Case, v render.Validator) Outcome {
 // field absent from the document is defaulted even where the Go type
 // would decode it as a zero value.
 func Decode(k *render.Kind, doc []byte, d Defaulter) (v1alpha1.Object, error) {
+	if k.Converts() {
+		var err error
+		if doc, err = toHub(k, doc, d); err != nil {
+			return nil, err
+		}
+	}
 	cr := k.New()
 	if err := yaml.UnmarshalStrict(doc, cr); err != nil {
 		return nil, err
@@ -202,6 +221,58 @@ func Decode(k *render.Kind, doc []byte, d Defaulter) (v1alpha1.Object, error) {
 		return nil, fmt.Errorf("defaulted: %w", err)
 	}
 	return defaulted, nil
+}
+
+// toHub converts a resource written at another of k's versions to the hub,
+// defaulted by its own version's schema first, as the API server stores
+// it; a resource at the hub is returned as it is.
+func toHub(k *render.Kind, doc []byte, d Defaulter) ([]byte, error) {
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+		return nil, err
+	}
+	if u.GroupVersionKind().Version == k.Hub() {
+		return doc, nil
+	}
+	if d != nil {
+		if err := d.Default(u); err != nil {
+			return nil, fmt.Errorf("defaulting: %w", err)
+		}
+	}
+	hub, err := k.Convert(u.Object, k.Hub())
+	if err != nil {
+		return nil, err
+	}
+	return yaml.Marshal(hub)
+}
+
+// checkConverted compares the input, converted to each of the kind's other
+// versions, with converted.yaml.
+func checkConverted(k *render.Kind, input, want []byte) error {
+	in := map[string]any{}
+	if err := yaml.Unmarshal(input, &in); err != nil {
+		return fmt.Errorf("%s: %w", InputFile, err)
+	}
+	from := (&unstructured.Unstructured{Object: in}).GroupVersionKind().Version
+	var got []*unstructured.Unstructured
+	for _, v := range k.Versions() {
+		if v == from {
+			continue
+		}
+		out, err := k.Convert(in, v)
+		if err != nil {
+			return err
+		}
+		got = append(got, &unstructured.Unstructured{Object: out})
+	}
+	stream, err := Stream(got)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(stream, want) {
+		return fmt.Errorf("%s differs:\n--- got\n%s--- want\n%s", ConvertedFile, stream, want)
+	}
+	return nil
 }
 
 // waitingComments are the comment lines that head a graph kind's expected

@@ -1,4 +1,6 @@
-// Package v1alpha1 is the cache.example.com/v1alpha1 API: the Memcached kind.
+// Package v1alpha1 is the cache.example.com/v1alpha1 API: the Memcached
+// kind's first version, still served; v1 is the hub and storage version,
+// and templates/memcached converts between them.
 //
 // +kubebuilder:object:generate=true
 // +groupName=cache.example.com

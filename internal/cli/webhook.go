@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/stencil-operator/stencil/internal/conversion"
+	"github.com/stencil-operator/stencil/reconciler"
+	"github.com/stencil-operator/stencil/render"
+)
+
+// webhookOptions are the conversion webhook's flags.
+type webhookOptions struct {
+	bindAddress string
+	url         string
+	certDir     string
+	certSecret  string
+}
+
+func (w *webhookOptions) bind(fs *pflag.FlagSet) {
+	fs.StringVar(&w.bindAddress, "webhook-bind-address", "", `Address the conversion webhook of the kinds with several versions binds to (default: the host and port of --webhook-url, else ":9443"). Only served when a kind has several versions.`)
+	fs.StringVar(&w.url, "webhook-url", "", "URL the API server reaches this process's conversion webhook at, for a run outside the cluster (make run, tests), e.g. https://127.0.0.1:9443/convert: stencil points its CRDs at it, with a certificate it makes and keeps in memory. Empty: the CRDs send conversions to stencil's Service (config/crd), and stencil writes only their CA bundle.")
+	fs.StringVar(&w.certDir, "webhook-cert-dir", "", "Folder holding tls.crt and tls.key for the conversion webhook, made by someone else (cert-manager, whose CA injector then writes the CRDs' CA bundle: docs/evolve-api.md). Empty: stencil makes the certificate, keeps it in --webhook-cert-secret, renews it and writes the CA bundle into its CRDs.")
+	fs.StringVar(&w.certSecret, "webhook-cert-secret", "", "Secret, <namespace>/<name>, that holds the certificate stencil makes for its conversion webhook, shared by its replicas (default: <leader election namespace>/<operator>-webhook-cert).")
+}
+
+// address is where the webhook server listens.
+func (w webhookOptions) address() (host string, port int, err error) {
+	addr := w.bindAddress
+	if addr == "" && w.url != "" {
+		u, err := url.Parse(w.url)
+		if err != nil || u.Scheme != "https" || u.Port() == "" {
+			return "", 0, fmt.Errorf("--webhook-url %q: want https://<host>:<port>/convert", w.url)
+		}
+		addr = u.Host
+	}
+	if addr == "" {
+		addr = ":9443"
+	}
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("--webhook-bind-address %q: %w", addr, err)
+	}
+	port, err = strconv.Atoi(p)
+	if err != nil {
+		return "", 0, fmt.Errorf("--webhook-bind-address %q: %w", addr, err)
+	}
+	return h, port, nil
+}
+
+// conversionWebhook is what serving the conversion webhook needs: the
+// server, for the manager's options, and the certificate, checked again
+// in the background.
+type conversionWebhook struct {
+	server webhook.Server
+	certs  *conversion.Certs // nil: certificates from --webhook-cert-dir
+	kinds  []*render.Kind
+}
+
+// setUpConversion prepares the conversion webhook of the kinds with several
+// versions, and has their CRDs send conversions to it; nil when no kind
+// has several versions. A kind whose CRD is not served yet is left out
+// (it waits, as every kind whose CRD is missing does).
+func setUpConversion(ctx context.Context, cfg *rest.Config, o managerOptions, loaded []*render.Kind, log logr.Logger) (*conversionWebhook, error) {
+	var kinds []*render.Kind
+	for _, k := range loaded {
+		if k.Converts() {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		return nil, nil
+	}
+	host, port, err := o.webhook.address()
+	if err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("conversion webhook: %w", err)
+	}
+	names, err := crdNames(cfg, kinds, log)
+	if err != nil {
+		return nil, err
+	}
+	w := &conversionWebhook{kinds: kinds}
+	opts := webhook.Options{Host: host, Port: port, CertDir: o.webhook.certDir}
+	if o.webhook.certDir == "" {
+		crds := conversion.CRDs{Client: c, Names: names, URL: o.webhook.url}
+		w.certs = &conversion.Certs{Client: c, Inject: crds.Inject, Log: log.WithName("conversion")}
+		if o.webhook.url != "" {
+			u, _ := url.Parse(o.webhook.url)
+			w.certs.Hosts = []string{u.Hostname()}
+		} else {
+			if w.certs.Hosts, err = crds.ServiceHosts(ctx); err != nil {
+				return nil, err
+			}
+			if w.certs.Secret, err = certSecret(o); err != nil {
+				return nil, err
+			}
+		}
+		if err := w.certs.Ensure(ctx); err != nil {
+			return nil, fmt.Errorf("conversion webhook: %w", err)
+		}
+		opts.TLSOpts = []func(*tls.Config){func(t *tls.Config) { t.GetCertificate = w.certs.GetCertificate }}
+	}
+	w.server = webhook.NewServer(opts)
+	log.Info("Serving the conversion webhook", "crds", names, "address", net.JoinHostPort(host, strconv.Itoa(port)), "url", o.webhook.url)
+	return w, nil
+}
+
+// register adds the handler to the server, with the kinds as they are now.
+func (w *conversionWebhook) register(live *reconciler.LiveKinds, log logr.Logger) {
+	byKind := map[schema.GroupKind]*render.Kind{}
+	for _, k := range w.kinds {
+		byKind[k.GroupVersionKind().GroupKind()] = k
+	}
+	lookup := func(gk schema.GroupKind) *render.Kind {
+		if live != nil {
+			if k := live.Kind(gk); k != nil {
+				return k
+			}
+		}
+		return byKind[gk]
+	}
+	w.server.Register(conversion.Path, &conversion.Handler{Kind: lookup, Log: log.WithName("conversion")})
+}
+
+// certSecret is the Secret stencil keeps its webhook certificate in.
+func certSecret(o managerOptions) (*types.NamespacedName, error) {
+	if o.webhook.certSecret != "" {
+		ns, name, ok := strings.Cut(o.webhook.certSecret, "/")
+		if !ok || ns == "" || name == "" {
+			return nil, fmt.Errorf("--webhook-cert-secret %q: want <namespace>/<name>", o.webhook.certSecret)
+		}
+		return &types.NamespacedName{Namespace: ns, Name: name}, nil
+	}
+	ns, err := leaseNamespace(o.leaderElectionNS)
+	if err != nil {
+		return nil, fmt.Errorf("the conversion webhook's certificate: %w (or set --webhook-url, or --webhook-cert-secret)", err)
+	}
+	return &types.NamespacedName{Namespace: ns, Name: registered.Name + "-webhook-cert"}, nil
+}
+
+// crdNames are the names of the kinds' CRDs, from discovery; a kind that is
+// not served yet is left out, with a log line.
+func crdNames(cfg *rest.Config, kinds []*render.Kind, log logr.Logger) ([]string, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("conversion webhook: %w", err)
+	}
+	var names []string
+	for _, k := range kinds {
+		gvk := k.GroupVersionKind()
+		resources, err := dc.ServerResourcesForGroupVersion(gvk.GroupVersion().String())
+		if err != nil {
+			log.Error(err, "A kind with several versions is not served yet; its CRD gets no conversion webhook until stencil restarts", "kind", gvk.Kind)
+			continue
+		}
+		for _, r := range resources.APIResources {
+			if r.Kind == gvk.Kind && !strings.Contains(r.Name, "/") {
+				names = append(names, r.Name+"."+gvk.Group)
+			}
+		}
+	}
+	return names, nil
+}

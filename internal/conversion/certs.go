@@ -1,0 +1,234 @@
+package conversion
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/cert"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Keys of the certificate's Secret: the serving pair, as kubernetes.io/tls,
+// and the CA bundle the CRDs hold.
+const (
+	caKey = "ca.crt"
+	// validity of a certificate stencil makes; renewBefore, how long
+	// before it expires stencil makes the next.
+	validity    = 365 * 24 * time.Hour
+	renewBefore = 30 * 24 * time.Hour
+	// checkEvery: how often a replica looks at the Secret again (another
+	// replica may have renewed it).
+	checkEvery = time.Hour
+)
+
+// Certs is the webhook's serving certificate, made by stencil: kept in a
+// Secret that every replica serves from, or, run locally, in memory.
+type Certs struct {
+	// Hosts are the names (or IPs) the certificate is for.
+	Hosts []string
+	// Secret holds the certificate; nil keeps it in memory (one process).
+	Secret *types.NamespacedName
+	Client client.Client
+	// Inject writes a CA bundle into the CRDs.
+	Inject func(ctx context.Context, bundle []byte) error
+	Log    logr.Logger
+
+	cert   atomic.Pointer[tls.Certificate]
+	bundle atomic.Pointer[[]byte]
+}
+
+// GetCertificate is the webhook server's tls.Config.GetCertificate.
+func (c *Certs) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if crt := c.cert.Load(); crt != nil {
+		return crt, nil
+	}
+	return nil, errors.New("stencil has no serving certificate yet")
+}
+
+// Bundle is the CA bundle the CRDs are to hold.
+func (c *Certs) Bundle() []byte {
+	if b := c.bundle.Load(); b != nil {
+		return *b
+	}
+	return nil
+}
+
+// Ensure makes the certificate, reads the one another replica made, or
+// renews one that is about to expire, and has the CRDs hold its CA. A new
+// CA reaches the CRDs (beside the old one) before the Secret, so no
+// replica serves a certificate the API server cannot verify.
+func (c *Certs) Ensure(ctx context.Context) error {
+	if c.Secret == nil {
+		if c.cert.Load() == nil {
+			crt, key, ca, err := c.generate()
+			if err != nil {
+				return err
+			}
+			if err := c.Inject(ctx, ca); err != nil {
+				return err
+			}
+			return c.use(crt, key, ca)
+		}
+		return c.Inject(ctx, c.Bundle())
+	}
+	secret := &corev1.Secret{}
+	err := c.Client.Get(ctx, *c.Secret, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: c.Secret.Namespace, Name: c.Secret.Name}, Type: corev1.SecretTypeTLS}
+	case err != nil:
+		return fmt.Errorf("reading the webhook certificate's Secret %s: %w", c.Secret, err)
+	}
+	if c.fresh(secret.Data) {
+		if err := c.Inject(ctx, secret.Data[caKey]); err != nil {
+			return err
+		}
+		return c.use(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey], secret.Data[caKey])
+	}
+	return c.renew(ctx, secret)
+}
+
+// renew makes a certificate and stores it in secret, after the CRDs got its
+// CA beside the CAs still valid; when another replica stored one first,
+// that one is used.
+func (c *Certs) renew(ctx context.Context, secret *corev1.Secret) error {
+	crt, key, ca, err := c.generate()
+	if err != nil {
+		return err
+	}
+	bundle := append(ca, stillValid(secret.Data[caKey], time.Now())...)
+	if err := c.Inject(ctx, bundle); err != nil {
+		return err
+	}
+	secret.Data = map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key, caKey: bundle}
+	if secret.ResourceVersion == "" {
+		err = c.Client.Create(ctx, secret)
+	} else {
+		err = c.Client.Update(ctx, secret)
+	}
+	if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
+		c.Log.Info("Another replica renewed the webhook certificate first; using it", "secret", c.Secret)
+		return c.Ensure(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("storing the webhook certificate in %s: %w", c.Secret, err)
+	}
+	c.Log.Info("Made the webhook's serving certificate", "secret", c.Secret, "hosts", c.Hosts, "validFor", validity)
+	return c.use(crt, key, bundle)
+}
+
+// Rotate runs Ensure every checkEvery until ctx ends: a manager Runnable,
+// run by every replica.
+func (c *Certs) Rotate(ctx context.Context) error {
+	t := time.NewTicker(checkEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := c.Ensure(ctx); err != nil {
+				c.Log.Error(err, "Checking the webhook certificate")
+			}
+		}
+	}
+}
+
+// NeedLeaderElection: every replica serves the webhook.
+func (c *Certs) NeedLeaderElection() bool { return false }
+
+// Start is [Certs.Rotate], for the manager.
+func (c *Certs) Start(ctx context.Context) error { return c.Rotate(ctx) }
+
+// fresh: data holds a certificate for the hosts that is not about to
+// expire, and its CA bundle.
+func (c *Certs) fresh(data map[string][]byte) bool {
+	if len(data[caKey]) == 0 {
+		return false
+	}
+	pair, err := tls.X509KeyPair(data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		return false
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil || time.Until(leaf.NotAfter) < renewBefore {
+		return false
+	}
+	for _, h := range c.Hosts {
+		if leaf.VerifyHostname(h) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// generate makes a CA and a certificate it signs for the hosts.
+func (c *Certs) generate() (crt, key, ca []byte, err error) {
+	if len(c.Hosts) == 0 {
+		return nil, nil, nil, errors.New("the webhook certificate names no host")
+	}
+	var ips []net.IP
+	var dns []string
+	for _, h := range c.Hosts[1:] {
+		if ip := net.ParseIP(h); ip != nil {
+			ips = append(ips, ip)
+		} else {
+			dns = append(dns, h)
+		}
+	}
+	chain, key, err := cert.GenerateSelfSignedCertKeyWithOptions(cert.SelfSignedCertKeyOptions{Host: c.Hosts[0], AlternateIPs: ips, AlternateDNS: dns, MaxAge: validity})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("making the webhook certificate: %w", err)
+	}
+	certs, err := cert.ParseCertsPEM(chain)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("reading the webhook certificate: %w", err)
+	}
+	i := slices.IndexFunc(certs, func(c *x509.Certificate) bool { return c.IsCA })
+	if i < 0 {
+		return nil, nil, nil, errors.New("the webhook certificate has no CA")
+	}
+	return chain, key, pem.EncodeToMemory(&pem.Block{Type: cert.CertificateBlockType, Bytes: certs[i].Raw}), nil
+}
+
+func (c *Certs) use(crt, key, bundle []byte) error {
+	pair, err := tls.X509KeyPair(crt, key)
+	if err != nil {
+		return fmt.Errorf("loading the webhook certificate: %w", err)
+	}
+	if old := c.bundle.Load(); old == nil || !bytes.Equal(*old, bundle) {
+		c.bundle.Store(&bundle)
+	}
+	c.cert.Store(&pair)
+	return nil
+}
+
+// stillValid is the certificates of a PEM bundle that have not expired at
+// now, as PEM.
+func stillValid(bundle []byte, now time.Time) []byte {
+	certs, err := cert.ParseCertsPEM(bundle)
+	if err != nil {
+		return nil
+	}
+	var out []byte
+	for _, c := range certs {
+		if now.Before(c.NotAfter) {
+			out = append(out, pem.EncodeToMemory(&pem.Block{Type: cert.CertificateBlockType, Bytes: c.Raw})...)
+		}
+	}
+	return out
+}

@@ -1,0 +1,342 @@
+package conversion_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/cert"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stencil-operator/stencil/internal/conversion"
+	"github.com/stencil-operator/stencil/internal/localcluster"
+	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/render"
+	"github.com/stencil-operator/stencil/templates"
+)
+
+var cluster *localcluster.Cluster
+
+func TestMain(m *testing.M) {
+	os.Exit(localcluster.RunTests(m, localcluster.Options{}, &cluster))
+}
+
+const crdName = "memcacheds.cache.example.com"
+
+func memcached(t *testing.T) *render.Kind {
+	t.Helper()
+	for _, def := range templates.Kinds {
+		if def.GroupVersionKind.Kind == "Memcached" {
+			k, err := render.Load(def)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return k
+		}
+	}
+	t.Fatal("no Memcached kind")
+	return nil
+}
+
+func handler(t *testing.T) *conversion.Handler {
+	k := memcached(t)
+	return &conversion.Handler{Kind: func(gk schema.GroupKind) *render.Kind {
+		if gk == k.GroupVersionKind().GroupKind() {
+			return k
+		}
+		return nil
+	}, Log: logr.Discard()}
+}
+
+func raw(t *testing.T, obj string) runtime.RawExtension {
+	t.Helper()
+	m := map[string]any{}
+	if err := yaml.Unmarshal([]byte(obj), &m); err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runtime.RawExtension{Raw: data}
+}
+
+// TestHandler: every object of a review is converted; one that does not
+// convert fails the review with a message naming it.
+func TestHandler(t *testing.T) {
+	h := handler(t)
+	tests := []struct {
+		name    string
+		objects []string
+		to      string
+		want    []string // converted specs, as JSON
+		fails   string
+	}{
+		{"two objects", []string{"apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: a, namespace: ns}\nspec: {size: 1}", "apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: b, namespace: ns}\nspec: {size: 2, autoscaled: true}"}, "cache.example.com/v1",
+			[]string{`{"replicas":1}`, `{"autoscaling":{"enabled":true},"replicas":2}`}, ""},
+		{"to the spoke", []string{"apiVersion: cache.example.com/v1\nkind: Memcached\nmetadata: {name: a, namespace: ns}\nspec: {replicas: 4}"}, "cache.example.com/v1alpha1", []string{`{"size":4}`}, ""},
+		{"another kind", []string{"apiVersion: other.example.com/v1\nkind: Other\nmetadata: {name: a, namespace: ns}\nspec: {}"}, "other.example.com/v2", nil, "stencil: converting Other ns/a: stencil has no kind Other.other.example.com"},
+		{"a version the kind has not", []string{"apiVersion: cache.example.com/v1\nkind: Memcached\nmetadata: {name: a, namespace: ns}\nspec: {replicas: 1}"}, "cache.example.com/v2", nil, "stencil: Memcached ns/a: Memcached has no version v2"},
+		{"a template that fails", []string{"apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: a, namespace: ns}\nspec: {}"}, "cache.example.com/v1", nil, "stencil: Memcached ns/a: converting Memcached from v1alpha1 to v1: _from-v1alpha1.yaml:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := &apiextensionsv1.ConversionRequest{UID: "u", DesiredAPIVersion: tt.to}
+			for _, o := range tt.objects {
+				req.Objects = append(req.Objects, raw(t, o))
+			}
+			resp := h.Convert(req)
+			if resp.UID != "u" {
+				t.Errorf("UID %q", resp.UID)
+			}
+			if tt.fails != "" {
+				if resp.Result.Status != metav1.StatusFailure || !strings.Contains(resp.Result.Message, tt.fails) || len(resp.ConvertedObjects) != 0 {
+					t.Errorf("result %+v, want a failure saying %q", resp.Result, tt.fails)
+				}
+				return
+			}
+			if resp.Result.Status != metav1.StatusSuccess || len(resp.ConvertedObjects) != len(tt.want) {
+				t.Fatalf("result %+v with %d objects", resp.Result, len(resp.ConvertedObjects))
+			}
+			for i, o := range resp.ConvertedObjects {
+				u := map[string]any{}
+				if err := json.Unmarshal(o.Raw, &u); err != nil {
+					t.Fatal(err)
+				}
+				spec, _ := json.Marshal(u["spec"])
+				if string(spec) != tt.want[i] || u["apiVersion"] != tt.to {
+					t.Errorf("object %d: %s %s, want %s %s", i, u["apiVersion"], spec, tt.to, tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func adminClient(t *testing.T) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cluster.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// installCRD creates the Memcached CRD as `stencil manifests` writes it:
+// conversions sent to stencil's Service.
+func installCRD(t *testing.T, c client.Client) {
+	t.Helper()
+	data, err := os.ReadFile("../../config/crd/bases/cache.example.com_memcacheds.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(data, crd); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(t.Context(), crd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), crd)
+		testutil.Eventually(t, time.Minute, "the CRD is gone", func() error {
+			if err := c.Get(context.Background(), types.NamespacedName{Name: crdName}, &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (%v)", err)
+			}
+			return nil
+		})
+	})
+	testutil.Eventually(t, time.Minute, "the CRD is established", func() error {
+		_, err := c.RESTMapper().RESTMapping(schema.GroupKind{Group: "cache.example.com", Kind: "Memcached"})
+		return err
+	})
+}
+
+// TestAPIServerCallsTheWebhook: run locally (--webhook-url), stencil points
+// the CRD at its webhook with a certificate it made; the API server then
+// converts through it both ways, and a field one version cannot hold comes
+// back.
+func TestAPIServerCallsTheWebhook(t *testing.T) {
+	c := adminClient(t)
+	installCRD(t, c)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().(*net.TCPAddr)
+	_ = l.Close()
+	url := "https://127.0.0.1:" + strings.TrimPrefix(addr.String(), "127.0.0.1:") + conversion.Path
+	certs := &conversion.Certs{Hosts: []string{"127.0.0.1"}, Client: c, Inject: conversion.CRDs{Client: c, Names: []string{crdName}, URL: url}.Inject, Log: logr.Discard()}
+	if err := certs.Ensure(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	server := webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: addr.Port, TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.GetCertificate = certs.GetCertificate }}})
+	server.Register(conversion.Path, handler(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- server.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Get(t.Context(), types.NamespacedName{Name: crdName}, crd); err != nil {
+		t.Fatal(err)
+	}
+	cfg := crd.Spec.Conversion.Webhook.ClientConfig
+	if crd.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter || cfg.URL == nil || *cfg.URL != url || cfg.Service != nil || string(cfg.CABundle) != string(certs.Bundle()) {
+		t.Fatalf("the CRD's conversion: %+v", crd.Spec.Conversion)
+	}
+	old := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+		"metadata": map[string]any{"name": "m", "namespace": "default"}, "spec": map[string]any{"size": int64(2), "autoscaled": true}}}
+	testutil.Eventually(t, 30*time.Second, "a v1alpha1 create goes through the webhook", func() error {
+		return c.Create(t.Context(), old)
+	})
+	hub := &unstructured.Unstructured{}
+	hub.SetGroupVersionKind(schema.GroupVersionKind{Group: "cache.example.com", Version: "v1", Kind: "Memcached"})
+	if err := c.Get(t.Context(), types.NamespacedName{Namespace: "default", Name: "m"}, hub); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _ := unstructured.NestedInt64(hub.Object, "spec", "replicas"); r != 2 {
+		t.Errorf("v1 replicas %d, want 2", r)
+	}
+	if on, _, _ := unstructured.NestedBool(hub.Object, "spec", "autoscaling", "enabled"); !on {
+		t.Error("v1 autoscaling.enabled is not true")
+	}
+	if err := c.Delete(t.Context(), hub); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCertificateInSecret: in a cluster, the first replica makes the
+// certificate, keeps it in a Secret and writes its CA into the CRD (whose
+// Service it leaves as it is); another replica serves the same; one about
+// to expire is renewed, the CRD holding the old CA beside the new until it
+// expires.
+func TestCertificateInSecret(t *testing.T) {
+	c := adminClient(t)
+	installCRD(t, c)
+	secret := types.NamespacedName{Namespace: "default", Name: "stencil-webhook-cert"}
+	crds := conversion.CRDs{Client: c, Names: []string{crdName}}
+	hosts, err := crds.ServiceHosts(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"stencil-webhook.stencil-system.svc", "stencil-webhook.stencil-system.svc.cluster.local"}; strings.Join(hosts, ",") != strings.Join(want, ",") {
+		t.Errorf("hosts %v, want %v", hosts, want)
+	}
+	replica := func() *conversion.Certs {
+		return &conversion.Certs{Hosts: hosts, Secret: &secret, Client: c, Inject: crds.Inject, Log: logr.Discard()}
+	}
+	a, b := replica(), replica()
+	if err := a.Ensure(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Ensure(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ca, cb := served(t, a), served(t, b)
+	if !ca.Equal(cb) {
+		t.Error("two replicas serve different certificates")
+	}
+	if err := ca.VerifyHostname(hosts[0]); err != nil {
+		t.Error(err)
+	}
+	bundle := crdBundle(t, c)
+	if string(bundle) != string(a.Bundle()) {
+		t.Error("the CRD does not hold the CA bundle")
+	}
+	verify(t, ca, bundle, hosts[0])
+
+	// About to expire: renewed, the old CA kept beside the new one.
+	crt, key, err := cert.GenerateSelfSignedCertKeyWithOptions(cert.SelfSignedCertKeyOptions{Host: hosts[0], MaxAge: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := &corev1.Secret{}
+	if err := c.Get(t.Context(), secret, old); err != nil {
+		t.Fatal(err)
+	}
+	old.Data[corev1.TLSCertKey], old.Data[corev1.TLSPrivateKeyKey] = crt, key
+	if err := c.Update(t.Context(), old); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Ensure(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	renewed := served(t, b)
+	if renewed.Equal(cb) || time.Until(renewed.NotAfter) < 300*24*time.Hour {
+		t.Errorf("not renewed: valid until %s", renewed.NotAfter)
+	}
+	bundle = crdBundle(t, c)
+	verify(t, renewed, bundle, hosts[0])
+	verify(t, ca, bundle, hosts[0]) // a replica that has not looked again yet
+	if err := a.Ensure(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !served(t, a).Equal(renewed) {
+		t.Error("the other replica does not pick up the renewed certificate")
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Get(t.Context(), types.NamespacedName{Name: crdName}, crd); err != nil {
+		t.Fatal(err)
+	}
+	if svc := crd.Spec.Conversion.Webhook.ClientConfig.Service; svc == nil || svc.Name != "stencil-webhook" || crd.Spec.Conversion.Webhook.ClientConfig.URL != nil {
+		t.Errorf("the CRD's Service changed: %+v", crd.Spec.Conversion.Webhook.ClientConfig)
+	}
+}
+
+func served(t *testing.T, c *conversion.Certs) *x509.Certificate {
+	t.Helper()
+	pair, err := c.GetCertificate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leaf
+}
+
+func crdBundle(t *testing.T, c client.Client) []byte {
+	t.Helper()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Get(t.Context(), types.NamespacedName{Name: crdName}, crd); err != nil {
+		t.Fatal(err)
+	}
+	return crd.Spec.Conversion.Webhook.ClientConfig.CABundle
+}
+
+func verify(t *testing.T, leaf *x509.Certificate, bundle []byte, host string) {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(bundle) {
+		t.Fatal("the CA bundle holds no certificate")
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: host}); err != nil {
+		t.Errorf("the CRD's CA bundle does not verify the served certificate: %v", err)
+	}
+}
