@@ -41,8 +41,8 @@ func TestInstallManifest(t *testing.T) {
 	mustKubectl(t, "patch", "crd", converting, "--type=merge", "-p", `{"spec":{"conversion":{"webhook":{"clientConfig":{"url":null,"caBundle":null,"service":{"name":"stencil-webhook","namespace":"stencil-system","path":"/convert"}}}}}}`)
 	t.Cleanup(func() {
 		restore := strings.Replace(conv, `"clientConfig":{`, `"clientConfig":{"service":null,`, 1)
-		if _, err := kubectl(t, "patch", "crd", converting, "--type=merge", "-p", `{"spec":{"conversion":`+restore+`}}`); err != nil {
-			t.Errorf("pointing the CRD back at the suite's operator: %v", err)
+		if out, err := kubectlAdmin("patch", "crd", converting, "--type=merge", "-p", `{"spec":{"conversion":`+restore+`}}`); err != nil { // t.Context() is done by now
+			t.Errorf("pointing the CRD back at the suite's operator: %v\n%s", err, out)
 		}
 	})
 	mustKubectl(t, "apply", "--server-side", "-f", manifest)

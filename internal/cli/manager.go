@@ -282,6 +282,9 @@ func runManager(ctx context.Context, o managerOptions) error {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	tuneClient(cfg, o)
+	// Every replica serves the conversion webhook and keeps its
+	// certificate, leader or not: its writes go round the fence.
+	unfenced := rest.CopyConfig(cfg)
 	var mayWrite func() error
 	if o.leaderElect {
 		// Writes only while the Lease is fresh (see package fence).
@@ -329,7 +332,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 		}
 		decorators = nil // not even the leftover check: it lists across namespaces
 	}
-	hook, err := setUpConversion(ctx, cfg, o, loaded, log)
+	hook, err := setUpConversion(ctx, unfenced, o, loaded, log)
 	if err != nil {
 		return err
 	}
