@@ -388,6 +388,13 @@ func runManager(ctx context.Context, o managerOptions) error {
 				return fmt.Errorf("adding the webhook certificate's check: %w", err)
 			}
 		}
+		m, err := hook.migrator(cfg, log)
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(m); err != nil {
+			return fmt.Errorf("adding the storage migration: %w", err)
+		}
 	}
 	if o.shards.Name != "" {
 		// The default shard runs the decorators: one writer of their labels.

@@ -72,6 +72,7 @@ type conversionWebhook struct {
 	server webhook.Server
 	certs  *conversion.Certs // nil: certificates from --webhook-cert-dir
 	kinds  []*render.Kind
+	crds   []string // the kinds' CRDs
 }
 
 // setUpConversion prepares the conversion webhook of the kinds with several
@@ -107,7 +108,7 @@ func setUpConversion(ctx context.Context, cfg *rest.Config, o managerOptions, lo
 	if err != nil {
 		return nil, err
 	}
-	w := &conversionWebhook{kinds: kinds}
+	w := &conversionWebhook{kinds: kinds, crds: names}
 	opts := webhook.Options{Host: host, Port: port, CertDir: o.webhook.certDir}
 	if o.webhook.certDir == "" {
 		crds := conversion.CRDs{Client: c, Names: names, URL: o.webhook.url}
@@ -148,6 +149,20 @@ func (w *conversionWebhook) register(live *reconciler.LiveKinds, log logr.Logger
 		return byKind[gk]
 	}
 	w.server.Register(conversion.Path, &conversion.Handler{Kind: lookup, Log: log.WithName("conversion")})
+}
+
+// migrator rewrites the kinds' stored resources at their storage version,
+// as the leader, with cfg's (fenced) writes.
+func (w *conversionWebhook) migrator(cfg *rest.Config, log logr.Logger) (*conversion.Migrator, error) {
+	scheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("storage migration: %w", err)
+	}
+	return &conversion.Migrator{Client: c, CRDs: w.crds, QPS: conversion.DefaultMigrationQPS, Log: log.WithName("migration")}, nil
 }
 
 // certSecret is the Secret stencil keeps its webhook certificate in.

@@ -146,11 +146,11 @@ func adminClient(t *testing.T) client.Client {
 	return c
 }
 
-// installCRD creates the Memcached CRD as `stencil manifests` writes it:
-// conversions sent to stencil's Service.
-func installCRD(t *testing.T, c client.Client) {
+// installCRD creates the Memcached CRD of file: as `stencil manifests`
+// writes it (conversions sent to stencil's Service), or as released.
+func installCRD(t *testing.T, c client.Client, file string) {
 	t.Helper()
-	data, err := os.ReadFile("../../config/crd/bases/cache.example.com_memcacheds.yaml")
+	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,21 +176,18 @@ func installCRD(t *testing.T, c client.Client) {
 	})
 }
 
-// TestAPIServerCallsTheWebhook: run locally (--webhook-url), stencil points
-// the CRD at its webhook with a certificate it made; the API server then
-// converts through it both ways, and a field one version cannot hold comes
-// back.
-func TestAPIServerCallsTheWebhook(t *testing.T) {
-	c := adminClient(t)
-	installCRD(t, c)
+// serveWebhook runs the webhook as a local run of stencil does
+// (--webhook-url) until the test ends, and points the CRD at it.
+func serveWebhook(t *testing.T, c client.Client) (url string, certs *conversion.Certs) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := l.Addr().(*net.TCPAddr)
 	_ = l.Close()
-	url := "https://127.0.0.1:" + strings.TrimPrefix(addr.String(), "127.0.0.1:") + conversion.Path
-	certs := &conversion.Certs{Hosts: []string{"127.0.0.1"}, Client: c, Inject: conversion.CRDs{Client: c, Names: []string{crdName}, URL: url}.Inject, Log: logr.Discard()}
+	url = fmt.Sprintf("https://127.0.0.1:%d%s", addr.Port, conversion.Path)
+	certs = &conversion.Certs{Hosts: []string{"127.0.0.1"}, Client: c, Inject: conversion.CRDs{Client: c, Names: []string{crdName}, URL: url}.Inject, Log: logr.Discard()}
 	if err := certs.Ensure(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +197,16 @@ func TestAPIServerCallsTheWebhook(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- server.Start(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+	return url, certs
+}
 
+// TestAPIServerCallsTheWebhook: run locally (--webhook-url), stencil points
+// the CRD at its webhook with a certificate it made; the API server then
+// converts through it both ways.
+func TestAPIServerCallsTheWebhook(t *testing.T) {
+	c := adminClient(t)
+	installCRD(t, c, "../../config/crd/bases/cache.example.com_memcacheds.yaml")
+	url, certs := serveWebhook(t, c)
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := c.Get(t.Context(), types.NamespacedName{Name: crdName}, crd); err != nil {
 		t.Fatal(err)
@@ -237,7 +243,7 @@ func TestAPIServerCallsTheWebhook(t *testing.T) {
 // expires.
 func TestCertificateInSecret(t *testing.T) {
 	c := adminClient(t)
-	installCRD(t, c)
+	installCRD(t, c, "../../config/crd/bases/cache.example.com_memcacheds.yaml")
 	secret := types.NamespacedName{Namespace: "default", Name: "stencil-webhook-cert"}
 	crds := conversion.CRDs{Client: c, Names: []string{crdName}}
 	hosts, err := crds.ServiceHosts(t.Context())
@@ -339,4 +345,97 @@ func verify(t *testing.T, leaf *x509.Certificate, bundle []byte, host string) {
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: host}); err != nil {
 		t.Errorf("the CRD's CA bundle does not verify the served certificate: %v", err)
 	}
+}
+
+// TestMigratesStoredResources: resources stored by the released CRD (v1alpha1
+// only) are rewritten at v1 once the new CRD makes v1 the storage version,
+// and status.storedVersions shrinks to [v1]; a second run writes nothing.
+func TestMigratesStoredResources(t *testing.T) {
+	c := adminClient(t)
+	installCRD(t, c, "../../config/crd/released/cache.example.com_memcacheds.yaml")
+	for i := range 3 {
+		old := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+			"metadata": map[string]any{"name": fmt.Sprintf("m%d", i), "namespace": "default"}, "spec": map[string]any{"size": int64(i + 1)}}}
+		if err := c.Create(t.Context(), old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The new build's CRD over the released one.
+	data, err := os.ReadFile("../../config/crd/bases/cache.example.com_memcacheds.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(data, crd); err != nil {
+		t.Fatal(err)
+	}
+	live := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Get(t.Context(), types.NamespacedName{Name: crdName}, live); err != nil {
+		t.Fatal(err)
+	}
+	crd.ResourceVersion = live.ResourceVersion
+	if err := c.Update(t.Context(), crd); err != nil {
+		t.Fatal(err)
+	}
+	serveWebhook(t, c)
+	if got := storedVersions(t, c); strings.Join(got, ",") != "v1alpha1,v1" {
+		t.Fatalf("storedVersions %v before the migration, want [v1alpha1 v1]", got)
+	}
+	versions := func() map[string]string {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(schema.GroupVersionKind{Group: "cache.example.com", Version: "v1", Kind: "MemcachedList"})
+		testutil.Eventually(t, 30*time.Second, "v1 lists through the webhook", func() error { return c.List(t.Context(), list) })
+		out := map[string]string{}
+		for _, o := range list.Items {
+			out[o.GetName()] = o.GetResourceVersion()
+			if r, _, _ := unstructured.NestedInt64(o.Object, "spec", "replicas"); r == 0 {
+				t.Errorf("%s: no replicas at v1", o.GetName())
+			}
+		}
+		return out
+	}
+	before := versions()
+	m := &conversion.Migrator{Client: c, CRDs: []string{crdName}, QPS: 100, Log: logr.Discard()}
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedVersions(t, c); strings.Join(got, ",") != "v1" {
+		t.Errorf("storedVersions %v after the migration, want [v1]", got)
+	}
+	after := versions()
+	for name, rv := range before {
+		if after[name] == rv {
+			t.Errorf("%s was not rewritten", name)
+		}
+	}
+	// Nothing left: a restart writes nothing.
+	crdBefore := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Get(t.Context(), types.NamespacedName{Name: crdName}, crdBefore); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	again := versions()
+	for name, rv := range after {
+		if again[name] != rv {
+			t.Errorf("%s was written again", name)
+		}
+	}
+	for _, o := range []string{"m0", "m1", "m2"} {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: "cache.example.com", Version: "v1", Kind: "Memcached"})
+		u.SetNamespace("default")
+		u.SetName(o)
+		_ = c.Delete(t.Context(), u)
+	}
+}
+
+func storedVersions(t *testing.T, c client.Client) []string {
+	t.Helper()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Get(t.Context(), types.NamespacedName{Name: crdName}, crd); err != nil {
+		t.Fatal(err)
+	}
+	return crd.Status.StoredVersions
 }

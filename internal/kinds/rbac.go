@@ -112,7 +112,10 @@ func ClusterRole(operator string, kinds []*render.Kind, decorators []*render.Dec
 		// The CRDs of kinds with several versions: stencil serves their
 		// conversion webhook and writes its CA bundle into them.
 		slices.Sort(converting)
-		all = append(all, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, ResourceNames: converting, Verbs: []string{"get", "patch"}})
+		all = append(all, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, ResourceNames: converting, Verbs: []string{"get", "patch"}},
+			// Once every stored resource is at the storage version, stencil
+			// drops the others from status.storedVersions.
+			rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions/status"}, ResourceNames: converting, Verbs: []string{"update"}})
 	}
 	return rbacv1.ClusterRole{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
