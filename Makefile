@@ -139,6 +139,12 @@ uninstall: tools ## Remove the CRDs (and with them every custom resource).
 # INSTALLER is where build-installer writes the install manifest.
 INSTALLER ?= dist/install.yaml
 
+.PHONY: release-crds
+release-crds: manifests ## At a release: keep the kinds' CRDs as released (config/crd/released), which stencil lint checks every later change against.
+	rm -rf config/crd/released && mkdir -p config/crd/released
+	cp config/crd/bases/*.yaml config/crd/released/
+	git rev-parse HEAD > config/crd/released/commit.txt
+
 .PHONY: build-installer
 build-installer: tools ## Write $(INSTALLER): CRDs, RBAC, namespace and the operator's Deployment with image $(IMG), one file to kubectl apply.
 	@mkdir -p $(dir $(INSTALLER))

@@ -79,15 +79,21 @@ func startAs(name, kubeconfig string) (*operator, error) {
 }
 
 func launch(name, bin, kubeconfig string, flags ...string) (*operator, error) {
+	webhook, err := freeAddress()
+	if err != nil {
+		return nil, err
+	}
+	return launchWith(name, bin, kubeconfig, append([]string{"--webhook-url=https://" + webhook + "/convert"}, flags...)...)
+}
+
+// launchWith is launch without the flags of this build beyond an older
+// one's (--webhook-url).
+func launchWith(name, bin, kubeconfig string, flags ...string) (*operator, error) {
 	probe, err := freeAddress()
 	if err != nil {
 		return nil, err
 	}
 	metrics, err := freeAddress()
-	if err != nil {
-		return nil, err
-	}
-	webhook, err := freeAddress()
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +103,7 @@ func launch(name, bin, kubeconfig string, flags ...string) (*operator, error) {
 		return nil, err
 	}
 	op.cmd = exec.Command(bin, append([]string{"--metrics-bind-address=" + metrics, "--metrics-secure",
-		"--health-probe-bind-address=" + probe, "--webhook-url=https://" + webhook + "/convert", "--leader-elect", "--leader-election-namespace=stencil-system"}, flags...)...)
+		"--health-probe-bind-address=" + probe, "--leader-elect", "--leader-election-namespace=stencil-system"}, flags...)...)
 	op.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	op.cmd.Stdout, op.cmd.Stderr = log, log
 	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -61,6 +61,11 @@ type Declaration struct {
 	// Conversion says, by version, what converting between it and the
 	// hub may lose (see _from-<version>.yaml and _to-<version>.yaml).
 	Conversion map[string]VersionConversion `json:"conversion,omitempty"`
+	// Breaking lists, by version, the changes to the released API
+	// (config/crd/released) that are meant: field paths such as
+	// spec.size, or "*" for the version itself. stencil lint refuses any
+	// other breaking change.
+	Breaking map[string][]string `json:"breaking,omitempty"`
 }
 
 // VersionConversion is what a kind declares about converting between one

@@ -59,7 +59,7 @@ var shards = map[string][]shard{
 	},
 	"github.com/stencil-operator/stencil/e2e": {
 		{"shards", []string{"TestThreeShards"}},
-		{"paused", []string{"TestPausedLeaderWritesNothing"}},
+		{"paused", []string{"TestPausedLeaderWritesNothing", "TestNewVersionOverTheRelease"}},
 		{"faults", []string{"TestWatchExpiry", "TestThrottled", "TestAPIServerRestart", "TestEtcdRestart"}},
 		{"failover", []string{"TestLeaderFailover", "TestKilledWhileConvergingRecovers", "TestUpgradePreviewAndPacedRollout", "TestTenantServiceAccountBoundsWhatIsMade"}},
 		{"rest", nil},

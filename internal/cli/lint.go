@@ -21,6 +21,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/stencil-operator/stencil/internal/conversion"
 	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/render"
 	"github.com/stencil-operator/stencil/render/kindtest"
@@ -226,6 +227,7 @@ func newLintCommand() *cobra.Command {
 	var src templateSource
 	var samples []string
 	var server bool
+	var released string
 	cmd := &cobra.Command{
 		Use:   "lint",
 		Short: "Check every kind's templates, offline: each test case and sample renders, and every object is valid",
@@ -260,7 +262,12 @@ such as CEL rules, admission policies and webhooks, is reported too.`,
 			if err != nil {
 				return err
 			}
-			problems, checked, err := lint(bytes.NewReader(stdin), folders, v, samples)
+			if released == "" {
+				if _, err := os.Stat(defaultReleased); err == nil {
+					released = defaultReleased
+				}
+			}
+			problems, checked, err := lint(bytes.NewReader(stdin), folders, v, samples, src.crdPaths(), released)
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
@@ -283,13 +290,14 @@ such as CEL rules, admission policies and webhooks, is reported too.`,
 	}
 	src.bindFlags(cmd)
 	cmd.Flags().StringSliceVarP(&samples, "filename", "f", nil, "Files of custom resources, or folders of them, to render too (default: config/samples, when in the working directory).")
+	cmd.Flags().StringVar(&released, "released", "", "Folder of the kinds' CRDs as last released, to refuse a change that breaks them (default: config/crd/released, when in the working directory; make release-crds writes it).")
 	cmd.Flags().BoolVar(&server, "server", false, "Dry-run every sample and every object it renders against the cluster of the current kubeconfig context.")
 	return cmd
 }
 
 // lint renders every case's input and every sample with v, and returns one
 // line per failed render and how many renders it checked.
-func lint(stdin io.Reader, folders []kinds.Folder, v *renderschema.Validator, samples []string) ([]string, int, error) {
+func lint(stdin io.Reader, folders []kinds.Folder, v *renderschema.Validator, samples, crdPaths []string, released string) ([]string, int, error) {
 	var problems []string
 	checked := 0
 	for _, f := range folders {
@@ -305,6 +313,11 @@ func lint(stdin io.Reader, folders []kinds.Folder, v *renderschema.Validator, sa
 			problems = append(problems, uncovered(f, v)...)
 		}
 	}
+	more, err := breaking(folders, crdPaths, released)
+	if err != nil {
+		return nil, 0, err
+	}
+	problems = append(problems, more...)
 	byKind := kindsOf(folders)
 	files, err := sampleFiles(samples)
 	if err != nil {
@@ -327,6 +340,57 @@ func lint(stdin io.Reader, folders []kinds.Folder, v *renderschema.Validator, sa
 		}
 	}
 	return problems, checked, nil
+}
+
+// defaultReleased is where a project keeps its kinds' CRDs as last released.
+const defaultReleased = "config/crd/released"
+
+// breaking compares each kind's CRD with its released one (in the folder
+// released; none: nothing to compare) and reports every change that breaks
+// the release and that the kind does not declare (_kind.yaml breaking).
+func breaking(folders []kinds.Folder, crdPaths []string, released string) ([]string, error) {
+	if released == "" {
+		return nil, nil
+	}
+	was, err := readCRDs([]string{released})
+	if err != nil {
+		return nil, fmt.Errorf("--released: %w", err)
+	}
+	now, err := readCRDs(crdPaths)
+	if err != nil {
+		return nil, err
+	}
+	find := func(crds []*apiextensionsv1.CustomResourceDefinition, gk schema.GroupKind) *apiextensionsv1.CustomResourceDefinition {
+		for _, c := range crds {
+			if c.Spec.Group == gk.Group && c.Spec.Names.Kind == gk.Kind {
+				return c
+			}
+		}
+		return nil
+	}
+	var problems []string
+	for _, f := range folders {
+		if f.Kind == nil {
+			continue
+		}
+		gk := f.Kind.GroupVersionKind().GroupKind()
+		r, c := find(was, gk), find(now, gk)
+		if r == nil || c == nil {
+			continue // a new kind, or one whose CRD lint does not read
+		}
+		for _, b := range conversion.Breaks(r, c, f.Kind.Versions(), f.Kind.Declaration().Breaking) {
+			what := b.Path
+			if what == "" {
+				what = "*"
+			}
+			field := b.Version
+			if b.Path != "" {
+				field += " " + b.Path
+			}
+			problems = append(problems, fmt.Sprintf("templates/%s: %s %s: %s, against the release (%s): keep it compatible, or declare the change in _kind.yaml (breaking: {%s: [%s]})", f.Name, gk.Kind, field, b.What, released, b.Version, what))
+		}
+	}
+	return problems, nil
 }
 
 // uncovered converts, for each version of a kind with several, an object

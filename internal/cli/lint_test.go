@@ -382,3 +382,46 @@ func TestLintRefusesAnUncoveredConversion(t *testing.T) {
 		t.Errorf("lint with the field declared dropped: exit %d (%v)\n%s", code, err, out)
 	}
 }
+
+// TestLintRefusesABreakingChange: a field of the released CRD that the
+// kind's CRD no longer has fails lint, until the kind declares it.
+func TestLintRefusesABreakingChange(t *testing.T) {
+	released := t.TempDir()
+	if err := os.CopyFS(released, os.DirFS("../../config/crd/released")); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(released, "cache.example.com_memcacheds.yaml")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The release had spec.legacy, which the kind has dropped since.
+	withLegacy := strings.Replace(string(data), "              driftPolicy:\n", "              legacy:\n                type: string\n              driftPolicy:\n", 1)
+	if withLegacy == string(data) {
+		t.Fatal("the released CRD does not look as the test expects")
+	}
+	if err := os.WriteFile(file, []byte(withLegacy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "templates")
+	if err := os.CopyFS(dir, os.DirFS("../../templates")); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"lint", repoCRDs, "--templates", dir, "--released", released, "-f", "../../config/samples/memcached.yaml"}
+	out, err, code := execute(t, args...)
+	want := "templates/memcached: Memcached v1alpha1 spec.legacy: removed (or renamed): its values would be pruned, against the release (" + released + "): keep it compatible, or declare the change in _kind.yaml (breaking: {v1alpha1: [spec.legacy]})"
+	if code != 2 || !strings.Contains(out, want) {
+		t.Fatalf("lint: exit %d (%v), want 2 and\n%s\ngot:\n%s", code, err, want, out)
+	}
+	declaration := filepath.Join(dir, "memcached", "_kind.yaml")
+	declared, err := os.ReadFile(declaration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(declaration, append(declared, []byte("breaking:\n  v1alpha1: [spec.legacy]\n")...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err, code := execute(t, args...); code != 0 {
+		t.Errorf("lint with the change declared: exit %d (%v)\n%s", code, err, out)
+	}
+}
