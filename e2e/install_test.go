@@ -32,19 +32,7 @@ func TestInstallManifest(t *testing.T) {
 	if strings.Contains(string(data), "stencil:latest") {
 		t.Errorf("the manifest still names the image stencil:latest")
 	}
-	// The suite's operators run out of cluster: they point the Memcached
-	// CRD's conversion webhook at their URL. A cluster install points it
-	// at the Service: start from the CRD a fresh cluster has, and give the
-	// suite's operator its URL back after.
-	const converting = "memcacheds.cache.example.com"
-	conv := mustKubectl(t, "get", "crd", converting, "-o", "jsonpath={.spec.conversion}")
-	mustKubectl(t, "patch", "crd", converting, "--type=merge", "-p", `{"spec":{"conversion":{"webhook":{"clientConfig":{"url":null,"caBundle":null,"service":{"name":"stencil-webhook","namespace":"stencil-system","path":"/convert"}}}}}}`)
-	t.Cleanup(func() {
-		restore := strings.Replace(conv, `"clientConfig":{`, `"clientConfig":{"service":null,`, 1)
-		if out, err := kubectlAdmin("patch", "crd", converting, "--type=merge", "-p", `{"spec":{"conversion":`+restore+`}}`); err != nil { // t.Context() is done by now
-			t.Errorf("pointing the CRD back at the suite's operator: %v\n%s", err, out)
-		}
-	})
+	asInstalled(t)
 	mustKubectl(t, "apply", "--server-side", "-f", manifest)
 	t.Cleanup(func() { // the suite's own operator runs out of cluster, in the same namespace
 		_, _ = kubectl(t, "-n", "stencil-system", "delete", "deployment/stencil", "service/stencil-metrics", "service/stencil-webhook", "--ignore-not-found")
@@ -102,8 +90,9 @@ func TestHelmChart(t *testing.T) {
 			"jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].args}")
 	}
 	helm("lint", "../dist/chart", "--set", "image="+image)
+	asInstalled(t)
 	helm("install", release, "../dist/chart", "--namespace", ns, "--create-namespace", "--set", "image="+image, "--wait", "--timeout", "2m")
-	if got, want := deployment(), "2 "+image+` ["--leader-elect","--metrics-bind-address=:8443","--metrics-secure","--health-probe-bind-address=:8081","--rollout-batch=10","--rollout-deadline=10m"]`; got != want {
+	if got, want := deployment(), "2 "+image+` ["--leader-elect","--metrics-bind-address=:8443","--metrics-secure","--health-probe-bind-address=:8081","--rollout-batch=10","--rollout-deadline=10m","--webhook-service=stencil-helm/stencil-webhook"]`; got != want {
 		t.Errorf("Deployment: %s, want %s", got, want)
 	}
 	for _, binding := range []string{"manager", "metrics-auth"} {
@@ -116,7 +105,7 @@ func TestHelmChart(t *testing.T) {
 
 	helm("upgrade", release, "../dist/chart", "--namespace", ns, "--reuse-values",
 		"--set", "replicas=1", "--set", "leaderElection=false", "--set", "metrics.enabled=false", "--set", "rollout.batch=3", "--wait", "--timeout", "2m")
-	if got, want := deployment(), "1 "+image+` ["--metrics-bind-address=0","--health-probe-bind-address=:8081","--rollout-batch=3","--rollout-deadline=10m"]`; got != want {
+	if got, want := deployment(), "1 "+image+` ["--metrics-bind-address=0","--health-probe-bind-address=:8081","--rollout-batch=3","--rollout-deadline=10m","--webhook-service=stencil-helm/stencil-webhook"]`; got != want {
 		t.Errorf("Deployment after the upgrade: %s, want %s", got, want)
 	}
 	for _, gone := range [][]string{{"-n", ns, "service", "stencil-metrics"}, {"clusterrole", release + "-metrics-auth"}} {
@@ -130,4 +119,21 @@ func TestHelmChart(t *testing.T) {
 		t.Errorf("ClusterRole %s-manager left after uninstall: %s", release, out)
 	}
 	mustKubectl(t, "get", "crd", "mywebs.operator.k8s-summit.org")
+}
+
+// asInstalled gives the Memcached CRD (the kind with several versions) the
+// conversion webhook a cluster install writes, its Service, until the test
+// ends: the suite's operators run out of cluster and point it at their
+// URL, and a CRD may not name both.
+func asInstalled(t *testing.T) {
+	t.Helper()
+	const converting = "memcacheds.cache.example.com"
+	conv := mustKubectl(t, "get", "crd", converting, "-o", "jsonpath={.spec.conversion}")
+	mustKubectl(t, "patch", "crd", converting, "--type=merge", "-p", `{"spec":{"conversion":{"webhook":{"clientConfig":{"url":null,"caBundle":null,"service":{"name":"stencil-webhook","namespace":"stencil-system","path":"/convert"}}}}}}`)
+	t.Cleanup(func() {
+		restore := strings.Replace(conv, `"clientConfig":{`, `"clientConfig":{"service":null,`, 1)
+		if out, err := kubectlAdmin("patch", "crd", converting, "--type=merge", "-p", `{"spec":{"conversion":`+restore+`}}`); err != nil { // t.Context() is done by now
+			t.Errorf("pointing the CRD back at the suite's operator: %v\n%s", err, out)
+		}
+	})
 }

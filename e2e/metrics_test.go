@@ -119,7 +119,7 @@ func dashboardQueries(t *testing.T, path string) []string {
 // ServiceMonitor selects the Service of config/manager and names its port.
 func TestServiceMonitorFindsTheMetricsService(t *testing.T) {
 	monitor := objectOfKind(t, "../config/prometheus", "ServiceMonitor")
-	service := objectOfKind(t, "../config/manager", "Service")
+	service := objectNamed(t, "../config/manager", "Service", "stencil-metrics")
 	if monitor.GetNamespace() != service.GetNamespace() {
 		t.Errorf("ServiceMonitor in %q, Service in %q", monitor.GetNamespace(), service.GetNamespace())
 	}
@@ -135,6 +135,23 @@ func TestServiceMonitorFindsTheMetricsService(t *testing.T) {
 	if want, got := ports[0].(map[string]any)["name"], endpoints[0].(map[string]any)["port"]; got != want {
 		t.Errorf("ServiceMonitor scrapes port %v; the Service's port is %v", got, want)
 	}
+}
+
+// objectNamed is the object of kind named name that `kubectl kustomize
+// dir` builds.
+func objectNamed(t *testing.T, dir, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for doc := range strings.SplitSeq(mustKubectl(t, "kustomize", dir), "\n---\n") {
+		o := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &o.Object); err != nil {
+			t.Fatal(err)
+		}
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("%s builds no %s %s", dir, kind, name)
+	return nil
 }
 
 // objectOfKind is the one object of kind that `kubectl kustomize dir` builds.

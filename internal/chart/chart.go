@@ -43,6 +43,7 @@ const (
 	metricsSecureArg = "--metrics-secure"
 	// The rollout flags, "=<value>".
 	rolloutBatchArg    = "--rollout-batch"
+	webhookServiceArg  = "--webhook-service"
 	rolloutDeadlineArg = "--rollout-deadline"
 	// decoratorsArg enables decorators; config/manager enables none.
 	decoratorsArg = "--decorators"
@@ -110,7 +111,7 @@ func chart(config, name string, names []string) (map[string][]byte, error) {
 	}
 	for _, o := range objects {
 		if o.GetKind() == "Deployment" {
-			v, err := parameterize(o, names)
+			v, err := parameterize(o, name, names)
 			if err != nil {
 				return nil, fmt.Errorf("the Deployment %s: %w", o.GetName(), err)
 			}
@@ -219,7 +220,7 @@ func (v values) yaml() ([]byte, error) {
 
 // parameterize puts placeholders where the Deployment takes values, and
 // returns what it found there: the chart's defaults.
-func parameterize(d *unstructured.Unstructured, decorators []string) (values, error) {
+func parameterize(d *unstructured.Unstructured, name string, decorators []string) (values, error) {
 	v := values{AdmissionPolicy: true, Decorators: map[string]decoratorValues{}}
 	for _, name := range decorators {
 		v.Decorators[name] = decoratorValues{}
@@ -262,7 +263,9 @@ func parameterize(d *unstructured.Unstructured, decorators []string) (values, er
 			args = append(args, s)
 		}
 	}
-	args = append(args, "__DECORATORS__")
+	// The CRDs of kinds with several versions name the Service of
+	// config/manager's namespace; the chart's is the release's.
+	args = append(args, webhookServiceArg+"={{ .Release.Namespace }}/"+name+"-webhook", "__DECORATORS__")
 	if !v.LeaderElection || !v.Metrics.Enabled || v.Rollout.Deadline == "" {
 		return v, fmt.Errorf("want the args %s, %s:<port>, %s=<n> and %s=<duration>", leaderElectArg, metricsArgPrefix, rolloutBatchArg, rolloutDeadlineArg)
 	}

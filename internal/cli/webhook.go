@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -32,12 +33,14 @@ type webhookOptions struct {
 	url         string
 	certDir     string
 	certSecret  string
+	service     string
 }
 
 func (w *webhookOptions) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&w.bindAddress, "webhook-bind-address", "", `Address the conversion webhook of the kinds with several versions binds to (default: the host and port of --webhook-url, else ":9443"). Only served when a kind has several versions.`)
 	fs.StringVar(&w.url, "webhook-url", "", "URL the API server reaches this process's conversion webhook at, for a run outside the cluster (make run, tests), e.g. https://127.0.0.1:9443/convert: stencil points its CRDs at it, with a certificate it makes and keeps in memory. Empty: the CRDs send conversions to stencil's Service (config/crd), and stencil writes only their CA bundle.")
 	fs.StringVar(&w.certDir, "webhook-cert-dir", "", "Folder holding tls.crt and tls.key for the conversion webhook, made by someone else (cert-manager, whose CA injector then writes the CRDs' CA bundle: docs/evolve-api.md). Empty: stencil makes the certificate, keeps it in --webhook-cert-secret, renews it and writes the CA bundle into its CRDs.")
+	fs.StringVar(&w.service, "webhook-service", "", "Service, <namespace>/<name>, that stencil points its CRDs' conversion webhook at (the Helm chart passes its release's). Empty: the Service the CRDs name (config/crd), or --webhook-url.")
 	fs.StringVar(&w.certSecret, "webhook-cert-secret", "", "Secret, <namespace>/<name>, that holds the certificate stencil makes for its conversion webhook, shared by its replicas (default: <leader election namespace>/<operator>-webhook-cert).")
 }
 
@@ -89,6 +92,11 @@ func setUpConversion(ctx context.Context, cfg *rest.Config, o managerOptions, lo
 	if len(kinds) == 0 {
 		return nil, nil
 	}
+	if len(o.watchNamespaces) > 0 && o.webhook.certDir == "" {
+		// CRDs are cluster-scoped, beyond a namespaced install's rights.
+		log.Info("A namespace-scoped stencil writes no CRD: the conversion webhook of the kinds with several versions is served only with --webhook-cert-dir, the cluster's admin pointing the CRDs at it (docs/evolve-api.md)", "kinds", len(kinds))
+		return nil, nil
+	}
 	host, port, err := o.webhook.address()
 	if err != nil {
 		return nil, err
@@ -112,21 +120,25 @@ func setUpConversion(ctx context.Context, cfg *rest.Config, o managerOptions, lo
 	opts := webhook.Options{Host: host, Port: port, CertDir: o.webhook.certDir}
 	if o.webhook.certDir == "" {
 		crds := conversion.CRDs{Client: c, Names: names, URL: o.webhook.url}
+		if crds.Service, err = o.webhook.serviceRef(); err != nil {
+			return nil, err
+		}
 		w.certs = &conversion.Certs{Client: c, Inject: crds.Inject, Log: log.WithName("conversion")}
 		if o.webhook.url != "" {
 			u, _ := url.Parse(o.webhook.url)
 			w.certs.Hosts = []string{u.Hostname()}
 		} else {
-			if w.certs.Hosts, err = crds.ServiceHosts(ctx); err != nil {
-				return nil, err
+			if crds.Service != nil {
+				w.certs.Hosts = crds.Service.Hosts()
+			} else if w.certs.Hosts, err = crds.ServiceHosts(ctx); err != nil {
+				log.Error(err, "The conversion webhook is not served: stencil does not know the names of the Service its certificate is for (a restart tries again)")
+				return nil, nil
 			}
 			if w.certs.Secret, err = certSecret(o); err != nil {
 				return nil, err
 			}
 		}
-		if err := w.certs.Ensure(ctx); err != nil {
-			return nil, fmt.Errorf("conversion webhook: %w", err)
-		}
+		w.certs.Setup(ctx)
 		opts.TLSOpts = []func(*tls.Config){func(t *tls.Config) { t.GetCertificate = w.certs.GetCertificate }}
 	}
 	w.server = webhook.NewServer(opts)
@@ -163,6 +175,21 @@ func (w *conversionWebhook) migrator(cfg *rest.Config, log logr.Logger) (*conver
 		return nil, fmt.Errorf("storage migration: %w", err)
 	}
 	return &conversion.Migrator{Client: c, CRDs: w.crds, QPS: conversion.DefaultMigrationQPS, Log: log.WithName("migration")}, nil
+}
+
+// serviceRef is --webhook-service, nil when unset.
+func (w webhookOptions) serviceRef() (*conversion.Service, error) {
+	if w.service == "" {
+		return nil, nil
+	}
+	if w.url != "" {
+		return nil, errors.New("--webhook-service and --webhook-url: give one")
+	}
+	ns, name, ok := strings.Cut(w.service, "/")
+	if !ok || ns == "" || name == "" {
+		return nil, fmt.Errorf("--webhook-service %q: want <namespace>/<name>", w.service)
+	}
+	return &conversion.Service{Namespace: ns, Name: name}, nil
 }
 
 // certSecret is the Secret stencil keeps its webhook certificate in.

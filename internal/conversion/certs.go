@@ -49,6 +49,19 @@ type Certs struct {
 
 	cert   atomic.Pointer[tls.Certificate]
 	bundle atomic.Pointer[[]byte]
+	// ready: the first Ensure succeeded (see [Certs.Setup]).
+	ready atomic.Bool
+}
+
+// Setup is the first Ensure, at start: its failure is logged and retried
+// in the background (Start), so that a conversion webhook that cannot be
+// set up yet (the CRDs not installed, RBAC missing) stops no kind.
+func (c *Certs) Setup(ctx context.Context) {
+	if err := c.Ensure(ctx); err != nil {
+		c.Log.Error(err, "Setting up the conversion webhook; conversions fail until it is, stencil tries again")
+		return
+	}
+	c.ready.Store(true)
 }
 
 // GetCertificate is the webhook server's tls.Config.GetCertificate.
@@ -73,15 +86,16 @@ func (c *Certs) Bundle() []byte {
 // replica serves a certificate the API server cannot verify.
 func (c *Certs) Ensure(ctx context.Context) error {
 	if c.Secret == nil {
+		// One process: the certificate it serves is the one it points
+		// the CRDs at.
 		if c.cert.Load() == nil {
 			crt, key, ca, err := c.generate()
 			if err != nil {
 				return err
 			}
-			if err := c.Inject(ctx, ca); err != nil {
+			if err := c.use(crt, key, ca); err != nil {
 				return err
 			}
-			return c.use(crt, key, ca)
 		}
 		return c.Inject(ctx, c.Bundle())
 	}
@@ -131,19 +145,27 @@ func (c *Certs) renew(ctx context.Context, secret *corev1.Secret) error {
 	return c.use(crt, key, bundle)
 }
 
-// Rotate runs Ensure every checkEvery until ctx ends: a manager Runnable,
-// run by every replica.
-func (c *Certs) Rotate(ctx context.Context) error {
-	t := time.NewTicker(checkEvery)
-	defer t.Stop()
+// Rotate runs Ensure every checkEvery until ctx ends, and after a failure
+// again within a second, then less often up to a minute: a manager
+// Runnable, run by every replica. ok says whether the last Ensure
+// succeeded.
+func (c *Certs) Rotate(ctx context.Context, ok bool) error {
+	retry := time.Second
 	for {
+		wait := checkEvery
+		if !ok {
+			wait, retry = retry, min(2*retry, time.Minute)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
-			if err := c.Ensure(ctx); err != nil {
-				c.Log.Error(err, "Checking the webhook certificate")
-			}
+		case <-time.After(wait):
+		}
+		err := c.Ensure(ctx)
+		if ok = err == nil; ok {
+			retry = time.Second
+		} else {
+			c.Log.Error(err, "Setting up the conversion webhook's certificate; trying again", "in", retry)
 		}
 	}
 }
@@ -151,8 +173,8 @@ func (c *Certs) Rotate(ctx context.Context) error {
 // NeedLeaderElection: every replica serves the webhook.
 func (c *Certs) NeedLeaderElection() bool { return false }
 
-// Start is [Certs.Rotate], for the manager.
-func (c *Certs) Start(ctx context.Context) error { return c.Rotate(ctx) }
+// Start is [Certs.Rotate], for the manager, after the first Ensure.
+func (c *Certs) Start(ctx context.Context) error { return c.Rotate(ctx, c.ready.Load()) }
 
 // fresh: data holds a certificate for the hosts that is not about to
 // expire, and its CA bundle.

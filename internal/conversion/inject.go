@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,6 +25,9 @@ type CRDs struct {
 	// its conversions to stencil's Service (config/crd's patch does), and
 	// only the CA bundle is written.
 	URL string
+	// Service, when set, is the Service each CRD is pointed at (a Helm
+	// release's, in its namespace), with the CA bundle.
+	Service *Service
 }
 
 // Inject writes bundle (and URL) into every CRD; it writes nothing to a CRD
@@ -48,17 +52,22 @@ func (c CRDs) inject(ctx context.Context, name string, bundle []byte) error {
 		hook = conv.Webhook
 	}
 	cfg := hook.ClientConfig
-	if c.URL == "" && (conv == nil || conv.Strategy != apiextensionsv1.WebhookConverter || cfg.Service == nil) {
+	if c.URL == "" && c.Service == nil && (conv == nil || conv.Strategy != apiextensionsv1.WebhookConverter || cfg.Service == nil) {
 		return fmt.Errorf("the CRD %s does not send its conversions to stencil's webhook Service (spec.conversion: strategy Webhook, clientConfig.service): install it from config/crd, whose patch sets them, or run stencil with --webhook-url", name)
 	}
-	if string(cfg.CABundle) == string(bundle) && (c.URL == "" || cfg.URL != nil && *cfg.URL == c.URL && cfg.Service == nil) {
+	if string(cfg.CABundle) == string(bundle) && c.pointsAt(cfg) && conv != nil && conv.Strategy == apiextensionsv1.WebhookConverter {
 		return nil
 	}
 	clientConfig := map[string]any{"caBundle": bundle}
 	webhook := map[string]any{"clientConfig": clientConfig}
 	conversion := map[string]any{"webhook": webhook}
-	if c.URL != "" {
+	switch {
+	case c.URL != "":
 		clientConfig["url"], clientConfig["service"] = c.URL, nil
+	case c.Service != nil:
+		clientConfig["url"], clientConfig["service"] = nil, map[string]any{"namespace": c.Service.Namespace, "name": c.Service.Name, "path": Path}
+	}
+	if c.URL != "" || c.Service != nil {
 		webhook["conversionReviewVersions"] = []string{"v1"}
 		conversion["strategy"] = apiextensionsv1.WebhookConverter
 	}
@@ -70,6 +79,24 @@ func (c CRDs) inject(ctx context.Context, name string, bundle []byte) error {
 		return fmt.Errorf("writing the conversion webhook into the CRD %s: %w", name, err)
 	}
 	return nil
+}
+
+// pointsAt: cfg sends conversions where c is to point them.
+func (c CRDs) pointsAt(cfg *apiextensionsv1.WebhookClientConfig) bool {
+	switch {
+	case c.URL != "":
+		return cfg.URL != nil && *cfg.URL == c.URL && cfg.Service == nil
+	case c.Service != nil:
+		s := cfg.Service
+		return cfg.URL == nil && s != nil && s.Namespace == c.Service.Namespace && s.Name == c.Service.Name && s.Path != nil && *s.Path == Path
+	}
+	return true
+}
+
+// Hosts are the names the API server reaches a Service at.
+func (s Service) Hosts() []string {
+	base := s.Name + "." + s.Namespace + ".svc"
+	return []string{base, base + ".cluster.local"}
 }
 
 // ServiceHosts are the names the API server reaches the Service that the
@@ -86,21 +113,11 @@ func (c CRDs) ServiceHosts(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("the CRD %s does not send its conversions to stencil's webhook Service (spec.conversion: strategy Webhook, clientConfig.service): install it from config/crd, whose patch sets them, or run stencil with --webhook-url", name)
 		}
 		svc := conv.Webhook.ClientConfig.Service
-		base := svc.Name + "." + svc.Namespace + ".svc"
-		for _, h := range []string{base, base + ".cluster.local"} {
-			if !contains(hosts, h) {
+		for _, h := range (Service{Namespace: svc.Namespace, Name: svc.Name}).Hosts() {
+			if !slices.Contains(hosts, h) {
 				hosts = append(hosts, h)
 			}
 		}
 	}
 	return hosts, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
