@@ -50,12 +50,12 @@ func TestNewVersionOverTheRelease(t *testing.T) {
 		fmt.Fprintf(&crs, "---\napiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: m%d, namespace: %s}\nspec: {size: %d, autoscaled: %t}\n", i, ns, i+1, i == 0)
 	}
 	mustKubectl(t, "apply", "-f", writeFile(t, crs.String()))
-	mustKubectl(t, "-n", ns, "wait", "memcached", "--all", "--for=condition=Ready", "--timeout=90s")
+	mustKubectl(t, "-n", ns, "wait", "memcacheds.v1alpha1.cache.example.com", "--all", "--for=condition=Ready", "--timeout=90s")
 	deployments := func() string {
 		return mustKubectl(t, "-n", ns, "get", "deployments", "-o", `jsonpath={range .items[*]}{.metadata.name}={.metadata.resourceVersion}/{.spec.replicas} {end}`)
 	}
 	before := deployments()
-	releasedTemplates := mustKubectl(t, "-n", ns, "get", "memcached", "m0", "-o", "jsonpath={.status.templates}")
+	releasedTemplates := mustKubectl(t, "-n", ns, "get", "memcacheds.v1alpha1.cache.example.com", "m0", "-o", "jsonpath={.status.templates}")
 
 	// This build over it: its CRD, then the operator.
 	old.stop()
@@ -87,8 +87,21 @@ func TestNewVersionOverTheRelease(t *testing.T) {
 	if after := deployments(); after != before {
 		t.Errorf("the Deployments changed with the new build: before %s, after %s", before, after)
 	}
-	if writes, _ := countWrites(t, "system:serviceaccount:stencil-system:stencil", upgraded); containsResource(writes, "deployments") {
+	writes, requests := countWrites(t, "system:serviceaccount:stencil-system:stencil", upgraded)
+	if requests == 0 {
+		t.Error("the audit log holds no request of the new build: it proves nothing")
+	}
+	if containsResource(writes, "deployments") {
 		t.Errorf("the new build wrote Deployments: %v", writes)
+	}
+	rewritten := map[string]bool{} // the storage migration's updates, not status writes
+	for _, e := range auditEvents(t, "system:serviceaccount:stencil-system:stencil", upgraded) {
+		if e.Verb == "update" && e.ObjectRef.Resource == "memcacheds" && e.ObjectRef.Namespace == ns && !strings.Contains(e.RequestURI, "/status") {
+			rewritten[e.ObjectRef.Name] = true
+		}
+	}
+	if len(rewritten) != 3 {
+		t.Errorf("the new build rewrote the stored Memcacheds %v, want all 3", rewritten)
 	}
 	if out, code := stencil(t, "diff", "--all"); code != 0 || !strings.Contains(out, "Memcached") {
 		t.Errorf("diff --all after the upgrade (exit %d):\n%s", code, out)

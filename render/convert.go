@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/version"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -94,16 +94,11 @@ func (k *Kind) Hub() string { return k.def.GroupVersionKind.Version }
 func (k *Kind) Versions() []string { return append([]string{k.Hub()}, k.spokes...) }
 
 // ownerGVK is the type the owned objects' ownerReferences name: the kind
-// at its oldest version (by Kubernetes' version order: v1alpha1, v1beta1,
-// v1, v2…). Garbage collection reads only the group and kind, so a new
-// version leaves every owned object as it is; a reference changes once,
-// when its version is removed.
+// at its declared ownerVersion, else at its hub.
 func (k *Kind) ownerGVK() schema.GroupVersionKind {
 	gvk := k.def.GroupVersionKind
-	for _, v := range k.spokes {
-		if version.CompareKubeAwareVersionStrings(v, gvk.Version) < 0 {
-			gvk.Version = v
-		}
+	if v := k.declaration.OwnerVersion; v != "" {
+		gvk.Version = v
 	}
 	return gvk
 }
@@ -172,29 +167,128 @@ func (k *Kind) step(src map[string]any, from, to string) (map[string]any, error)
 	if err != nil {
 		return nil, err
 	}
-	kept := FieldsOfAnnotation + to
-	if data, ok := annotation(src, kept); ok {
-		var fields map[string]any
+	key := FieldsOfAnnotation + to
+	if data, ok := annotation(src, key); ok {
+		var fields []keptField
 		if err := json.Unmarshal([]byte(data), &fields); err != nil {
-			return nil, fmt.Errorf("annotation %s is not a JSON object: %w", kept, err)
+			return nil, fmt.Errorf("annotation %s is not a JSON list of kept fields: %w", key, err)
 		}
-		fillAbsent(out, fields)
-		setAnnotation(out, kept, "")
+		restore(out, fields)
+		setAnnotation(out, key, "")
 	}
 	back, err := k.convertOnce(out, to, from)
 	if err != nil {
 		return nil, err
 	}
-	if lost := missing(src, back); len(lost) > 0 {
+	key = FieldsOfAnnotation + from
+	setAnnotation(out, key, "")
+	if lost := lostFields(src, back); len(lost) > 0 {
 		data, err := json.Marshal(lost)
 		if err != nil {
 			return nil, fmt.Errorf("keeping the fields %s cannot hold: %w", to, err)
 		}
-		setAnnotation(out, FieldsOfAnnotation+from, string(data))
-	} else {
-		setAnnotation(out, FieldsOfAnnotation+from, "")
+		setAnnotation(out, key, string(data))
 	}
 	return out, nil
+}
+
+// keptField is a field the annotation keeps: where it is and its value.
+// Changed marks a field the other version holds, but otherwise (a lossy
+// mapping); Back is what the round trip gave back for it then.
+type keptField struct {
+	Path    []string `json:"path"`
+	Value   any      `json:"value"`
+	Changed bool     `json:"changed,omitempty"`
+	Back    any      `json:"back,omitempty"`
+}
+
+// lostFields are the fields of orig (spec and status) that back lacks or
+// holds otherwise: what a round trip lost. A field back lacks is kept
+// whole, at the first key back lacks.
+func lostFields(orig, back map[string]any) []keptField {
+	var out []keptField
+	for _, part := range convertedParts {
+		v, ok := orig[part]
+		if !ok {
+			continue
+		}
+		if b, ok := back[part]; ok {
+			out = appendLost(out, v, b, []string{part})
+		} else {
+			out = append(out, keptField{Path: []string{part}, Value: v})
+		}
+	}
+	return out
+}
+
+func appendLost(out []keptField, orig, back any, path []string) []keptField {
+	om, ook := orig.(map[string]any)
+	bm, bok := back.(map[string]any)
+	if !ook || !bok {
+		if !jsonEqual(orig, back) {
+			out = append(out, keptField{Path: path, Value: orig, Changed: true, Back: back})
+		}
+		return out
+	}
+	for _, key := range slices.Sorted(maps.Keys(om)) {
+		p := append(slices.Clip(path), key)
+		if bv, ok := bm[key]; ok {
+			out = appendLost(out, om[key], bv, p)
+		} else {
+			out = append(out, keptField{Path: p, Value: om[key]})
+		}
+	}
+	return out
+}
+
+// restore puts kept fields back into obj: a field obj lacks, where its
+// parent is still there (a client that removed the parent removed the
+// field too); a field held otherwise, where obj still holds what the round
+// trip gave back for it (else the client changed it).
+func restore(obj map[string]any, fields []keptField) {
+	for _, f := range fields {
+		if len(f.Path) == 0 {
+			continue
+		}
+		parent := obj
+		for _, key := range f.Path[:len(f.Path)-1] {
+			parent, _ = parent[key].(map[string]any)
+			if parent == nil {
+				break
+			}
+		}
+		if parent == nil {
+			continue
+		}
+		last := f.Path[len(f.Path)-1]
+		cur, present := parent[last]
+		switch {
+		case !present && !f.Changed:
+			parent[last] = runtime.DeepCopyJSONValue(normalise(f.Value))
+		case present && f.Changed && jsonEqual(cur, normalise(f.Back)):
+			parent[last] = runtime.DeepCopyJSONValue(normalise(f.Value))
+		}
+	}
+}
+
+// normalise turns a decoded JSON value's whole numbers into int64, as a
+// YAML or Kubernetes decode reads them.
+func normalise(v any) any {
+	switch t := v.(type) {
+	case float64:
+		if t == float64(int64(t)) {
+			return int64(t)
+		}
+	case map[string]any:
+		for k, e := range t {
+			t[k] = normalise(e)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = normalise(e)
+		}
+	}
+	return v
 }
 
 // convertOnce runs one conversion template: the converted object, with
@@ -217,7 +311,11 @@ func (k *Kind) convertOnce(src map[string]any, from, to string) (map[string]any,
 		return nil, fail(err)
 	}
 	rendered := map[string]any{}
-	if err := yaml.Unmarshal(raw, &rendered); err != nil {
+	data, err := yaml.YAMLToJSON(raw)
+	if err == nil {
+		err = utiljson.Unmarshal(data, &rendered) // whole numbers as int64, as Kubernetes decodes them
+	}
+	if err != nil {
 		return nil, fail(fmt.Errorf("output is not a YAML map: %w", err))
 	}
 	for key := range rendered {
@@ -243,20 +341,6 @@ func (k *Kind) convertOnce(src map[string]any, from, to string) (map[string]any,
 
 // convertedParts are what a conversion converts; metadata is copied.
 var convertedParts = []string{"spec", "status"}
-
-// missing returns the fields of orig (spec and status) that back lacks or
-// holds otherwise, as a partial object: what a round trip lost.
-func missing(orig, back map[string]any) map[string]any {
-	lost := map[string]any{}
-	for _, part := range convertedParts {
-		if v, ok := orig[part]; ok {
-			if d := diffTree(v, back[part]); d != nil {
-				lost[part] = d
-			}
-		}
-	}
-	return lost
-}
 
 // diffTree is the part of a that b does not hold equal: nil when b holds
 // all of it. Maps are compared key by key; anything else whole.
@@ -328,22 +412,6 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
-// fillAbsent sets, in obj, every field of kept that obj lacks.
-func fillAbsent(obj, kept map[string]any) {
-	for key, kv := range kept {
-		ov, ok := obj[key]
-		if !ok || ov == nil {
-			obj[key] = runtime.DeepCopyJSONValue(kv)
-			continue
-		}
-		om, ook := ov.(map[string]any)
-		km, kok := kv.(map[string]any)
-		if ook && kok {
-			fillAbsent(om, km)
-		}
-	}
-}
-
 func annotation(obj map[string]any, key string) (string, bool) {
 	meta, _ := obj["metadata"].(map[string]any)
 	ann, _ := meta["annotations"].(map[string]any)
@@ -399,8 +467,8 @@ func (k *Kind) RoundTripLoss(obj map[string]any, to string) ([]string, error) {
 		}
 	}
 	var lost []string
-	for _, p := range leafPaths(missing(obj, back), "") {
-		if !k.dropped(from, to, p) {
+	for _, f := range lostFields(obj, back) {
+		if p := strings.Join(f.Path, "."); !k.dropped(from, to, p) {
 			lost = append(lost, p)
 		}
 	}
@@ -428,24 +496,4 @@ func (k *Kind) dropped(from, to, p string) bool {
 		}
 	}
 	return false
-}
-
-// leafPaths lists the paths to the leaves of a partial object.
-func leafPaths(v any, prefix string) []string {
-	m, ok := v.(map[string]any)
-	if !ok || len(m) == 0 {
-		if prefix == "" {
-			return nil
-		}
-		return []string{prefix}
-	}
-	var out []string
-	for _, key := range slices.Sorted(maps.Keys(m)) {
-		p := key
-		if prefix != "" {
-			p = prefix + "." + key
-		}
-		out = append(out, leafPaths(m[key], p)...)
-	}
-	return out
 }

@@ -66,6 +66,12 @@ type Declaration struct {
 	// spec.size, or "*" for the version itself. stencil lint refuses any
 	// other breaking change.
 	Breaking map[string][]string `json:"breaking,omitempty"`
+	// OwnerVersion is the version of the kind that the owned objects'
+	// ownerReferences name (default: the hub). A kind that gains a version
+	// keeps the one its objects were made with, so that the new version
+	// changes none of them. The garbage collector reads the owner at this
+	// version: it must stay served.
+	OwnerVersion string `json:"ownerVersion,omitempty"`
 }
 
 // VersionConversion is what a kind declares about converting between one
@@ -213,6 +219,9 @@ func Load(def Definition) (*Kind, error) {
 	}
 	if k.spokes, err = conversions(def.Templates, def.GroupVersionKind.Version); err != nil {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
+	}
+	if v := k.declaration.OwnerVersion; v != "" && v != def.GroupVersionKind.Version && !slices.Contains(k.spokes, v) {
+		return nil, fmt.Errorf("kind %s: %s: ownerVersion %s is not one of the kind's versions (%s and those of its conversion templates)", name, declarationFile, v, def.GroupVersionKind.Version)
 	}
 	for v := range k.declaration.Conversion {
 		if !slices.Contains(k.spokes, v) {

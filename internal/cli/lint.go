@@ -375,8 +375,12 @@ func breaking(folders []kinds.Folder, crdPaths []string, released string) ([]str
 		}
 		gk := f.Kind.GroupVersionKind().GroupKind()
 		r, c := find(was, gk), find(now, gk)
-		if r == nil || c == nil {
-			continue // a new kind, or one whose CRD lint does not read
+		if r == nil {
+			continue // a new kind
+		}
+		if c == nil {
+			problems = append(problems, fmt.Sprintf("templates/%s: %s has a released CRD (%s) but none in %s: give its CRD to compare", f.Name, gk.Kind, released, strings.Join(crdPaths, ",")))
+			continue
 		}
 		for _, b := range conversion.Breaks(r, c, f.Kind.Versions(), f.Kind.Declaration().Breaking) {
 			what := b.Path
@@ -403,7 +407,7 @@ func uncovered(f kinds.Folder, v *renderschema.Validator) []string {
 	gvk := k.GroupVersionKind()
 	for _, from := range k.Versions() {
 		gvk.Version = from
-		obj, ok := v.Example(gvk)
+		objs, ok := v.Examples(gvk)
 		if !ok {
 			problems = append(problems, fmt.Sprintf("templates/%s: %s has no schema in the CRDs: its conversions cannot be checked", f.Name, gvk))
 			continue
@@ -412,17 +416,23 @@ func uncovered(f kinds.Folder, v *renderschema.Validator) []string {
 			if to == from {
 				continue
 			}
-			lost, err := k.RoundTripLoss(obj, to)
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("templates/%s: converting a %s %s with every field set to %s and back: %v", f.Name, from, gvk.Kind, to, err))
-				continue
-			}
 			spoke := to
 			if to == k.Hub() {
 				spoke = from
 			}
-			for _, field := range lost {
-				problems = append(problems, fmt.Sprintf("templates/%s: %s of %s is lost converting to %s and back: convert it (_from-%s.yaml, _to-%s.yaml), or declare it dropped in _kind.yaml (conversion: {%s: {dropped: [%s]}})", f.Name, field, from, to, spoke, spoke, spoke, field))
+			said := map[string]bool{}
+			for _, obj := range objs {
+				lost, err := k.RoundTripLoss(obj, to)
+				if err != nil {
+					problems = append(problems, fmt.Sprintf("templates/%s: converting a %s %s with every field set to %s and back: %v", f.Name, from, gvk.Kind, to, err))
+					break
+				}
+				for _, field := range lost {
+					if !said[field] {
+						said[field] = true
+						problems = append(problems, fmt.Sprintf("templates/%s: %s of %s is lost converting to %s and back: convert it (_from-%s.yaml, _to-%s.yaml), or declare it dropped in _kind.yaml (conversion: {%s: {dropped: [%s]}})", f.Name, field, from, to, spoke, spoke, spoke, field))
+					}
+				}
 			}
 		}
 	}

@@ -116,6 +116,10 @@ func setUpConversion(ctx context.Context, cfg *rest.Config, o managerOptions, lo
 	if err != nil {
 		return nil, err
 	}
+	if len(names) == 0 {
+		log.Info("No CRD of a kind with several versions is served yet: the conversion webhook is set up when stencil next starts")
+		return nil, nil
+	}
 	w := &conversionWebhook{kinds: kinds, crds: names}
 	opts := webhook.Options{Host: host, Port: port, CertDir: o.webhook.certDir}
 	if o.webhook.certDir == "" {
@@ -141,6 +145,9 @@ func setUpConversion(ctx context.Context, cfg *rest.Config, o managerOptions, lo
 		w.certs.Setup(ctx)
 		opts.TLSOpts = []func(*tls.Config){func(t *tls.Config) { t.GetCertificate = w.certs.GetCertificate }}
 	}
+	// HTTP/1.1 only, as kubebuilder's scaffold does since HTTP/2's rapid
+	// reset (CVE-2023-44487): the API server needs no more.
+	opts.TLSOpts = append(opts.TLSOpts, func(t *tls.Config) { t.NextProtos = []string{"http/1.1"} })
 	w.server = webhook.NewServer(opts)
 	log.Info("Serving the conversion webhook", "crds", names, "address", net.JoinHostPort(host, strconv.Itoa(port)), "url", o.webhook.url)
 	return w, nil

@@ -33,6 +33,9 @@ func Breaks(released, current *apiextensionsv1.CustomResourceDefinition, convert
 		}
 		out = append(out, b)
 	}
+	if released.Spec.Scope != current.Spec.Scope {
+		add(Break{Version: storageVersion(current), What: fmt.Sprintf("the scope changed from %s to %s", released.Spec.Scope, current.Spec.Scope)})
+	}
 	was, now := storageVersion(released), storageVersion(current)
 	for _, rv := range released.Spec.Versions {
 		cv := version(current, rv.Name)
@@ -103,6 +106,21 @@ func compareSchema(was, now apiextensionsv1.JSONSchemaProps, path string) []Brea
 	if was.Nullable && !now.Nullable {
 		at("no longer nullable")
 	}
+	if now.ExclusiveMinimum && !was.ExclusiveMinimum || now.ExclusiveMaximum && !was.ExclusiveMaximum {
+		at("a bound became exclusive")
+	}
+	if now.Format != was.Format && now.Format != "" {
+		at("format %q, was %s", now.Format, orNone(was.Format))
+	}
+	if narrowerMaxInt(was.MaxProperties, now.MaxProperties) || narrowerMinInt(was.MinProperties, now.MinProperties) {
+		at("property count narrowed from %s to %s", lengths(was.MinProperties, was.MaxProperties), lengths(now.MinProperties, now.MaxProperties))
+	}
+	if was.XPreserveUnknownFields != nil && *was.XPreserveUnknownFields && (now.XPreserveUnknownFields == nil || !*now.XPreserveUnknownFields) {
+		at("no longer preserves unknown fields: they would be pruned")
+	}
+	if listType(was) != listType(now) {
+		at("list type %s, was %s", listType(now), listType(was))
+	}
 	for _, r := range now.Required {
 		if !slices.Contains(was.Required, r) {
 			out = append(out, Break{Path: join(path, r), What: "now required"})
@@ -130,6 +148,13 @@ func compareSchema(was, now apiextensionsv1.JSONSchemaProps, path string) []Brea
 		out = append(out, compareSchema(*was.AdditionalProperties.Schema, *now.AdditionalProperties.Schema, path+"{}")...)
 	}
 	return out
+}
+
+func listType(s apiextensionsv1.JSONSchemaProps) string {
+	if s.XListType == nil {
+		return "atomic"
+	}
+	return *s.XListType
 }
 
 func join(path, name string) string {

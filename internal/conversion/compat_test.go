@@ -98,6 +98,16 @@ func TestBreaks(t *testing.T) {
 			s.Properties["driftPolicy"] = p
 			setSpec(c, "v1alpha1", s)
 		}, nil, `v1alpha1 spec.driftPolicy: pattern "^C", was none`, map[string][]string{"v1alpha1": {"spec.driftPolicy"}}},
+		{"a changed scope", func(c *apiextensionsv1.CustomResourceDefinition) {
+			c.Spec.Scope = apiextensionsv1.ClusterScoped
+		}, nil, "v1alpha1: the scope changed from Namespaced to Cluster", map[string][]string{"v1alpha1": {"*"}}},
+		{"a changed format", func(c *apiextensionsv1.CustomResourceDefinition) {
+			s := spec(c, "v1alpha1")
+			p := s.Properties["size"]
+			p.Format = "int64"
+			s.Properties["size"] = p
+			setSpec(c, "v1alpha1", s)
+		}, nil, `v1alpha1 spec.size: format "int64", was "int32"`, map[string][]string{"v1alpha1": {"spec.size"}}},
 		{"a dropped version still stored", func(c *apiextensionsv1.CustomResourceDefinition) {
 			v := c.Spec.Versions[0]
 			v.Name, v.Storage = "v1", true

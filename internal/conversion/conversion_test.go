@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/flowcontrol"
 	"net"
 	"os"
 	"strings"
@@ -305,6 +306,20 @@ func TestCertificateInSecret(t *testing.T) {
 	if !served(t, a).Equal(renewed) {
 		t.Error("the other replica does not pick up the renewed certificate")
 	}
+	// The Secret deleted: a new CA, and the CRD still trusts the old one,
+	// which a replica that has not looked again still serves.
+	if err := c.Delete(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: secret.Namespace, Name: secret.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Ensure(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if served(t, a).Equal(renewed) {
+		t.Error("no new certificate after the Secret was deleted")
+	}
+	bundle = crdBundle(t, c)
+	verify(t, served(t, a), bundle, hosts[0])
+	verify(t, served(t, b), bundle, hosts[0])
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := c.Get(t.Context(), types.NamespacedName{Name: crdName}, crd); err != nil {
 		t.Fatal(err)
@@ -349,7 +364,9 @@ func verify(t *testing.T, leaf *x509.Certificate, bundle []byte, host string) {
 
 // TestMigratesStoredResources: resources stored by the released CRD (v1alpha1
 // only) are rewritten at v1 once the new CRD makes v1 the storage version,
-// and status.storedVersions shrinks to [v1]; a second run writes nothing.
+// and status.storedVersions shrinks to [v1]; a migration stopped halfway
+// (a restart) goes on where it stopped: what it rewrote is not written
+// again.
 func TestMigratesStoredResources(t *testing.T) {
 	c := adminClient(t)
 	installCRD(t, c, "../../config/crd/released/cache.example.com_memcacheds.yaml")
@@ -396,30 +413,39 @@ func TestMigratesStoredResources(t *testing.T) {
 	}
 	before := versions()
 	m := &conversion.Migrator{Client: c, CRDs: []string{crdName}, QPS: 100, Log: logr.Discard()}
-	if err := m.Start(t.Context()); err != nil {
+	// Stopped after one rewrite, as a restart would stop it.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	if err := m.Migrate(ctx, crdName, &stopAfter{RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter(), n: 1, cancel: cancel}); err == nil {
+		t.Fatal("a migration stopped halfway: no error")
+	}
+	if got := storedVersions(t, c); strings.Join(got, ",") != "v1alpha1,v1" {
+		t.Errorf("storedVersions %v after a migration stopped halfway, want [v1alpha1 v1]", got)
+	}
+	mid := versions()
+	var once []string
+	for name, rv := range before {
+		if mid[name] != rv {
+			once = append(once, name)
+		}
+	}
+	if len(once) != 1 {
+		t.Fatalf("rewritten before the stop: %v, want one", once)
+	}
+	// Started again: the rest is rewritten, the one done before is not.
+	if err := m.Migrate(t.Context(), crdName, flowcontrol.NewFakeAlwaysRateLimiter()); err != nil {
 		t.Fatal(err)
 	}
 	if got := storedVersions(t, c); strings.Join(got, ",") != "v1" {
 		t.Errorf("storedVersions %v after the migration, want [v1]", got)
 	}
 	after := versions()
-	for name, rv := range before {
-		if after[name] == rv {
-			t.Errorf("%s was not rewritten", name)
+	for name, rv := range mid {
+		if name == once[0] && after[name] != rv {
+			t.Errorf("%s, rewritten before the stop, was written again", name)
 		}
-	}
-	// Nothing left: a restart writes nothing.
-	crdBefore := &apiextensionsv1.CustomResourceDefinition{}
-	if err := c.Get(t.Context(), types.NamespacedName{Name: crdName}, crdBefore); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	again := versions()
-	for name, rv := range after {
-		if again[name] != rv {
-			t.Errorf("%s was written again", name)
+		if name != once[0] && after[name] == rv {
+			t.Errorf("%s was not rewritten", name)
 		}
 	}
 	for _, o := range []string{"m0", "m1", "m2"} {
@@ -429,6 +455,22 @@ func TestMigratesStoredResources(t *testing.T) {
 		u.SetName(o)
 		_ = c.Delete(t.Context(), u)
 	}
+}
+
+// stopAfter lets n rewrites through, then cancels the migration.
+type stopAfter struct {
+	flowcontrol.RateLimiter
+	n      int
+	cancel context.CancelFunc
+}
+
+func (s *stopAfter) Wait(ctx context.Context) error {
+	if s.n == 0 {
+		s.cancel()
+		return context.Canceled
+	}
+	s.n--
+	return nil
 }
 
 func storedVersions(t *testing.T, c client.Client) []string {

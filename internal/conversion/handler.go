@@ -2,9 +2,12 @@ package conversion
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"net/http"
+	"slices"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,9 +48,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "POST a ConversionReview", http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxReview))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReview))
 	if err != nil {
-		http.Error(w, "reading the review: "+err.Error(), http.StatusBadRequest)
+		code := http.StatusBadRequest
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			code = http.StatusRequestEntityTooLarge
+		}
+		http.Error(w, "reading the review: "+err.Error(), code)
 		return
 	}
 	review := apiextensionsv1.ConversionReview{}
@@ -94,7 +101,7 @@ func failure(err error) metav1.Status {
 // function is an error, never the operator's end.
 func (h *Handler) convertOne(raw []byte, to schema.GroupVersion) (out []byte, err error) {
 	u := &unstructured.Unstructured{}
-	if err := json.Unmarshal(raw, &u.Object); err != nil {
+	if err := utiljson.Unmarshal(raw, &u.Object); err != nil { // whole numbers as int64, none rounded
 		return nil, fmt.Errorf("stencil: an object of the review is not JSON: %w", err)
 	}
 	gvk := u.GroupVersionKind()
@@ -111,7 +118,9 @@ func (h *Handler) convertOne(raw []byte, to schema.GroupVersion) (out []byte, er
 		if p := recover(); p != nil {
 			err = fmt.Errorf("stencil: converting %s from %s to %s: panic: %v", what, gvk.Version, to.Version, p)
 		}
-		conversions.WithLabelValues(gvk.Kind, gvk.Version, to.Version, result).Inc()
+		// Only the kind's own versions as labels: a request names any.
+		from, into := known(k, gvk.Version), known(k, to.Version)
+		conversions.WithLabelValues(gvk.Kind, from, into, result).Inc()
 	}()
 	converted, err := k.Convert(u.Object, to.Version)
 	if err != nil {
@@ -122,6 +131,14 @@ func (h *Handler) convertOne(raw []byte, to schema.GroupVersion) (out []byte, er
 	}
 	result = "success"
 	return out, nil
+}
+
+// known is v when it is one of k's versions, else "unknown".
+func known(k *render.Kind, v string) string {
+	if slices.Contains(k.Versions(), v) {
+		return v
+	}
+	return "unknown"
 }
 
 func objectName(u *unstructured.Unstructured) string {

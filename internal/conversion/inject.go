@@ -1,10 +1,13 @@
 package conversion
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"slices"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,6 +55,12 @@ func (c CRDs) inject(ctx context.Context, name string, bundle []byte) error {
 		hook = conv.Webhook
 	}
 	cfg := hook.ClientConfig
+	if c.URL == "" {
+		// Replicas serve from a Secret they read at times: a CA the CRD
+		// trusts stays until it expires, so that a replica still serving
+		// a certificate it signed is never cut off.
+		bundle = append(slices.Clip(bundle), missingFrom(bundle, stillValid(cfg.CABundle, time.Now()))...)
+	}
 	if c.URL == "" && c.Service == nil && (conv == nil || conv.Strategy != apiextensionsv1.WebhookConverter || cfg.Service == nil) {
 		return fmt.Errorf("the CRD %s does not send its conversions to stencil's webhook Service (spec.conversion: strategy Webhook, clientConfig.service): install it from config/crd, whose patch sets them, or run stencil with --webhook-url", name)
 	}
@@ -79,6 +88,21 @@ func (c CRDs) inject(ctx context.Context, name string, bundle []byte) error {
 		return fmt.Errorf("writing the conversion webhook into the CRD %s: %w", name, err)
 	}
 	return nil
+}
+
+// missingFrom is the certificates of more (PEM) that bundle lacks.
+func missingFrom(bundle, more []byte) []byte {
+	var out []byte
+	for rest := more; ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			return out
+		}
+		one := pem.EncodeToMemory(block)
+		if !bytes.Contains(bundle, one) {
+			out = append(out, one...)
+		}
+	}
 }
 
 // pointsAt: cfg sends conversions where c is to point them.

@@ -3,7 +3,9 @@ package conversion
 import (
 	"context"
 	"fmt"
+	"k8s.io/client-go/util/retry"
 	"slices"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,12 +49,30 @@ type Migrator struct {
 // NeedLeaderElection: one replica migrates.
 func (m *Migrator) NeedLeaderElection() bool { return true }
 
-// Start migrates each CRD in turn; a failure is logged and the next goes on.
+// Start migrates each CRD, and tries a CRD whose migration failed (its
+// webhook not ready yet, a conflict) again, after a second, doubling up to
+// five minutes, until every one is done or ctx ends.
 func (m *Migrator) Start(ctx context.Context) error {
 	limiter := flowcontrol.NewTokenBucketRateLimiter(max(m.QPS, 1), 1)
-	for _, name := range m.CRDs {
-		if err := m.Migrate(ctx, name, limiter); err != nil && ctx.Err() == nil {
-			m.Log.Error(err, "Migrating stored resources to the storage version; stencil tries again at its next start", "crd", name)
+	left := slices.Clone(m.CRDs)
+	for backoff := time.Second; len(left) > 0; backoff = min(2*backoff, 5*time.Minute) {
+		var failed []string
+		for _, name := range left {
+			if err := m.Migrate(ctx, name, limiter); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				m.Log.Error(err, "Migrating stored resources to the storage version; trying again", "crd", name, "in", backoff)
+				failed = append(failed, name)
+			}
+		}
+		if left = failed; len(left) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
 		}
 	}
 	return nil
@@ -72,35 +92,61 @@ func (m *Migrator) Migrate(ctx context.Context, name string, limiter flowcontrol
 		return nil
 	}
 	gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: storage, Kind: kind}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(kind + "List"))
-	if err := m.Client.List(ctx, list); err != nil {
-		return fmt.Errorf("listing %s: %w", kind, err)
+	m.Log.Info("Migrating stored resources to the storage version", "kind", kind, "storage", storage, "storedVersions", crd.Status.StoredVersions)
+	rewritten := 0
+	for page := ""; ; {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(kind + "List"))
+		if err := m.Client.List(ctx, list, client.Limit(migrationPage), client.Continue(page)); err != nil {
+			return fmt.Errorf("listing %s: %w", kind, err)
+		}
+		remaining := len(list.Items)
+		if rest := list.GetRemainingItemCount(); rest != nil {
+			remaining += int(*rest)
+		}
+		for i := range list.Items {
+			migrating.WithLabelValues(kind).Set(float64(remaining - i))
+			if err := limiter.Wait(ctx); err != nil {
+				return err
+			}
+			err := m.Client.Update(ctx, &list.Items[i])
+			// Written since the list, or deleted: stored at the storage
+			// version already, or gone.
+			if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("rewriting %s %s/%s: %w", kind, list.Items[i].GetNamespace(), list.Items[i].GetName(), err)
+			}
+			rewritten++
+		}
+		if page = list.GetContinue(); page == "" {
+			break
+		}
 	}
-	m.Log.Info("Migrating stored resources to the storage version", "kind", kind, "storage", storage, "storedVersions", crd.Status.StoredVersions, "resources", len(list.Items))
-	remaining := len(list.Items)
-	migrating.WithLabelValues(kind).Set(float64(remaining))
-	for i := range list.Items {
-		if err := limiter.Wait(ctx); err != nil {
+	migrating.WithLabelValues(kind).Set(0)
+	// Every resource is at the storage version now (a write since the list
+	// stored it there too): only it stays in storedVersions, unless the
+	// storage version changed meanwhile.
+	var old []string
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fresh := &apiextensionsv1.CustomResourceDefinition{}
+		if err := m.Client.Get(ctx, types.NamespacedName{Name: name}, fresh); err != nil {
 			return err
 		}
-		err := m.Client.Update(ctx, &list.Items[i])
-		// Written since the list, or deleted: stored at the storage version
-		// already, or gone.
-		if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("rewriting %s %s/%s: %w", kind, list.Items[i].GetNamespace(), list.Items[i].GetName(), err)
+		if storageVersion(fresh) != storage {
+			return fmt.Errorf("the storage version changed from %s to %s during the migration", storage, storageVersion(fresh))
 		}
-		remaining--
-		migrating.WithLabelValues(kind).Set(float64(remaining))
-	}
-	old := crd.Status.StoredVersions
-	crd.Status.StoredVersions = []string{storage}
-	if err := m.Client.Status().Update(ctx, crd); err != nil {
+		old = fresh.Status.StoredVersions
+		fresh.Status.StoredVersions = []string{storage}
+		return m.Client.Status().Update(ctx, fresh)
+	})
+	if err != nil {
 		return fmt.Errorf("writing status.storedVersions [%s]: %w", storage, err)
 	}
-	m.Log.Info("Migrated stored resources to the storage version", "kind", kind, "resources", len(list.Items), "storedVersions", crd.Status.StoredVersions, "was", old)
+	m.Log.Info("Migrated stored resources to the storage version", "kind", kind, "resources", rewritten, "storedVersions", []string{storage}, "was", old)
 	return nil
 }
+
+// migrationPage is how many resources one list of the migration reads.
+const migrationPage = 500
 
 func storageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
 	for _, v := range crd.Spec.Versions {
