@@ -135,13 +135,13 @@ func (c *Certs) renew(ctx context.Context, secret *corev1.Secret) error {
 		err = c.Client.Update(ctx, secret)
 	}
 	if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
-		c.Log.Info("Another replica renewed the webhook certificate first; using it", "secret", c.Secret)
+		c.Log.Info("Another replica renewed the webhook certificate first; using it", "secret", c.Secret.String())
 		return c.Ensure(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("storing the webhook certificate in %s: %w", c.Secret, err)
 	}
-	c.Log.Info("Made the webhook's serving certificate", "secret", c.Secret, "hosts", c.Hosts, "validFor", validity)
+	c.Log.Info("Made the webhook's serving certificate", "secret", c.Secret.String(), "hosts", c.Hosts, "validFor", validity)
 	return c.use(crt, key, bundle)
 }
 

@@ -53,7 +53,7 @@ func Breaks(released, current *apiextensionsv1.CustomResourceDefinition, convert
 			}
 		}
 	}
-	if was != "" && now != was && !(slices.Contains(converts, was) && slices.Contains(converts, now)) {
+	if was != "" && now != was && (!slices.Contains(converts, was) || !slices.Contains(converts, now)) {
 		add(Break{Version: now, What: fmt.Sprintf("the storage version, was %s, with no conversion between them (templates/<kind>/_from-%s.yaml and _to-%s.yaml)", was, was, was)})
 	}
 	return out

@@ -151,14 +151,7 @@ func adminClient(t *testing.T) client.Client {
 // writes it (conversions sent to stencil's Service), or as released.
 func installCRD(t *testing.T, c client.Client, file string) {
 	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal(data, crd); err != nil {
-		t.Fatal(err)
-	}
+	crd := readCRD(t, file)
 	if err := c.Create(t.Context(), crd); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +159,7 @@ func installCRD(t *testing.T, c client.Client, file string) {
 		_ = c.Delete(context.Background(), crd)
 		testutil.Eventually(t, time.Minute, "the CRD is gone", func() error {
 			if err := c.Get(context.Background(), types.NamespacedName{Name: crdName}, &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("still there (%v)", err)
+				return fmt.Errorf("still there (%w)", err)
 			}
 			return nil
 		})
@@ -197,7 +190,12 @@ func serveWebhook(t *testing.T, c client.Client) (url string, certs *conversion.
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- server.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the webhook server: %v", err)
+		}
+	})
 	return url, certs
 }
 
@@ -378,14 +376,7 @@ func TestMigratesStoredResources(t *testing.T) {
 		}
 	}
 	// The new build's CRD over the released one.
-	data, err := os.ReadFile("../../config/crd/bases/cache.example.com_memcacheds.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal(data, crd); err != nil {
-		t.Fatal(err)
-	}
+	crd := readCRD(t, "../../config/crd/bases/cache.example.com_memcacheds.yaml")
 	live := &apiextensionsv1.CustomResourceDefinition{}
 	if err := c.Get(t.Context(), types.NamespacedName{Name: crdName}, live); err != nil {
 		t.Fatal(err)

@@ -60,7 +60,7 @@ func (m *Migrator) Start(ctx context.Context) error {
 		for _, name := range left {
 			if err := m.Migrate(ctx, name, limiter); err != nil {
 				if ctx.Err() != nil {
-					return nil
+					return nil //nolint:nilerr // stopped: the next start goes on
 				}
 				m.Log.Error(err, "Migrating stored resources to the storage version; trying again", "crd", name, "in", backoff)
 				failed = append(failed, name)
