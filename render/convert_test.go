@@ -2,12 +2,13 @@ package render_test
 
 import (
 	"errors"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"maps"
 	"strings"
 	"testing"
 	"testing/fstest"
 
 	"github.com/google/go-cmp/cmp"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/stencil-operator/stencil/internal/testkind"
@@ -204,9 +205,7 @@ func TestLoadRefusesOneWayConversion(t *testing.T) {
 		"no conversion templates for v9": {"_kind.yaml": {Data: []byte("owns: [{apiVersion: v1, kind: ConfigMap}]\nconversion: {v9: {dropped: [spec.x]}}")}},
 	} {
 		fsys := fstest.MapFS{"_kind.yaml": {Data: []byte("owns: [{apiVersion: v1, kind: ConfigMap}]")}, "cm.yaml": {Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n")}}
-		for f, data := range files {
-			fsys[f] = data
-		}
+		maps.Copy(fsys, files)
 		def.Templates = fsys
 		if _, err := render.Load(def); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("Load: %v, want an error saying %q", err, name)

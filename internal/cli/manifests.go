@@ -2,17 +2,17 @@ package cli
 
 import (
 	"fmt"
-	"github.com/stencil-operator/stencil/internal/conversion"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/stencil-operator/stencil/internal/chart"
 	"github.com/stencil-operator/stencil/internal/chartimport"
+	"github.com/stencil-operator/stencil/internal/conversion"
 )
 
 // manifestPaths are where `manifests` writes each generated file.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"net/http"
 	"slices"
 
@@ -16,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/stencil-operator/stencil/render"
