@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
@@ -33,9 +34,14 @@ func createWidget(t *testing.T, ns, name string, spec testv1alpha1.WidgetSpec) *
 
 func updateSpec(t *testing.T, ns, name string, change func(*testv1alpha1.WidgetSpec)) {
 	t.Helper()
-	w := getWidget(t, ns, name)
-	change(&w.Spec)
-	if err := k8s.Update(t.Context(), w); err != nil {
+	// stencil writes the status meanwhile: read again on a conflict, as
+	// any client that updates must.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		w := getWidget(t, ns, name)
+		change(&w.Spec)
+		return k8s.Update(t.Context(), w)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
