@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
@@ -467,9 +468,16 @@ func TestRecreatedResourceWaitsForItsPredecessor(t *testing.T) {
 	// A finalizer of the test's holds the old ConfigMap after the garbage
 	// collector deleted it.
 	const hold = "test.stencil.dev/hold"
-	cm, _ := get(t, &corev1.ConfigMap{}, ns, "web-config")
-	cm.Finalizers = append(cm.Finalizers, hold)
-	if err := k8s.Update(t.Context(), cm); err != nil {
+	// stencil may apply the ConfigMap meanwhile: read again on a conflict.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := get(t, &corev1.ConfigMap{}, ns, "web-config")
+		if err != nil {
+			return err
+		}
+		cm.Finalizers = append(cm.Finalizers, hold)
+		return k8s.Update(t.Context(), cm)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	release := func() {
