@@ -1,12 +1,16 @@
 package processtest_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -54,6 +58,9 @@ type writes struct {
 type span struct {
 	path       string
 	start, end time.Time
+	// rv is the resourceVersion the API server gave the written object
+	// (0: unknown, or the write failed): the server's order of writes.
+	rv int64
 }
 
 func (w *writes) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -70,11 +77,36 @@ func (w *writes) wrap(rt http.RoundTripper) http.RoundTripper {
 			time.Sleep(delay)
 		}
 		resp, err := rt.RoundTrip(req)
+		end, rv := time.Now(), int64(0)
+		if err == nil && resp.StatusCode < 300 && resp.Body != nil {
+			data, readErr := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			resp.Body = io.NopCloser(bytes.NewReader(data))
+			if readErr != nil {
+				return nil, readErr
+			}
+			rv = resourceVersion(data)
+		}
 		w.mu.Lock()
-		w.spans[i].end = time.Now()
+		w.spans[i].end, w.spans[i].rv = end, rv
 		w.mu.Unlock()
 		return resp, err
 	})
+}
+
+// resourceVersion reads metadata.resourceVersion from a JSON answer; 0
+// when it has none (or is not JSON).
+func resourceVersion(data []byte) int64 {
+	var obj struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(data, &obj) != nil {
+		return 0
+	}
+	rv, _ := strconv.ParseInt(obj.Metadata.ResourceVersion, 10, 64)
+	return rv
 }
 
 // of lists the spans of writes whose path contains s.
@@ -190,10 +222,10 @@ func TestMovedResourceHasOneWriterAtATime(t *testing.T) {
 		t.Fatalf("writes of a %d, of b %d: want both", len(aSpans), len(bSpans))
 	}
 	for _, s := range aSpans {
-		t.Logf("a %s %s–%s", s.path, s.start.Format("05.000"), s.end.Format("05.000"))
+		t.Logf("a %s %s–%s rv %d", s.path, s.start.Format("05.000"), s.end.Format("05.000"), s.rv)
 	}
 	for _, s := range bSpans {
-		t.Logf("b %s %s–%s", s.path, s.start.Format("05.000"), s.end.Format("05.000"))
+		t.Logf("b %s %s–%s rv %d", s.path, s.start.Format("05.000"), s.end.Format("05.000"), s.rv)
 	}
 	var lastA time.Time
 	for _, s := range aSpans {
@@ -207,8 +239,23 @@ func TestMovedResourceHasOneWriterAtATime(t *testing.T) {
 	}
 	firstB := bSpans[0].start
 	t.Logf("a wrote %d times, the last ending %s; b's first write began %s later", len(aSpans), lastA.Format("15:04:05.000"), firstB.Sub(lastA).Round(time.Millisecond))
-	if firstB.Before(lastA) {
-		t.Errorf("b wrote (%s) before a's last write ended (%s): two writers at once", bSpans[0].path, lastA.Format("15:04:05.000"))
+	// a's writes all precede b's first: in the API server's order when both
+	// were stored (resourceVersions; b may start the moment the server
+	// stored a's last write, before a's client has read the answer), else
+	// by the clock.
+	for _, s := range aSpans {
+		end := s.end
+		if end.IsZero() {
+			end = time.Now()
+		}
+		switch {
+		case s.rv != 0 && bSpans[0].rv != 0:
+			if s.rv > bSpans[0].rv {
+				t.Errorf("a's write of %s (resourceVersion %d) was stored after b's first write of %s (%d): two writers at once", s.path, s.rv, bSpans[0].path, bSpans[0].rv)
+			}
+		case firstB.Before(end):
+			t.Errorf("b wrote (%s) before a's write of %s ended (%s): two writers at once", bSpans[0].path, s.path, end.Format("15:04:05.000"))
+		}
 	}
 	for shard, want := range map[string]float64{"a": 0, "b": 1} {
 		if got := claimedGauge(t, shard); got != want {
