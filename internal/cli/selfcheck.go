@@ -28,11 +28,7 @@ func crdDefaults(ctx context.Context, cfg *rest.Config, folders []kinds.Folder, 
 	if err != nil {
 		return nil, fmt.Errorf("reading the kinds' CRDs: %w", err)
 	}
-	scheme := runtime.NewScheme()
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := crdClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("reading the kinds' CRDs: %w", err)
 	}
@@ -53,6 +49,17 @@ func crdDefaults(ctx context.Context, cfg *rest.Config, folders []kinds.Folder, 
 		return nil, err
 	}
 	return kinds.DefaultsOnly(v), nil
+}
+
+// crdClient is a client of CRDs, and of the types the adders add.
+func crdClient(cfg *rest.Config, adders ...func(*runtime.Scheme) error) (client.Client, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range append([]func(*runtime.Scheme) error{apiextensionsv1.AddToScheme}, adders...) {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
 }
 
 // kindCRD reads k's CRD, named by the resource that discovery serves for

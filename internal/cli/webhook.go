@@ -13,8 +13,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -101,18 +99,11 @@ func setUpConversion(ctx context.Context, cfg *rest.Config, o managerOptions, lo
 	if err != nil {
 		return nil, err
 	}
-	scheme := runtime.NewScheme()
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := corev1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := crdClient(cfg, corev1.AddToScheme)
 	if err != nil {
 		return nil, fmt.Errorf("conversion webhook: %w", err)
 	}
-	names, err := crdNames(cfg, kinds, log)
+	names, err := crdNames(ctx, cfg, c, kinds, log)
 	if err != nil {
 		return nil, err
 	}
@@ -173,11 +164,7 @@ func (w *conversionWebhook) register(live *reconciler.LiveKinds, log logr.Logger
 // migrator rewrites the kinds' stored resources at their storage version,
 // as the leader, with cfg's (fenced) writes.
 func (w *conversionWebhook) migrator(cfg *rest.Config, log logr.Logger) (*conversion.Migrator, error) {
-	scheme := runtime.NewScheme()
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := crdClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("storage migration: %w", err)
 	}
@@ -217,24 +204,19 @@ func certSecret(o managerOptions) (*types.NamespacedName, error) {
 
 // crdNames are the names of the kinds' CRDs, from discovery; a kind that is
 // not served yet is left out, with a log line.
-func crdNames(cfg *rest.Config, kinds []*render.Kind, log logr.Logger) ([]string, error) {
+func crdNames(ctx context.Context, cfg *rest.Config, c client.Client, kinds []*render.Kind, log logr.Logger) ([]string, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("conversion webhook: %w", err)
 	}
 	var names []string
 	for _, k := range kinds {
-		gvk := k.GroupVersionKind()
-		resources, err := dc.ServerResourcesForGroupVersion(gvk.GroupVersion().String())
+		crd, err := kindCRD(ctx, dc, c, k)
 		if err != nil {
-			log.Error(err, "A kind with several versions is not served yet; its CRD gets no conversion webhook until stencil restarts", "kind", gvk.Kind)
+			log.Error(err, "A kind with several versions is not served yet; its CRD gets no conversion webhook until stencil restarts", "kind", k.GroupVersionKind().Kind)
 			continue
 		}
-		for _, r := range resources.APIResources {
-			if r.Kind == gvk.Kind && !strings.Contains(r.Name, "/") {
-				names = append(names, r.Name+"."+gvk.Group)
-			}
-		}
+		names = append(names, crd.Name)
 	}
 	return names, nil
 }
