@@ -129,7 +129,13 @@ func setUpConversion(ctx context.Context, cfg *rest.Config, o managerOptions, lo
 				log.Error(err, "The conversion webhook is not served: stencil does not know the names of the Service its certificate is for (a restart tries again)")
 				return nil, nil
 			}
-			if w.certs.Secret, err = certSecret(o); err != nil {
+			if w.certs.Secret, err = certSecret(o); errors.Is(err, errNoNamespace) {
+				// Out of a cluster with no flag that says where: the
+				// operator runs; only the conversion waits for a restart
+				// with one of them.
+				log.Error(err, "The conversion webhook is not served: its kinds' other versions cannot be read or written", "kinds", len(kinds))
+				return nil, nil
+			} else if err != nil {
 				return nil, err
 			}
 		}
@@ -187,6 +193,10 @@ func (w webhookOptions) serviceRef() (*conversion.Service, error) {
 }
 
 // certSecret is the Secret stencil keeps its webhook certificate in.
+// errNoNamespace: stencil runs outside a pod and no flag names the
+// namespace of the webhook certificate's Secret.
+var errNoNamespace = errors.New("no namespace for the webhook certificate")
+
 func certSecret(o managerOptions) (*types.NamespacedName, error) {
 	if o.webhook.certSecret != "" {
 		ns, name, ok := strings.Cut(o.webhook.certSecret, "/")
@@ -197,7 +207,7 @@ func certSecret(o managerOptions) (*types.NamespacedName, error) {
 	}
 	ns, err := leaseNamespace(o.leaderElectionNS)
 	if err != nil {
-		return nil, fmt.Errorf("the conversion webhook's certificate: %w (or set --webhook-url, or --webhook-cert-secret)", err)
+		return nil, fmt.Errorf("%w: the conversion webhook's certificate: %w (or set --webhook-url, or --webhook-cert-secret)", errNoNamespace, err)
 	}
 	return &types.NamespacedName{Namespace: ns, Name: registered.Name + "-webhook-cert"}, nil
 }
