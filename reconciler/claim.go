@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -48,7 +47,7 @@ func (r *Reconciler) noteClaim(nn types.NamespacedName, held bool) {
 	_, had := r.claims.Load(nn)
 	switch {
 	case held && !had:
-		r.claims.Store(nn, true)
+		r.claims.Store(nn, struct{}{})
 		claimedResources.WithLabelValues(r.kind().GroupVersionKind().Kind, shard.ClaimName(r.shards)).Inc()
 	case !held && had:
 		r.claims.Delete(nn)
@@ -109,7 +108,7 @@ func (r *Reconciler) claimed(ctx context.Context, cr client.Object) (bool, error
 	}
 	// Whether it has objects elsewhere, from this fresh read (the cache's
 	// copy may lag): the first prune lists them from the API server.
-	r.justClaimed.Store(client.ObjectKeyFromObject(cr), len(fresh.StencilStatus().Inventory) > 0)
+	r.memory.update(client.ObjectKeyFromObject(cr), func(m *remembered) { m.claimedWith = new(len(fresh.StencilStatus().Inventory) > 0) })
 	r.noteClaim(client.ObjectKeyFromObject(cr), true)
 	return true, nil
 }
@@ -215,62 +214,6 @@ func (r *Reconciler) releaseMoved(ctx context.Context) error {
 
 // releaseRetry is the pause between attempts to give up a claim at start.
 const releaseRetry = 2 * time.Second
-
-// pruneAfterClaim prunes cr's objects that desired no longer holds. A
-// resource just claimed may have come from another shard, whose cache held
-// its objects: objects it no longer renders still carry the old shard's
-// label, which this shard's cache does not hold, so the first prune after
-// the claim lists them from the API server. The claim's prune-pending mark
-// says so to a leader that did not make the claim (this process may have
-// failed over in between); the prune clears it once done.
-func (r *Reconciler) pruneAfterClaim(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) ([]v1alpha1.InventoryEntry, error) {
-	key := client.ObjectKeyFromObject(cr)
-	marked := cr.GetAnnotations()[v1alpha1.AnnotationPrunePending] != ""
-	if v, ok := r.justClaimed.LoadAndDelete(key); ok {
-		// The cache's copy may not show the claim's mark yet.
-		marked = marked || v.(bool) || len(cr.StencilStatus().Inventory) > 0
-	}
-	pruned, err := r.applier.PruneFrom(ctx, cr, desired, marked, false)
-	if err == nil && marked {
-		err = r.clearPrunePending(ctx, cr)
-	}
-	if err != nil && marked {
-		r.justClaimed.Store(key, true)
-	}
-	return pruned, err
-}
-
-// clearPrunePending removes cr's prune-pending mark, read afresh: only
-// while this shard still holds the claim (a newer claim's mark is that
-// claim's), with an optimistic lock, and on the fresh copy: cr stays the
-// version the reconcile read.
-func (r *Reconciler) clearPrunePending(ctx context.Context, cr v1alpha1.Object) error {
-	fresh := r.kind().New()
-	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(cr), fresh); err != nil {
-		return fmt.Errorf("reading %s to remove %s: %w", client.ObjectKeyFromObject(cr), v1alpha1.AnnotationPrunePending, err)
-	}
-	if _, marked := fresh.GetAnnotations()[v1alpha1.AnnotationPrunePending]; !marked {
-		return nil
-	}
-	if r.shards != nil && fresh.GetLabels()[v1alpha1.LabelClaim] != shard.ClaimName(r.shards) {
-		return nil
-	}
-	before := fresh.DeepCopyObject().(client.Object)
-	marks := maps.Clone(fresh.GetAnnotations())
-	delete(marks, v1alpha1.AnnotationPrunePending)
-	fresh.SetAnnotations(marks)
-	err := r.client.Patch(ctx, fresh, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-	if apierrors.IsConflict(err) {
-		// Changed since the read: the mark stays, and the reconcile that
-		// change brings prunes from the API server again and clears it.
-		ctrl.LoggerFrom(ctx).V(1).Info("The resource changed as its prune-pending mark was cleared; it stays for the next reconcile")
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("removing %s after the prune that lists from the API server: %w", v1alpha1.AnnotationPrunePending, err)
-	}
-	return nil
-}
 
 // holderGone reports whether the shard holder, whose claim on cr this shard
 // waits for, has had no leader for the leases' Wait (and cannot come back).

@@ -37,34 +37,6 @@ import (
 // as the resource's ServiceAccount when one writes its objects, and watched
 // metadata-only so that a change renders the resources that read them.
 
-// renderPlan renders cr with the live state its graph reads: its objects
-// from the cache, its inputs from the API server.
-func (r *Reconciler) renderPlan(ctx context.Context, cr v1alpha1.Object) (*render.Plan, error) {
-	if !r.kind().HasGraph() {
-		objs, err := r.renderKind().Render(cr)
-		if err != nil {
-			return nil, err
-		}
-		return &render.Plan{Objects: objs}, nil
-	}
-	nn := client.ObjectKeyFromObject(cr)
-	live := &readLog{Snapshot: cachedSnapshot{ctx: ctx, c: r.client, types: r.applier.Types()}}
-	inputs := &readLog{
-		Snapshot: readSnapshot{ctx: ctx, c: r.inputReader(cr), who: r.inputIdentity(cr), meta: r.inputCache, memo: r.inputMemo},
-		watch:    func(read render.Read) { r.inputs.add(nn, read) },
-	}
-	plan, err := r.renderKind().RenderGraph(cr, render.GraphInput{Live: live, Inputs: inputs})
-	// What a failed render read is watched too: a change of it may be the fix.
-	r.inputs.set(nn, inputs.reads)
-	if err == nil {
-		return plan, nil
-	}
-	if reads := r.failedNodeReads(cr, err, inputs.reads); len(reads) > 0 || live.n > 0 {
-		return nil, &readFailure{err: err, inputs: reads}
-	}
-	return nil, err
-}
-
 // failedNodeReads are the reads of the inputs that the template which
 // failed with err reads (every read, when err names no template).
 func (r *Reconciler) failedNodeReads(cr v1alpha1.Object, err error, reads []render.Read) []render.Read {

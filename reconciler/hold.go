@@ -46,17 +46,17 @@ type heldObjects map[v1alpha1.InventoryEntry]heldObject
 // drifted.
 func (r *Reconciler) hold(ctx context.Context, cr v1alpha1.Object, res *result) error {
 	nn := client.ObjectKeyFromObject(cr)
-	v, known := r.held.Load(nn)
-	if !known {
+	held := r.memory.get(nn).held
+	if held == nil {
 		held, err := r.rememberAll(ctx, cr, res)
 		if err != nil {
 			return err
 		}
-		r.held.Store(nn, held)
+		r.memory.update(nn, func(m *remembered) { m.held = held })
 		return nil
 	}
 	correct := cr.StencilDriftPolicy().OrDefault() == v1alpha1.DriftCorrect
-	for e, h := range v.(heldObjects) {
+	for e, h := range held {
 		live, err := r.cachedEntry(ctx, e)
 		if err != nil {
 			return err

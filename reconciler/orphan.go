@@ -32,7 +32,7 @@ import (
 // Orphan, by UID, until it is gone.
 func (r *Reconciler) noteOrphaning(obj client.Object) {
 	if obj.GetDeletionTimestamp() != nil && slices.Contains(obj.GetFinalizers(), metav1.FinalizerOrphanDependents) {
-		r.orphans.Store(obj.GetUID(), true)
+		r.orphans.Store(obj.GetUID(), struct{}{})
 	}
 }
 
@@ -56,7 +56,7 @@ func (r *Reconciler) orphaning(ctx context.Context, cr v1alpha1.Object) (bool, e
 	}
 	orphaned, err := r.orphanedObjects(ctx, cr)
 	if orphaned {
-		r.orphans.Store(cr.GetUID(), true)
+		r.orphans.Store(cr.GetUID(), struct{}{})
 	}
 	return orphaned, err
 }

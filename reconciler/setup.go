@@ -420,8 +420,8 @@ func (r *Reconciler) notOwnStatusWrite(e event.UpdateEvent) bool {
 	}
 	key, rv := client.ObjectKeyFromObject(e.ObjectNew), engine.ResourceVersion(e.ObjectNew)
 	return !r.statusWrites.Note(key, rv, func() bool {
-		v, ok := r.written.Load(key)
-		if !ok || v.(writtenStatus).resourceVersion != rv {
+		w := r.memory.get(key).written
+		if w == nil || w.resourceVersion != rv {
 			return false
 		}
 		r.statusCached(key, rv)
@@ -474,10 +474,10 @@ func (r *Reconciler) recheckUnseen(ctx context.Context) error {
 // reads the object anyway.
 func (r *Reconciler) ownerByUID(_ context.Context, obj client.Object) []reconcile.Request {
 	nn, ok := r.owners.Load(types.UID(obj.GetLabels()[v1alpha1.LabelOwnerUID]))
-	if !ok || !sameTenant(obj, nn.(types.NamespacedName)) {
+	if !ok || !sameTenant(obj, nn) {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: nn.(types.NamespacedName)}}
+	return []reconcile.Request{{NamespacedName: nn}}
 }
 
 // ownerOf maps an owned object to its custom resource through the owner

@@ -75,7 +75,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, cr v1alpha1.Object, curren
 		r.statusWrites.End(key, nil)
 		return fmt.Errorf("writing status: %w", client.IgnoreNotFound(err))
 	}
-	r.written.Store(key, writtenStatus{resourceVersion: engine.ResourceVersion(written), status: status, at: time.Now()})
+	r.memory.update(key, func(m *remembered) {
+		m.written = &writtenStatus{resourceVersion: engine.ResourceVersion(written), status: status, at: time.Now()}
+	})
 	others, seen := r.statusWrites.End(key, written)
 	if others {
 		res.othersWrote = true
@@ -136,11 +138,13 @@ type writtenStatus struct {
 // statusCached records that the cache holds our status write of version rv:
 // from then on only the version is kept (see notOwnStatusWrite).
 func (r *Reconciler) statusCached(key client.ObjectKey, rv uint64) {
-	w := writtenStatus{resourceVersion: rv}
-	if v, ok := r.written.Load(key); ok {
-		w.at = v.(writtenStatus).at
-	}
-	r.written.Store(key, w)
+	r.memory.update(key, func(m *remembered) {
+		w := &writtenStatus{resourceVersion: rv}
+		if m.written != nil {
+			w.at = m.written.at
+		}
+		m.written = w
+	})
 }
 
 // statusPace is the least time between two status writes of a resource
@@ -171,11 +175,11 @@ func (r *Reconciler) healthPace(key client.ObjectKey, before, after *v1alpha1.St
 // paceLeft is how long from now until statusPace has passed since the
 // last status write of key (0: it has, or there was none).
 func (r *Reconciler) paceLeft(key client.ObjectKey) time.Duration {
-	v, ok := r.written.Load(key)
-	if !ok {
+	w := r.memory.get(key).written
+	if w == nil {
 		return 0
 	}
-	return max(statusPace-time.Since(v.(writtenStatus).at), 0)
+	return max(statusPace-time.Since(w.at), 0)
 }
 
 // sameWait: before and after are both Waiting on the same nodes of a
@@ -219,8 +223,7 @@ func applied(s *v1alpha1.Status) bool {
 // same status again). It also sets cr's shared status to it.
 func (r *Reconciler) currentStatus(cr v1alpha1.Object) (map[string]any, error) {
 	key := client.ObjectKeyFromObject(cr)
-	if v, ok := r.written.Load(key); ok {
-		w := v.(writtenStatus)
+	if w := r.memory.get(key).written; w != nil {
 		if w.status != nil && engine.ResourceVersion(cr) >= w.resourceVersion {
 			r.statusCached(key, w.resourceVersion) // a key is never reconciled twice at once
 		}

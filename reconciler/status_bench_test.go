@@ -3,8 +3,9 @@ package reconciler
 import (
 	"testing"
 
-	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
 
 // BenchmarkComputeStatus is building the status of a converged 3-object

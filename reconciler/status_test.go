@@ -302,7 +302,7 @@ func TestHealthPace(t *testing.T) {
 			r := &Reconciler{}
 			key := client.ObjectKey{Namespace: "ns", Name: "web"}
 			if tt.writtenAgo > 0 {
-				r.written.Store(key, writtenStatus{at: time.Now().Add(-tt.writtenAgo)})
+				r.memory.update(key, func(m *remembered) { m.written = &writtenStatus{at: time.Now().Add(-tt.writtenAgo)} })
 			}
 			if got := r.healthPace(key, tt.before, tt.after); (got > 0) != tt.paced || got > statusPace {
 				t.Errorf("healthPace = %s, want paced %v (at most %s)", got, tt.paced, statusPace)

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/reconciler/engine"
+	"github.com/stencil-operator/stencil/internal/syncmap"
 )
 
 // A resource's objects can be written as a ServiceAccount of its namespace
@@ -59,8 +59,8 @@ func (ids Identities) serviceAccount(kind string) string {
 type tenants struct {
 	config  *rest.Config
 	scheme  *runtime.Scheme
-	clients sync.Map // "namespace/name" → client.Client
-	access  sync.Map // accessKey → accessAnswer
+	clients syncmap.Map[string, client.Client] // by "namespace/name"
+	access  syncmap.Map[accessKey, accessAnswer]
 }
 
 type accessKey struct {
@@ -90,7 +90,7 @@ func newTenants(config *rest.Config, scheme *runtime.Scheme) *tenants {
 func (t *tenants) client(namespace, sa string, base client.Client) (client.Client, error) {
 	key := namespace + "/" + sa
 	if c, ok := t.clients.Load(key); ok {
-		return c.(client.Client), nil
+		return c, nil
 	}
 	cfg := rest.CopyConfig(t.config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: serviceAccountUser(namespace, sa), Extra: map[string][]string{writerExtra: {"stencil"}}}
@@ -99,7 +99,7 @@ func (t *tenants) client(namespace, sa string, base client.Client) (client.Clien
 		return nil, fmt.Errorf("a client acting as ServiceAccount %s: %w", key, err)
 	}
 	actual, _ := t.clients.LoadOrStore(key, c)
-	return actual.(client.Client), nil
+	return actual, nil
 }
 
 func serviceAccountUser(namespace, sa string) string {
@@ -139,8 +139,8 @@ func (t *tenants) denied(ctx context.Context, c client.Client, namespace, sa str
 // allowed asks the API server, as the ServiceAccount, whether it may do k,
 // or answers from an answer younger than accessTTL.
 func (t *tenants) allowed(ctx context.Context, c client.Client, k accessKey) (bool, error) {
-	if v, ok := t.access.Load(k); ok && time.Since(v.(accessAnswer).at) < accessTTL {
-		return v.(accessAnswer).allowed, nil
+	if v, ok := t.access.Load(k); ok && time.Since(v.at) < accessTTL {
+		return v.allowed, nil
 	}
 	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: k.namespace, Verb: k.verb, Group: k.group, Resource: k.resource},
@@ -168,26 +168,46 @@ func describeAccess(k accessKey, r schema.GroupVersionResource) string {
 	return k.verb + " " + resource + " " + where
 }
 
-// actAs puts into ctx the client of the ServiceAccount that writes cr's
-// objects, and checks that it may write desired's: when it may not, res
-// records why (Stalled, reason Forbidden) and act is false.
-func (r *Reconciler) actAs(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured, res *result) (context.Context, bool, error) {
+// actAsPhase finds who writes the resource's objects and checks that it may
+// write every one the render holds: when it may not, nothing is applied or
+// pruned, and the resource looks again later (no event tells of a new
+// RoleBinding).
+func (r *Reconciler) actAsPhase(ctx context.Context, s *state) outcome {
+	writer, mayAct, err := r.actAs(ctx, s.cr, s.res.desired, s.res)
+	if err != nil {
+		reason := v1alpha1.ReasonApplyFailed
+		if apierrors.IsForbidden(err) {
+			reason = v1alpha1.ReasonForbidden // stencil may not act as it
+		}
+		return stopWith(s.res.fail(reason, false, fmt.Errorf("checking what the resource's ServiceAccount may do: %w", err)))
+	}
+	if !mayAct {
+		return lookAgain(forbiddenRetry)
+	}
+	s.writer = writer
+	return goOn
+}
+
+// actAs is the client of the ServiceAccount that writes cr's objects (nil:
+// stencil writes them), and whether it may write desired's: when it may
+// not, res records why (Stalled, reason Forbidden) and act is false.
+func (r *Reconciler) actAs(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured, res *result) (writer client.Client, act bool, err error) {
 	sa := r.identities.serviceAccount(r.kind().GroupVersionKind().Kind)
 	if sa == "" || r.tenants == nil {
-		return ctx, true, nil
+		return nil, true, nil
 	}
 	c, err := r.tenants.client(cr.GetNamespace(), sa, r.client)
 	if err != nil {
-		return ctx, false, err
+		return nil, false, err
 	}
 	denied, err := r.tenants.denied(ctx, c, cr.GetNamespace(), sa, desired)
 	if err != nil {
-		return ctx, false, err
+		return nil, false, err
 	}
 	if len(denied) > 0 {
 		res.record(v1alpha1.ReasonForbidden, true, fmt.Errorf("ServiceAccount %s/%s, which writes this resource's objects, may not %s",
 			cr.GetNamespace(), sa, strings.Join(denied, ", nor ")))
-		return ctx, false, nil
+		return nil, false, nil
 	}
-	return engine.WithWriter(ctx, c), true, nil
+	return c, true, nil
 }

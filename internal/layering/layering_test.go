@@ -22,11 +22,12 @@ var allowed = []struct {
 }{
 	{"api", nil, "the API types import only the standard library and apimachinery"},
 	{"render", []string{"api"}, "render is pure: templates in, objects out"},
-	{"reconciler/engine", []string{"api"}, "the SSA engine knows nothing of templates, kinds, shards or rollouts"},
+	{"internal/syncmap", nil, "a typed sync.Map: the standard library only"},
+	{"reconciler/engine", []string{"api", "internal/syncmap"}, "the SSA engine knows nothing of templates, kinds, shards or rollouts"},
 	{"reconciler/rollout", []string{"api"}, "the rollout gate knows nothing of apply or status"},
 	{"reconciler/shard", []string{"api", "internal/fence"}, "sharding knows nothing of apply or rollouts"},
-	{"reconciler/decorator", []string{"api", "render", "reconciler/engine", "internal/fence"}, "the decorator controller composes the engine, not the kind reconciler"},
-	{"reconciler", []string{"api", "render", "reconciler/engine", "reconciler/rollout", "reconciler/shard", "internal/fence"}, "the kind reconciler composes engine, rollout and shard, never the decorator controller"},
+	{"reconciler/decorator", []string{"api", "render", "reconciler/engine", "internal/fence", "internal/syncmap"}, "the decorator controller composes the engine, not the kind reconciler"},
+	{"reconciler", []string{"api", "render", "reconciler/engine", "reconciler/rollout", "reconciler/shard", "internal/fence", "internal/syncmap"}, "the kind reconciler composes engine, rollout and shard, never the decorator controller"},
 }
 
 // row is the row of the table that governs pkg: the longest that is pkg or

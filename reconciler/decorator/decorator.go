@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/fence"
+	"github.com/stencil-operator/stencil/internal/syncmap"
 	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/render"
 )
@@ -60,7 +60,7 @@ type decoratorReconciler struct {
 	// written holds, by parent, the decorator's last apply to it: a cached
 	// parent older than that is not judged (its drift would be counted
 	// twice) but tried again shortly, for writtenGrace.
-	written sync.Map // types.NamespacedName → writtenParent
+	written syncmap.Map[types.NamespacedName, writtenParent]
 	// forgetParent drops what the event mapper remembers of a parent.
 	forgetParent func(types.NamespacedName)
 }
@@ -120,11 +120,10 @@ const writtenGrace = 10 * time.Second
 // cacheBehind: the cached parent is older than the decorator's last apply
 // to it, less than writtenGrace ago.
 func (r *decoratorReconciler) cacheBehind(parent client.Object) bool {
-	v, ok := r.written.Load(client.ObjectKeyFromObject(parent))
+	w, ok := r.written.Load(client.ObjectKeyFromObject(parent))
 	if !ok {
 		return false
 	}
-	w := v.(writtenParent)
 	return w.uid == parent.GetUID() && engine.ResourceVersion(parent) < w.resourceVersion && time.Since(w.at) < writtenGrace
 }
 

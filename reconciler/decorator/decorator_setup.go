@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/syncmap"
 	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/render"
 )
@@ -256,7 +257,7 @@ type parentMapper struct {
 	types     engine.CachedTypes
 	gvk       schema.GroupVersionKind
 	scope     *scope
-	selectors sync.Map // selectorKey → parentSelector
+	selectors syncmap.Map[selectorKey, parentSelector]
 }
 
 // selectorKey: a parent and the name of one of its observed lists.
@@ -336,8 +337,8 @@ func (m *parentMapper) candidates(ctx context.Context, obj client.Object) ([]cli
 // per resourceVersion: a pod event does not convert every ReplicaSet.
 func (m *parentMapper) selector(o render.Observed, p client.Object) labels.Selector {
 	key := selectorKey{parent: client.ObjectKeyFromObject(p), as: o.As}
-	if v, ok := m.selectors.Load(key); ok && v.(parentSelector).resourceVersion == p.GetResourceVersion() {
-		return v.(parentSelector).selector
+	if v, ok := m.selectors.Load(key); ok && v.resourceVersion == p.GetResourceVersion() {
+		return v.selector
 	}
 	u, err := parentMap(p, m.gvk)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/syncmap"
 )
 
 // FieldManager is the field manager of the objects stencil applies.
@@ -39,8 +39,8 @@ const FieldManager = "stencil"
 type Applier struct {
 	client    client.Client
 	reader    client.Reader
-	baselines sync.Map // ObjectKey → baseline
-	health    sync.Map // ObjectKey → appliedHealth
+	baselines syncmap.Map[ObjectKey, baseline]
+	health    syncmap.Map[ObjectKey, appliedHealth]
 	// Types says how the cache holds each owned type.
 	types CachedTypes
 	// Writes tells the watch events of our own applies from others'.
@@ -54,11 +54,11 @@ type Applier struct {
 	// refused remembers the object ids whose create-first apply was
 	// refused (they exist and are not in the cache: someone else's, as a
 	// rule): their next check reads first, rather than try again.
-	refused sync.Map // id → struct{}
+	refused syncmap.Map[string, struct{}]
 	// noVersionOnCreate remembers the types whose API server refuses a
 	// create that names a version (see exists): their objects are read
 	// first and then applied as they are.
-	noVersionOnCreate sync.Map // gvk → struct{}
+	noVersionOnCreate syncmap.Map[schema.GroupVersionKind, struct{}]
 	// OwnerKind is the type of the custom resources whose objects this
 	// applier applies, and owns the types they declare (prune looks there).
 	ownerKind schema.GroupVersionKind
@@ -519,10 +519,10 @@ func CreateOnly(d *unstructured.Unstructured) bool {
 // no longer owns, if this process created it; else nothing is known.
 func (a *Applier) createOnlyDrift(d *unstructured.Unstructured, live client.Object) (verdict, error) {
 	b, ok := a.baselines.Load(KeyOf(d))
-	if !ok || b.(baseline).hash != live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] {
+	if !ok || b.hash != live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] {
 		return verdict{live: live}, nil
 	}
-	missing, err := MissingFields(b.(baseline).owned, OwnedRecord(live.GetManagedFields(), FieldManager), nil)
+	missing, err := MissingFields(b.owned, OwnedRecord(live.GetManagedFields(), FieldManager), nil)
 	return verdict{missing: missing, live: live}, err
 }
 
@@ -610,14 +610,14 @@ func (a *Applier) cached(ctx context.Context, d *unstructured.Unstructured) (cli
 // baseline is what our manager owns right after applying d: remembered from
 // our last apply, or learnt once with a dry run.
 func (a *Applier) baseline(ctx context.Context, d *unstructured.Unstructured, hash string) (baseline, error) {
-	if b, ok := a.baselines.Load(KeyOf(d)); ok && b.(baseline).hash == hash {
-		return b.(baseline), nil
+	if b, ok := a.baselines.Load(KeyOf(d)); ok && b.hash == hash {
+		return b, nil
 	}
 	if _, err := a.applyOne(ctx, d, true, nil); err != nil {
 		return baseline{}, err
 	}
 	b, _ := a.baselines.Load(KeyOf(d))
-	return b.(baseline), nil
+	return b, nil
 }
 
 // applyOne server-side-applies d with force, or dry-runs it, records the
@@ -654,8 +654,8 @@ func (a *Applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dr
 func (a *Applier) OwnWrite(gvk string, o metav1.Object) bool {
 	key := objectKeyOf(gvk, o)
 	return a.writes.Note(key, ResourceVersion(o), func() bool {
-		v, ok := a.baselines.Load(key)
-		return ok && v.(baseline).resourceVersion != 0 && v.(baseline).resourceVersion == ResourceVersion(o)
+		b, ok := a.baselines.Load(key)
+		return ok && b.resourceVersion != 0 && b.resourceVersion == ResourceVersion(o)
 	})
 }
 
@@ -665,11 +665,10 @@ func (a *Applier) OwnWrite(gvk string, o metav1.Object) bool {
 // resourceVersions are comparable integers on the API servers stencil
 // supports; when one is not, apply again.
 func (a *Applier) appliedNewer(d *unstructured.Unstructured, hash string, cached uint64) bool {
-	v, ok := a.baselines.Load(KeyOf(d))
+	b, ok := a.baselines.Load(KeyOf(d))
 	if !ok {
 		return false
 	}
-	b := v.(baseline)
 	return b.hash == hash && b.resourceVersion > 0 && cached < b.resourceVersion && time.Since(b.appliedAt) < cacheGrace
 }
 
@@ -686,20 +685,18 @@ func ResourceVersion(o metav1.Object) uint64 {
 // cacheGrace after that apply; nil otherwise. The cache drops the event of
 // our own write, so judging its older version would say what was, not what is.
 func (a *Applier) PendingHealth(d *unstructured.Unstructured, cached uint64) *ObjectHealth {
-	v, ok := a.baselines.Load(KeyOf(d))
+	b, ok := a.baselines.Load(KeyOf(d))
 	if !ok {
 		return nil
 	}
-	b := v.(baseline)
 	if b.hash != d.GetAnnotations()[v1alpha1.AnnotationDesiredHash] || cached >= b.resourceVersion || time.Since(b.appliedAt) >= cacheGrace {
 		return nil
 	}
-	v, ok = a.health.Load(KeyOf(d))
-	if !ok || v.(appliedHealth).resourceVersion != b.resourceVersion {
+	h, ok := a.health.Load(KeyOf(d))
+	if !ok || h.resourceVersion != b.resourceVersion {
 		return nil
 	}
-	h := v.(appliedHealth).health
-	return &h
+	return &h.health
 }
 
 // RememberHealth records h, what kstatus said of the object of version rv

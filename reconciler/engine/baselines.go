@@ -35,14 +35,14 @@ func (a *Applier) OwnedDigest(desired []*unstructured.Unstructured) string {
 		if CreateOnly(d) {
 			continue // judged against what this process created, if anything
 		}
-		v, ok := a.baselines.Load(KeyOf(d))
-		if !ok || v.(baseline).hash != d.GetAnnotations()[v1alpha1.AnnotationDesiredHash] {
+		b, ok := a.baselines.Load(KeyOf(d))
+		if !ok || b.hash != d.GetAnnotations()[v1alpha1.AnnotationDesiredHash] {
 			return ""
 		}
-		if held := v.(baseline).held; held != nil && !held.Empty() {
+		if held := b.held; held != nil && !held.Empty() {
 			return "" // fields left to others (policy Report) are drift the records do not show
 		}
-		WriteOwned(h, d, v.(baseline).hash, v.(baseline).owned)
+		WriteOwned(h, d, b.hash, b.owned)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:32]
 }

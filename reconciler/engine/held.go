@@ -6,10 +6,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stencil-operator/stencil/api/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
 
 // Held is an object of an owner whose new render waits (a paced rollout),

@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
 
 // TestPendingHealth: while the cache holds an older version of an object

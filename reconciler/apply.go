@@ -1,0 +1,186 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/fence"
+	"github.com/stencil-operator/stencil/reconciler/engine"
+)
+
+// Timings of the apply phase.
+const (
+	// A resource in an ownership conflict looks again after as long as the
+	// conflict has lasted, at least conflictRetry and at most
+	// maxConflictRetry, with jitter: an object that is not stencil's sends
+	// no event when it goes or is annotated for adoption, and many
+	// resources in conflict must not look all at once.
+	conflictRetry    = 5 * time.Second
+	maxConflictRetry = time.Minute
+	// After another writer changed an object while stencil wrote it, the
+	// resource is reconciled again after rewriteBase, doubling while it
+	// keeps happening, up to rewriteMax.
+	rewriteBase = 5 * time.Millisecond
+	rewriteMax  = time.Minute
+	// recreateBackstop: after deleting objects to create them anew, look
+	// again this soon even if the deletions' events were missed.
+	recreateBackstop = 5 * time.Second
+)
+
+// applyPhase server-side-applies the desired objects that need it (the
+// engine decides which: missing, changed, or drifted), as s.writer.
+func (r *Reconciler) applyPhase(ctx context.Context, s *state) outcome {
+	out, err := r.applier.Apply(s.writes(ctx), s.cr, s.res.desired)
+	if errors.Is(err, fence.ErrFenced) {
+		return stopWith(err) // nothing counted: finish ends it quietly
+	}
+	s.applied = out
+	res := s.res
+	res.applied, res.live, res.drift, res.othersWrote, res.fights = out.Applied, out.Live, out.Drift, out.OthersWrote, out.Deferred
+	for _, d := range out.Deferred {
+		res.drift = append(res.drift, d.Drift)
+	}
+	countFights(r.kind().GroupVersionKind().Kind, out.FightsStarted, out.FightCorrections)
+	r.tellAdopted(ctx, s.cr, out.Adopted)
+	if errors.Is(err, engine.ErrAdoptionRaced) || errors.Is(err, engine.ErrChangedWhileRead) {
+		ctrl.LoggerFrom(ctx).Info("An object changed between stencil's read and its apply; looking again", "error", err.Error())
+		res.quiet = true
+		return lookAgain(raceRetry)
+	}
+	if err != nil {
+		// Rejections before the failure are told with it.
+		return stopWith(res.failQuietly(ctx, v1alpha1.ReasonApplyFailed, errors.Join(r.withholdSecretData(res.desired, append([]error{err}, out.Rejected...))...)))
+	}
+	return goOn
+}
+
+// tellAdopted logs, and records an event for, each object the apply took
+// over on request.
+func (r *Reconciler) tellAdopted(ctx context.Context, cr v1alpha1.Object, adopted []string) {
+	for _, o := range adopted {
+		ctrl.LoggerFrom(ctx).Info("Adopted an existing object on request", "object", o)
+		r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Adopted", "Adopt", "Took over %s, which was annotated %s", o, v1alpha1.AnnotationAdopt)
+	}
+}
+
+// blockedPhase stops, and nothing is pruned, when the apply had to leave an
+// object short of its desired state (see leaveBlocked); else it records
+// what this reconcile applied in full.
+func (r *Reconciler) blockedPhase(ctx context.Context, s *state) outcome {
+	if retry, blocked := r.leaveBlocked(ctx, s.cr, s.res, s.applied); blocked {
+		return lookAgain(retry)
+	}
+	s.res.templates, s.res.renderDigest = r.kind().Templates(), s.digest
+	s.res.ownedFields = r.applier.OwnedDigest(s.res.desired)
+	return goOn
+}
+
+func newRewrites() workqueue.TypedRateLimiter[types.NamespacedName] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](rewriteBase, rewriteMax)
+}
+
+// nextLook is when a reconcile that succeeded looks again: when a
+// correction that waits because of a fight may go ahead, and at
+// cacheBackstop when it found the cache behind an earlier apply; else never
+// (0). An apply needs no look again: recheckUnseen wakes the resource if
+// the watch does not show the apply.
+func nextLook(res *result, waiting bool) time.Duration {
+	var next time.Duration
+	if waiting {
+		next = cacheBackstop
+	}
+	for _, d := range res.fights {
+		next = soonest(next, max(time.Until(d.Until), time.Millisecond))
+	}
+	return next
+}
+
+// leaveBlocked records the objects the apply could not bring to their
+// desired state, and when to look again (the soonest of what each needs);
+// after any of them nothing is pruned. Objects with immutable fields wait
+// for someone to act (a retry cannot help; a change of spec or template, or
+// the object's deletion, brings the resource back). Objects deleted to be
+// created anew come back with their deletions' events, or the backstop.
+// Objects in the way wait for their holder: at once when a cached holder is
+// deleted (waiters), else after a backoff; a conflict with an object on its
+// way out (a deleted predecessor's) resolves itself, so it is not Stalled.
+func (r *Reconciler) leaveBlocked(ctx context.Context, cr v1alpha1.Object, res *result, out engine.ApplyOutcome) (time.Duration, bool) {
+	log := ctrl.LoggerFrom(ctx)
+	nn := client.ObjectKeyFromObject(cr)
+	var retry time.Duration
+	if len(out.Immutable) > 0 {
+		log.Info("The API server refused to change immutable fields; nothing pruned", "objects", len(out.Immutable))
+		res.also(v1alpha1.ReasonImmutableField, true, errors.Join(out.Immutable...))
+	}
+	if len(out.Recreating) > 0 {
+		for _, o := range out.Recreating {
+			log.Info("Deleted an object to create it anew", "object", o)
+			r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Recreated", "Recreate", "Deleted %s; stencil creates it anew", o)
+		}
+		res.also(v1alpha1.ReasonRecreating, false, fmt.Errorf("deleted %s; stencil creates them anew", strings.Join(out.Recreating, ", ")))
+		retry = recreateBackstop
+	}
+	if len(out.Conflicts) > 0 {
+		for _, c := range out.Conflicts {
+			r.waiters.Add(c.ID, nn)
+		}
+		log.Info("Left objects that are not this resource's untouched; nothing pruned", "conflicts", len(out.Conflicts))
+		res.also(v1alpha1.ReasonOwnershipConflict, !engine.GoingAway(out.Conflicts), engine.ConflictsError(out.Conflicts))
+		retry = soonest(retry, backoff(time.Since(r.conflictSince(nn))))
+	} else {
+		r.memory.update(nn, func(m *remembered) { m.conflictSince = time.Time{} })
+	}
+	if len(out.Rejected) > 0 {
+		log.Info("The API server rejected objects as invalid; applied the others, nothing pruned", "rejected", len(out.Rejected))
+		res.also(v1alpha1.ReasonRejected, true, errors.Join(r.withholdSecretData(res.desired, out.Rejected)...))
+		retry = soonest(retry, rejectedRetry)
+	}
+	blocked := len(out.Immutable)+len(out.Recreating)+len(out.Conflicts)+len(out.Rejected) > 0
+	return soonest(retry, nextLook(res, out.Waiting)), blocked
+}
+
+// rejectedRetry: a resource with an object the API server rejected looks
+// again this late (a change of its spec or of the templates comes sooner;
+// an admission policy that rejected it may have changed).
+const rejectedRetry = 10 * time.Minute
+
+// soonest is the shorter of two waits, where 0 is none.
+func soonest(a, b time.Duration) time.Duration {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
+}
+
+// backoff is how long a resource that has been in conflict for lasted
+// waits before it looks again: as long again, within [conflictRetry,
+// maxConflictRetry], plus up to a fifth more at random. Events (the
+// resource changed, a cached holder deleted) bring it back sooner; they do
+// not make it wait longer.
+func backoff(lasted time.Duration) time.Duration {
+	return wait.Jitter(min(max(lasted, conflictRetry), maxConflictRetry), 0.2)
+}
+
+// conflictSince is when nn's ownership conflict began: now, when it had
+// none.
+func (r *Reconciler) conflictSince(nn types.NamespacedName) time.Time {
+	var since time.Time
+	r.memory.update(nn, func(m *remembered) {
+		if m.conflictSince.IsZero() {
+			m.conflictSince = time.Now()
+		}
+		since = m.conflictSince
+	})
+	return since
+}

@@ -1,0 +1,146 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/fence"
+)
+
+// finalizerPhase adds the cleanup finalizer before any object that needs it
+// is applied (see ensureFinalizer).
+func (r *Reconciler) finalizerPhase(ctx context.Context, s *state) outcome {
+	if err := r.writable(); err != nil {
+		return stopWith(err) // fenced: nothing said
+	}
+	err := r.ensureFinalizer(ctx, s.cr, s.res.desired)
+	if apierrors.IsConflict(err) {
+		// The resource changed since the cache saw it: nothing happened
+		// that status should tell; the retry reads the new version.
+		s.res.quiet = true
+		return stopWith(err)
+	}
+	if err != nil {
+		return stopWith(s.res.failQuietly(ctx, v1alpha1.ReasonFinalizerFailed, err))
+	}
+	return goOn
+}
+
+// finalizer is set on custom resources whose render holds cluster-scoped
+// objects, which no ownerReference can clean up, and on those of graph
+// kinds, whose objects are deleted in the graph's reverse order.
+const finalizer = "stencil.dev/cleanup"
+
+// ensureFinalizer adds the cleanup finalizer before any cluster-scoped object
+// is applied.
+func (r *Reconciler) ensureFinalizer(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) error {
+	if controllerutil.ContainsFinalizer(cr, finalizer) || !anyClusterScoped(desired) && !r.kind().HasGraph() {
+		return nil
+	}
+	patch := finalizersPatch(cr)
+	controllerutil.AddFinalizer(cr, finalizer)
+	if err := r.client.Patch(ctx, cr, patch); err != nil {
+		return fmt.Errorf("adding finalizer: %w", err)
+	}
+	return nil
+}
+
+// finalizersPatch is a merge patch from cr that carries cr's resourceVersion:
+// a merge patch replaces the whole finalizers list, so without the lock it
+// would drop a finalizer that another controller added meanwhile.
+func finalizersPatch(cr v1alpha1.Object) client.Patch {
+	return client.MergeFromWithOptions(cr.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
+}
+
+func anyClusterScoped(objs []*unstructured.Unstructured) bool {
+	for _, o := range objs {
+		if o.GetNamespace() == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// finalizeAndReport finalizes cr and says in its status how that went:
+// when it fails, Ready=False with reason CleanupFailed and what is left;
+// when it succeeds after such a failure, Ready=False with reason Deleting
+// (the resource may still wait for other finalizers). The status write has
+// its own deadline, as in finish: a cleanup that ran out of time is
+// reported too.
+func (r *Reconciler) finalizeAndReport(ctx context.Context, cr v1alpha1.Object) error {
+	pruned, err := r.finalize(ctx, cr)
+	if apierrors.IsConflict(err) || errors.Is(err, fence.ErrFenced) || errors.Is(ctx.Err(), context.Canceled) {
+		return err
+	}
+	res := &result{generation: cr.GetGeneration(), pruned: pruned}
+	switch ready := meta.FindStatusCondition(cr.StencilStatus().Conditions, v1alpha1.ConditionReady); {
+	case isStageLeft(err):
+		res.record(v1alpha1.ReasonDeleting, false, err)
+	case err != nil:
+		res.record(v1alpha1.ReasonCleanupFailed, false, err)
+	case ready != nil && ready.Reason == v1alpha1.ReasonCleanupFailed:
+		res.record(v1alpha1.ReasonDeleting, false, errCleanedUp)
+	default:
+		return nil
+	}
+	current, serr := r.currentStatus(cr)
+	if serr == nil {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
+		defer cancel()
+		serr = r.writeStatus(wctx, cr, current, res)
+	}
+	return errors.Join(err, serr)
+}
+
+// isStageLeft: a graph kind's resource still has objects to delete, in a
+// later turn (their deletion events bring it back).
+func isStageLeft(err error) bool {
+	_, ok := errors.AsType[*stageLeft](err)
+	return ok
+}
+
+var errCleanedUp = errors.New("stencil deleted the resource's cluster-scoped objects and removed its finalizer")
+
+// finalize deletes the cluster-scoped objects of a custom resource being
+// deleted (namespaced ones go with it through their ownerReference), then
+// removes the finalizer. It returns what it deleted.
+func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) ([]v1alpha1.InventoryEntry, error) {
+	if !controllerutil.ContainsFinalizer(cr, finalizer) {
+		return nil, nil
+	}
+	orphaning, err := r.orphaning(ctx, cr)
+	if err != nil {
+		return nil, fmt.Errorf("cleaning up before deletion: %w", err)
+	}
+	var pruned []v1alpha1.InventoryEntry
+	switch {
+	case orphaning:
+		// Deleted with propagationPolicy Orphan (kubectl delete
+		// --cascade=orphan): every object stays; the garbage collector
+		// removes their ownerReferences.
+		r.leaveOrphans(ctx, cr)
+	case r.kind().HasGraph():
+		if pruned, err = r.deleteInOrder(ctx, cr); isStageLeft(err) {
+			return pruned, err
+		}
+	default:
+		pruned, err = r.applier.Prune(ctx, cr, nil, true)
+	}
+	if err != nil {
+		return pruned, fmt.Errorf("cleaning up before deletion: %w", err)
+	}
+	patch := finalizersPatch(cr)
+	controllerutil.RemoveFinalizer(cr, finalizer)
+	if err := r.client.Patch(ctx, cr, patch); err != nil && !apierrors.IsNotFound(err) {
+		return pruned, fmt.Errorf("removing finalizer: %w", err)
+	}
+	return pruned, nil
+}

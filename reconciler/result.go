@@ -1,0 +1,153 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/reconciler/engine"
+	"github.com/stencil-operator/stencil/render"
+)
+
+// result is what one reconcile saw and did; status is computed from it.
+type result struct {
+	generation int64
+	desired    []*unstructured.Unstructured
+	applied    []*unstructured.Unstructured
+	live       map[string]client.Object
+	// othersWrote: another writer changed an object (or the custom
+	// resource) while we wrote it.
+	othersWrote bool
+	pruned      []v1alpha1.InventoryEntry
+	drift       []v1alpha1.ObjectDrift
+	// failure is the first phase that failed; nil when all succeeded.
+	failure *failure
+	// quiet: nothing happened that status should tell (the namespace is
+	// being deleted, or the resource changed under a finalizer patch);
+	// no status is written.
+	quiet bool
+	// kindStatus holds the fields of the kind's status template.
+	kindStatus map[string]any
+	// unhealthy are the applied objects that kstatus does not call
+	// current yet, failed ones first.
+	unhealthy []engine.ObjectHealth
+	// paced: a status write that only told of health was put off until
+	// this much later (see statusPace).
+	paced time.Duration
+	// maps are the live objects of types cached whole that this reconcile
+	// read, by IDOf, as maps (nil: not in the cache).
+	maps map[string]map[string]any
+	// fights are the corrections that wait because another writer keeps
+	// changing the fields back.
+	fights []engine.DeferredCorrection
+	// templates and renderDigest: the version of the templates and the
+	// render this reconcile applied in full (empty otherwise).
+	templates, renderDigest string
+	// ownedFields is the digest of the applied objects' baselines (see
+	// restoreBaselines); empty when one is not known.
+	ownedFields string
+	// rollout: a paced rollout of new templates reached the resource now.
+	rollout *v1alpha1.RolloutStatus
+	// driftUnknown: the resource waits for the rollout, and what its
+	// objects' field records say differs from status.ownedFields: fields
+	// may have drifted before stencil began to keep them (see hold).
+	driftUnknown bool
+	// waiting: the change the new templates bring waits for its turn; the
+	// reconcile applied nothing.
+	waiting *pending
+	// graphWaiting are the nodes of a graph kind that this render did not
+	// render: their turn has not come.
+	graphWaiting []render.Waiting
+}
+
+// pending is why a resource waits for a paced rollout.
+type pending struct {
+	reason, message, templates string
+}
+
+// failure is why a reconcile did not reach the desired state.
+type failure struct {
+	// reason is the condition reason (v1alpha1.Reason*).
+	reason string
+	err    error
+	// stalled: retrying cannot help until someone changes the spec, the
+	// templates or the object in the way (kstatus Stalled).
+	stalled bool
+}
+
+// healthFailure is the reconcile's failure, or, when it has none, why its
+// objects are not all healthy (nil when they are): Progressing while
+// kstatus expects them to get there, HealthCheckFailed (Stalled) when it
+// says one failed.
+func (res *result) healthFailure() *failure {
+	if res.failure != nil {
+		return res.failure
+	}
+	if len(res.graphWaiting) > 0 {
+		f := &failure{reason: v1alpha1.ReasonWaiting, err: errors.New(waitMessage(len(res.desired), res.graphWaiting))}
+		if slices.ContainsFunc(res.graphWaiting, func(w render.Waiting) bool { return w.Failed }) {
+			// Waiting will not help: what a node waits for failed.
+			f.reason, f.stalled = v1alpha1.ReasonHealthCheckFailed, true
+		}
+		return f
+	}
+	if len(res.unhealthy) == 0 {
+		return nil
+	}
+	f := &failure{reason: v1alpha1.ReasonProgressing, err: errors.New(healthMessage(len(res.desired), res.unhealthy))}
+	if res.unhealthy[0].Failed {
+		f.reason, f.stalled = v1alpha1.ReasonHealthCheckFailed, true
+	}
+	return f
+}
+
+// record records the first failure of the reconcile.
+func (res *result) record(reason string, stalled bool, err error) {
+	if res.failure == nil {
+		res.failure = &failure{reason: reason, err: err, stalled: stalled}
+	}
+}
+
+// also records a failure as record does, or, when the reconcile has one
+// already, adds err to it: every object a reconcile had to leave is told.
+func (res *result) also(reason string, stalled bool, err error) {
+	if res.failure != nil {
+		// One that a retry cannot fix makes the whole Stalled.
+		res.failure.err = errors.Join(res.failure.err, err)
+		res.failure.stalled = res.failure.stalled || stalled
+		return
+	}
+	res.record(reason, stalled, err)
+}
+
+// fail is record, returning err for the reconcile to return.
+func (res *result) fail(reason string, stalled bool, err error) error {
+	res.record(reason, stalled, err)
+	return err
+}
+
+// failQuietly is fail, but when err says the namespace is being deleted it
+// records nothing and returns nil: the resource is about to go, and
+// retrying would only fill the log.
+func (res *result) failQuietly(ctx context.Context, reason string, err error) error {
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		ctrl.LoggerFrom(ctx).V(1).Info("Namespace is being deleted; leaving the resource alone", "error", err.Error())
+		res.quiet = true
+		return nil
+	}
+	return res.fail(reason, false, err)
+}
+
+// ok is true when every phase succeeded.
+func (res *result) ok() bool {
+	return res.failure == nil
+}
