@@ -143,7 +143,7 @@ func TestGraphWaitingKeepsDrift(t *testing.T) {
 	if err := k8s.Patch(t.Context(), late, client.RawPatch(types.MergePatchType, []byte(`{"data":{"color":"red"}}`)), client.FieldOwner("test-editor")); err != nil {
 		t.Fatal(err)
 	}
-	if s := gadgetStatus(t, ns, "report", v1alpha1.ConditionDrifted, v1alpha1.ReasonDriftFound); !slices.Equal(driftNames(s), []string{"report-after-gate"}) {
+	if s := gadgetStatus(t, ns, "report", v1alpha1.ConditionDrifted, v1alpha1.ReasonDriftDetected); !slices.Equal(driftNames(s), []string{"report-after-gate"}) {
 		t.Fatalf("status.drift holds %q, want report-after-gate", driftNames(s))
 	}
 
@@ -151,8 +151,8 @@ func TestGraphWaitingKeepsDrift(t *testing.T) {
 	closeGate(t, ns, "report")
 	closeGate(t, ns, "correct")
 	report := gadgetStatus(t, ns, "report", v1alpha1.ConditionReady, v1alpha1.ReasonWaiting)
-	if c := meta.FindStatusCondition(report.Conditions, v1alpha1.ConditionDrifted); c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonDriftFound {
-		t.Errorf("report's node waits, its object's drift is unchanged, and Drifted is %+v; want True %s", c, v1alpha1.ReasonDriftFound)
+	if c := meta.FindStatusCondition(report.Conditions, v1alpha1.ConditionDrifted); c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonDriftDetected {
+		t.Errorf("report's node waits, its object's drift is unchanged, and Drifted is %+v; want True %s", c, v1alpha1.ReasonDriftDetected)
 	}
 	if !slices.Equal(driftNames(report), []string{"report-after-gate"}) {
 		t.Errorf("report's node waits, and status.drift holds %q: the drift reported of its object was erased", driftNames(report))
@@ -175,7 +175,7 @@ func TestGraphWaitingKeepsDrift(t *testing.T) {
 	}
 	openGate(t, ns, "report")
 	gadgetStatus(t, ns, "report", v1alpha1.ConditionReady, v1alpha1.ReasonReconciled)
-	if s := gadgetStatus(t, ns, "report", v1alpha1.ConditionDrifted, v1alpha1.ReasonDriftFound); !slices.Equal(driftNames(s), []string{"report-after-gate"}) {
+	if s := gadgetStatus(t, ns, "report", v1alpha1.ConditionDrifted, v1alpha1.ReasonDriftDetected); !slices.Equal(driftNames(s), []string{"report-after-gate"}) {
 		t.Errorf("status.drift holds %q once report's node renders again, want report-after-gate", driftNames(s))
 	}
 }

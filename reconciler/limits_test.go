@@ -119,7 +119,7 @@ func TestHostileSpecsDoNotStallOthers(t *testing.T) {
 			// The status template runs after the apply: the objects are
 			// applied, Ready says the status is over its limit.
 			eventually(t, 30*time.Second, "MyWeb hostile-status's status over its limit", func() error {
-				return mywebConditionStatus(t, c, ns, "hostile-status", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonStatusFailed, "exceeded its limit on "+limit)
+				return mywebConditionStatus(t, c, ns, "hostile-status", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonStatusTemplateFailed, "exceeded its limit on "+limit)
 			})
 			continue
 		}

@@ -20,7 +20,7 @@ func (r *Reconciler) observePhase(ctx context.Context, s *state) outcome {
 	if s.res.kindStatus, err = r.kindStatus(ctx, s.cr, s.res); err != nil {
 		// The objects are applied; what the status template reads changes
 		// with them, so this is retried like any status failure.
-		return stopWith(s.res.fail(v1alpha1.ReasonStatusFailed, false, err))
+		return stopWith(s.res.fail(v1alpha1.ReasonStatusTemplateFailed, false, err))
 	}
 	return goOn
 }

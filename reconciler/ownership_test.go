@@ -278,7 +278,7 @@ func TestPanicIsReported(t *testing.T) {
 	ns := newNamespace(t)
 	requests.inject(t, fault{method: "PATCH", path: "/namespaces/" + ns + "/configmaps/", panic: true})
 	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1})
-	w := waitCondition(t, ns, "web", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonPanicked)
+	w := waitCondition(t, ns, "web", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonReconcilePanicked)
 	if !meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.ConditionReconciling) || len(w.Status.Inventory) != 0 {
 		t.Errorf("conditions = %+v, inventory = %v; want Reconciling and nothing claimed", w.Status.Conditions, w.Status.Inventory)
 	}
@@ -303,7 +303,7 @@ func TestHugeDriftedValueKeepsStatusWritable(t *testing.T) {
 	if err := k8s.Patch(t.Context(), cm, client.RawPatch(types.ApplyPatchType, huge), client.FieldOwner("big-writer"), client.ForceOwnership); err != nil {
 		t.Fatal(err)
 	}
-	w := waitCondition(t, ns, "web", v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftFound)
+	w := waitCondition(t, ns, "web", v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected)
 	f := findField(w, "ConfigMap", ".data.message")
 	if f == nil || f.Manager != "big-writer" {
 		t.Fatalf("drift = %+v, want .data.message held by big-writer", w.Status.Drift)
@@ -359,7 +359,7 @@ func TestReportSurvivesARerender(t *testing.T) {
 	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 2, DriftPolicy: v1alpha1.DriftReport})
 	waitReady(t, ns, "web")
 	scale(t, ns, "web", 5, "autoscaler")
-	waitCondition(t, ns, "web", v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftFound)
+	waitCondition(t, ns, "web", v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected)
 
 	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.CPU = "0.5" })
 	w := waitReady(t, ns, "web")
@@ -633,7 +633,7 @@ func TestHeldFieldWithTheDesiredValueIsNotDrift(t *testing.T) {
 	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 2, DriftPolicy: v1alpha1.DriftReport})
 	waitReady(t, ns, "web")
 	scale(t, ns, "web", 4, "autoscaler")
-	waitCondition(t, ns, "web", v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftFound)
+	waitCondition(t, ns, "web", v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected)
 	scale(t, ns, "web", 2, "autoscaler")
 	waitCondition(t, ns, "web", v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonInSync)
 	assertNotDrifted(t, ns, "web", 2*time.Second)
@@ -782,7 +782,7 @@ func TestCreateOnlyObjectIsNeverUpdated(t *testing.T) {
 	if err := k8s.Patch(t.Context(), cm, patch, client.FieldOwner("kubectl-edit")); err != nil {
 		t.Fatal(err)
 	}
-	w := waitCondition(t, ns, "web", v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftFound)
+	w := waitCondition(t, ns, "web", v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected)
 	if f := findField(w, "ConfigMap", ".data.message"); f == nil || f.Live != `"edited"` || f.Manager != "kubectl-edit" {
 		t.Errorf("drift = %+v; want .data.message edited by kubectl-edit", w.Status.Drift)
 	}
@@ -825,11 +825,11 @@ func TestFightIsPaced(t *testing.T) {
 	if n > 40 {
 		t.Errorf("stencil sent %d requests during a 10 s fight; want at most 40 (a few a second)", n)
 	}
-	w := waitCondition(t, ns, "web", v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonFighting)
+	w := waitCondition(t, ns, "web", v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonFieldFight)
 	if msg := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionDrifted).Message; !strings.Contains(msg, "autoscaler") || !strings.Contains(msg, ".spec.replicas") || !strings.Contains(msg, "stencil.dev/hand-over") {
 		t.Errorf("Drifted message %q; want the other manager, the field and the hand-over rule", msg)
 	}
-	waitEvent(t, ns, "web", v1alpha1.ReasonFighting)
+	waitEvent(t, ns, "web", v1alpha1.ReasonFieldFight)
 	if got := metric(t, "stencil_fights_total", map[string]string{"kind": "Widget"}); got != fightsBefore+1 {
 		t.Errorf("stencil_fights_total = %v, want %v", got, fightsBefore+1)
 	}

@@ -121,7 +121,7 @@ func (r *Reconciler) reconcileLive(ctx context.Context, s *state) (o outcome) {
 	defer func() {
 		if p := recover(); p != nil {
 			ctrl.LoggerFrom(ctx).Error(fmt.Errorf("%v", p), "Reconcile panicked", "stack", string(debug.Stack()))
-			o = stopWith(s.res.fail(v1alpha1.ReasonPanicked, false, fmt.Errorf("the reconcile panicked: %v", p)))
+			o = stopWith(s.res.fail(v1alpha1.ReasonReconcilePanicked, false, fmt.Errorf("the reconcile panicked: %v", p)))
 		}
 		o = r.finish(ctx, s, o)
 	}()

@@ -158,8 +158,8 @@ func TestDriftIsCorrected(t *testing.T) {
 			return fmt.Errorf("replicas = %d, want 2 (reverted)", got)
 		}
 		c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionDrifted)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonDriftFixed {
-			return fmt.Errorf("Drifted = %+v, want False/%s", c, v1alpha1.ReasonDriftFixed)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonDriftCorrected {
+			return fmt.Errorf("Drifted = %+v, want False/%s", c, v1alpha1.ReasonDriftCorrected)
 		}
 		if !strings.Contains(w.Status.Drift[0].Diff, "-.spec.replicas: 2") || !strings.Contains(w.Status.Drift[0].Diff, "+.spec.replicas: 5") {
 			return fmt.Errorf("diff = %q", w.Status.Drift[0].Diff)

@@ -263,7 +263,7 @@ func (r *Reconciler) recordTransitions(cr v1alpha1.Object, before, after []metav
 		if old != nil && old.Status == c.Status && old.Reason == c.Reason {
 			continue
 		}
-		if old == nil && healthy(c) && c.Reason != v1alpha1.ReasonDriftFixed || notCheckedOnly(old, c) {
+		if old == nil && healthy(c) && c.Reason != v1alpha1.ReasonDriftCorrected || notCheckedOnly(old, c) {
 			continue
 		}
 		progressing := progressingReason(c.Reason)
@@ -406,7 +406,7 @@ func failureMessage(s *v1alpha1.Status, f *failure) string {
 		return "The resource is being deleted: " + f.err.Error() + ". It may still wait for other finalizers."
 	case v1alpha1.ReasonProgressing, v1alpha1.ReasonHealthCheckFailed, v1alpha1.ReasonWaiting:
 		return f.err.Error()
-	case v1alpha1.ReasonStatusFailed:
+	case v1alpha1.ReasonStatusTemplateFailed:
 		if _, ok := errors.AsType[*render.LimitError](f.err); ok {
 			return "Status failed: " + f.err.Error() + ". The objects are applied and pruned; the status template's fields are not updated. Raise --status-max-bytes, or make the template write less."
 		}
@@ -456,14 +456,14 @@ func setDriftedCondition(s *v1alpha1.Status, res *result, policy v1alpha1.DriftP
 	}
 	switch {
 	case len(res.fights) > 0:
-		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonFighting
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonFieldFight
 		c.Message = res.fights[0].Describe() + "."
 		if len(res.fights) > 1 {
 			c.Message += " And " + strconv.Itoa(len(res.fights)-1) + " more objects (see status.drift)."
 		}
 		s.Drift = boundDrift(drift)
 	case left > 0:
-		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonDriftFound
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonDriftDetected
 		c.Message = strconv.Itoa(left) + " objects have fields that another manager changed (see status.drift). stencil leaves them: policy Report, or objects their template creates only (stencil.dev/ssa: IfNotPresent)."
 		if policy == v1alpha1.DriftReport {
 			c.Message += " Set spec.driftPolicy to Correct to revert them."
@@ -478,11 +478,11 @@ func setDriftedCondition(s *v1alpha1.Status, res *result, policy v1alpha1.DriftP
 	case policy == v1alpha1.DriftReport:
 		s.Drift = nil
 	case len(res.drift) > 0:
-		c.Reason = v1alpha1.ReasonDriftFixed
+		c.Reason = v1alpha1.ReasonDriftCorrected
 		c.Message = "stencil reverted fields that another manager changed in " + strconv.Itoa(len(res.drift)) + " objects (see status.drift)."
 		s.Drift = boundDrift(res.drift)
 	default:
-		if old := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionDrifted); old != nil && old.Reason == v1alpha1.ReasonDriftFixed {
+		if old := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionDrifted); old != nil && old.Reason == v1alpha1.ReasonDriftCorrected {
 			c.Reason, c.Message = old.Reason, old.Message // keep the record of the last correction
 		}
 	}

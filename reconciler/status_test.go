@@ -30,7 +30,7 @@ func TestComputeStatus(t *testing.T) {
 	reverted := []v1alpha1.ObjectDrift{{APIVersion: "v1", Kind: "ConfigMap", Name: "a", Fields: []v1alpha1.FieldDrift{{Path: ".data.x"}}, Reverted: true}}
 	fights := []engine.DeferredCorrection{{Drift: drift[0]}}
 	oldInventory := []v1alpha1.InventoryEntry{{APIVersion: "v1", Kind: "Service", Namespace: "ns", Name: "old"}}
-	corrected := metav1.Condition{Type: v1alpha1.ConditionDrifted, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDriftFixed, Message: "earlier"}
+	corrected := metav1.Condition{Type: v1alpha1.ConditionDrifted, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDriftCorrected, Message: "earlier"}
 
 	fail := func(reason string, stalled bool, msg string) *failure {
 		return &failure{reason: reason, stalled: stalled, err: errors.New(msg)}
@@ -55,20 +55,20 @@ func TestComputeStatus(t *testing.T) {
 		{"render failure keeps generation and inventory", v1alpha1.Status{ObservedGeneration: 1, Inventory: oldInventory}, result{generation: 2, failure: fail(v1alpha1.ReasonRenderFailed, true, "x.yaml:1: boom")}, v1alpha1.DriftCorrect, v1alpha1.ReasonRenderFailed, "", v1alpha1.ConditionStalled, 1, 1, 0},
 		{"apply failure adds what was applied", v1alpha1.Status{Inventory: oldInventory}, result{generation: 2, applied: objs(cm), failure: fail(v1alpha1.ReasonApplyFailed, false, "conflict")}, v1alpha1.DriftCorrect, v1alpha1.ReasonApplyFailed, "", v1alpha1.ConditionReconciling, 0, 2, 0},
 		{"finalizer failure claims nothing", v1alpha1.Status{ObservedGeneration: 1}, result{generation: 2, desired: objs(cm), failure: fail(v1alpha1.ReasonFinalizerFailed, false, "adding finalizer: forbidden")}, v1alpha1.DriftCorrect, v1alpha1.ReasonFinalizerFailed, "", v1alpha1.ConditionReconciling, 1, 0, 0},
-		{"panic claims nothing", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), failure: fail(v1alpha1.ReasonPanicked, false, "the reconcile panicked: boom")}, v1alpha1.DriftCorrect, v1alpha1.ReasonPanicked, "", v1alpha1.ConditionReconciling, 0, 0, 0},
+		{"panic claims nothing", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), failure: fail(v1alpha1.ReasonReconcilePanicked, false, "the reconcile panicked: boom")}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconcilePanicked, "", v1alpha1.ConditionReconciling, 0, 0, 0},
 		{"ownership conflict stalls", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), failure: fail(v1alpha1.ReasonOwnershipConflict, true, "ConfigMap a is not ours")}, v1alpha1.DriftCorrect, v1alpha1.ReasonOwnershipConflict, "", v1alpha1.ConditionStalled, 0, 0, 0},
 		{"prune failure drops what was pruned", v1alpha1.Status{Inventory: oldInventory}, result{generation: 1, desired: objs(cm), pruned: pruned, failure: fail(v1alpha1.ReasonPruneFailed, false, "forbidden")}, v1alpha1.DriftCorrect, v1alpha1.ReasonPruneFailed, "", v1alpha1.ConditionReconciling, 0, 0, 0},
 		{"empty render", v1alpha1.Status{Inventory: oldInventory}, result{generation: 2, failure: fail(v1alpha1.ReasonEmptyRender, true, "empty")}, v1alpha1.DriftCorrect, v1alpha1.ReasonEmptyRender, "", v1alpha1.ConditionStalled, 0, 1, 0},
 		{"success clears Stalled", v1alpha1.Status{Conditions: []metav1.Condition{{Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue, Reason: "x"}}}, result{generation: 2, desired: objs(cm)}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonInSync, "", 2, 1, 0},
-		{"report drift", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift}, v1alpha1.DriftReport, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFound, "", 1, 1, 1},
+		{"report drift", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift}, v1alpha1.DriftReport, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftDetected, "", 1, 1, 1},
 		{"report clears drift once gone", v1alpha1.Status{Drift: drift}, result{generation: 1, desired: objs(cm)}, v1alpha1.DriftReport, v1alpha1.ReasonReconciled, v1alpha1.ReasonInSync, "", 1, 1, 0},
-		{"correct records reverted drift", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: reverted}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFixed, "", 1, 1, 1},
-		{"correct reports drift it leaves (create only)", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFound, "", 1, 1, 1},
-		{"a fight", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift, fights: fights}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonFighting, "", 1, 1, 1},
+		{"correct records reverted drift", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: reverted}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftCorrected, "", 1, 1, 1},
+		{"correct reports drift it leaves (create only)", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftDetected, "", 1, 1, 1},
+		{"a fight", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift, fights: fights}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonFieldFight, "", 1, 1, 1},
 		{"objects progressing: applied, not Ready", v1alpha1.Status{}, result{generation: 2, desired: objs(cm), unhealthy: progressing}, v1alpha1.DriftCorrect, v1alpha1.ReasonProgressing, v1alpha1.ReasonInSync, v1alpha1.ConditionReconciling, 2, 1, 0},
 		{"an object failed: applied, Stalled", v1alpha1.Status{}, result{generation: 2, desired: objs(cm), unhealthy: failedHealth}, v1alpha1.DriftCorrect, v1alpha1.ReasonHealthCheckFailed, v1alpha1.ReasonInSync, v1alpha1.ConditionStalled, 2, 1, 0},
 		{"a failure says more than health", v1alpha1.Status{}, result{generation: 2, desired: objs(cm), unhealthy: progressing, failure: fail(v1alpha1.ReasonPruneFailed, false, "forbidden")}, v1alpha1.DriftCorrect, v1alpha1.ReasonPruneFailed, "", v1alpha1.ConditionReconciling, 0, 0, 0},
-		{"correct keeps the last record", v1alpha1.Status{Drift: drift, Conditions: []metav1.Condition{corrected}}, result{generation: 1, desired: objs(cm)}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftFixed, "", 1, 1, 1},
+		{"correct keeps the last record", v1alpha1.Status{Drift: drift, Conditions: []metav1.Condition{corrected}}, result{generation: 1, desired: objs(cm)}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftCorrected, "", 1, 1, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -194,8 +194,8 @@ func TestRecordTransitions(t *testing.T) {
 	ready := cond(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled)
 	failed := cond(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed)
 	inSync := cond(v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonInSync)
-	fixed := cond(v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftFixed)
-	found := cond(v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftFound)
+	fixed := cond(v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftCorrected)
+	found := cond(v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected)
 	progressing := cond(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonProgressing)
 	unhealthy := cond(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonHealthCheckFailed)
 	notChecked := cond(v1alpha1.ConditionDrifted, metav1.ConditionUnknown, v1alpha1.ReasonDriftNotChecked)

@@ -186,13 +186,13 @@ const (
 // Condition reasons. Each tells the user what happened; the condition message
 // says what to do.
 const (
-	ReasonReconciled   = "Reconciled"
-	ReasonRenderFailed = "RenderFailed"
-	ReasonApplyFailed  = "ApplyFailed"
-	ReasonPruneFailed  = "PruneFailed"
-	ReasonEmptyRender  = "EmptyRender"
-	ReasonInSync       = "InSync"
-	ReasonDriftFound   = "DriftDetected"
+	ReasonReconciled    = "Reconciled"
+	ReasonRenderFailed  = "RenderFailed"
+	ReasonApplyFailed   = "ApplyFailed"
+	ReasonPruneFailed   = "PruneFailed"
+	ReasonEmptyRender   = "EmptyRender"
+	ReasonInSync        = "InSync"
+	ReasonDriftDetected = "DriftDetected"
 	// ReasonDriftUnknown (Drifted=Unknown): a resource that waits for a
 	// paced rollout, whose objects' field records differ from those of
 	// stencil's last apply; what changed before it began to keep them
@@ -204,11 +204,11 @@ const (
 	// values their templates set. Drift last seen in the waiting nodes'
 	// objects stays in status.drift, and then Drifted stays True.
 	ReasonDriftNotChecked = "DriftNotChecked"
-	ReasonDriftFixed      = "DriftCorrected"
-	// ReasonFighting: another writer keeps taking back fields stencil
+	ReasonDriftCorrected  = "DriftCorrected"
+	// ReasonFieldFight: another writer keeps taking back fields stencil
 	// reverts; stencil paces its corrections.
-	ReasonFighting = "FieldFight"
-	ReasonDeleting = "Deleting"
+	ReasonFieldFight = "FieldFight"
+	ReasonDeleting   = "Deleting"
 	// ReasonOwnershipConflict: a rendered object exists and is not this
 	// resource's; stencil leaves it untouched.
 	ReasonOwnershipConflict = "OwnershipConflict"
@@ -233,10 +233,10 @@ const (
 	// --render-max-objects, --status-max-bytes); nothing was applied or
 	// pruned. A spec that asks too much, or a limit set too low.
 	ReasonLimitExceeded = "LimitExceeded"
-	// ReasonStatusFailed: the kind's status template failed.
-	ReasonStatusFailed = "StatusTemplateFailed"
-	// ReasonPanicked: the reconcile panicked (a bug in stencil).
-	ReasonPanicked = "ReconcilePanicked"
+	// ReasonStatusTemplateFailed: the kind's status template failed.
+	ReasonStatusTemplateFailed = "StatusTemplateFailed"
+	// ReasonReconcilePanicked: the reconcile panicked (a bug in stencil).
+	ReasonReconcilePanicked = "ReconcilePanicked"
 	// ReasonProgressing: every object is applied, and some are not healthy
 	// yet by the kstatus rules (a Deployment whose pods are not available,
 	// say); stencil looks again when their status changes.
@@ -366,3 +366,18 @@ func (p DriftPolicy) OrDefault() DriftPolicy {
 	}
 	return p
 }
+
+// The reasons' names before they were named after their values; kept for
+// one release.
+const (
+	// Deprecated: use ReasonDriftDetected.
+	ReasonDriftFound = ReasonDriftDetected
+	// Deprecated: use ReasonDriftCorrected.
+	ReasonDriftFixed = ReasonDriftCorrected
+	// Deprecated: use ReasonFieldFight.
+	ReasonFighting = ReasonFieldFight
+	// Deprecated: use ReasonStatusTemplateFailed.
+	ReasonStatusFailed = ReasonStatusTemplateFailed
+	// Deprecated: use ReasonReconcilePanicked.
+	ReasonPanicked = ReasonReconcilePanicked
+)
