@@ -7,16 +7,51 @@
 //	reconciler/shard      shards, claim names, takeover of a stopped shard's claims
 //	reconciler/decorator  the decorator controller (set up beside this one; it never imports it)
 //
-// A custom resource flows through one reconcile like this (Reconcile in
-// reconciler.go, run for the phases):
+// One reconcile reads top to bottom in reconcile.go: Reconcile finds the
+// resource and its claim, then a live resource goes through the phases in
+// order over one state; each phase records what it saw and says go on, or
+// stop and when to look again; finish writes the status, and conclude turns
+// the outcome into controller-runtime's result (the one place that handles
+// a fenced write):
 //
-//	claim (claim.go, shard)       is the resource this shard's? take its claim
-//	render (graph.go, render)     the spec into desired objects; a graph kind only the nodes whose turn came
-//	act as (tenant.go)            the resource's ServiceAccount writes, when the install says so
-//	gate (rollout)                a change of the templates alone waits for its turn
-//	apply (engine)                server-side apply of what needs it; drift, conflicts
-//	prune (engine)                the objects the render no longer holds
-//	status (status.go, health.go) conditions, inventory, drift, health; one merge patch
+//	claim    (claim.go, shard)       is the resource this shard's? take its claim
+//	types    (served.go)             every type the kind needs is served
+//	render   (render.go, graph.go)   the spec into desired objects; a graph kind only the nodes whose turn came
+//	act as   (tenant.go)             who writes its objects, and may it
+//	gate     (gate.go, hold.go)      a change of the templates alone waits for its turn
+//	finalizer (finalizer.go)         before any object it must clean up
+//	apply    (apply.go, engine)      server-side apply of what needs it; drift, conflicts
+//	blocked  (apply.go)              what the apply had to leave: nothing is pruned then
+//	prune    (prune.go, engine)      the objects the render no longer holds
+//	observe  (observe.go)            the kind's status template
+//	health   (health.go)             kstatus of the applied objects
+//	finish   (status.go)             conditions, inventory, drift, health; one merge patch
+//
+// What the reconciler remembers of a resource between reconciles is one
+// struct (memory.go); events.go maps watch events to resources; setup.go
+// builds the controllers; result.go is what a reconcile saw.
+//
+// Words, each with one meaning:
+//
+//	baseline   the fields stencil's field manager owned right after its last
+//	           apply of an object (engine): drift is a field it has lost since
+//	claim      a shard's label on a resource: that shard alone writes for it
+//	           (shard); not the engine's first-apply claims (engine.Claims),
+//	           which let one resource at a time create an object name
+//	hold       while a resource waits for its turn in a paced rollout, its
+//	           objects are held as the previous templates made them (hold.go)
+//	keep       what hold does to one object: drift in it is reported, or
+//	           corrected to the previous templates' values (engine.Keep)
+//	fight      another writer keeps taking back a field stencil corrects;
+//	           stencil paces its corrections (engine/fights.go)
+//	hand-over  a field the template gives to another manager once set (an
+//	           autoscaler's replicas): stencil stops owning it
+//	own write  a watch event of stencil's own apply or status write, which
+//	           needs no reconcile (engine/ownwrites.go)
+//	stage      a graph kind's deletion order: its objects are deleted stage
+//	           by stage, last stage first (graph.go)
+//	conflict   a rendered object exists and is not this resource's: it is
+//	           left untouched (engine/ownership.go)
 //
 // Invariants:
 //   - It never touches text/template; package render turns a custom

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -89,11 +90,8 @@ func (m *memory) forgetHeld(nn types.NamespacedName) {
 // noteUID remembers that nn was reconciled with uid.
 func (m *memory) noteUID(nn types.NamespacedName, uid types.UID) {
 	m.update(nn, func(e *remembered) {
-		for _, known := range e.uids {
-			if known == uid {
-				return
-			}
+		if !slices.Contains(e.uids, uid) {
+			e.uids = append(e.uids, uid)
 		}
-		e.uids = append(e.uids, uid)
 	})
 }

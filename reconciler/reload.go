@@ -66,8 +66,8 @@ type Replaced struct {
 	Resources int
 }
 
-// ErrNotRunning: no controller runs the kind (its CRD is not served yet);
-// there is nothing to reload.
+// ErrNotRunning says that no controller runs the kind (its CRD is not
+// served yet); there is nothing to reload.
 var ErrNotRunning = errors.New("no controller runs the kind")
 
 // ErrNeedsRestart wraps the refusal of templates that need watches or a

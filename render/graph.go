@@ -363,7 +363,7 @@ func graphCalls(tmpl *template.Template, name string) ([]graphCall, error) {
 			return
 		}
 		seen[name] = true
-		walkNodes(t.Tree.Root, func(c *parse.CommandNode) {
+		walkNodes(t.Root, func(c *parse.CommandNode) {
 			id, ok := c.Args[0].(*parse.IdentifierNode)
 			if !ok {
 				return

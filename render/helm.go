@@ -518,7 +518,7 @@ func (f Files) AsConfig() string { return f.asData(func(b []byte) string { retur
 // AsSecrets is the files as a Secret's data, by base name, base64-encoded,
 // in YAML.
 func (f Files) AsSecrets() string {
-	return f.asData(func(b []byte) string { return encodeBase64(b) })
+	return f.asData(encodeBase64)
 }
 
 func (f Files) asData(encode func([]byte) string) string {

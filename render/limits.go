@@ -163,8 +163,23 @@ func metered(t *template.Template, b *budget) (*template.Template, error) {
 // meteredFuncs are the functions metered puts in place of the library's,
 // in the execution c: what they allocate or write is charged to b.
 func meteredFuncs(c *template.Template, b *budget) template.FuncMap {
-	const intBytes = 8
-	fm := template.FuncMap{
+	fm := executionFuncs(c, b)
+	maps.Copy(fm, meteredStringFuncs(b))
+	maps.Copy(fm, meteredSequenceFuncs(b))
+	maps.Copy(fm, meteredDictFuncs(b))
+	maps.Copy(fm, graphFuncs(b))
+	fm[fnCapabilities] = capabilitiesFunc(b)
+	maps.Copy(fm, chargedAfter(b, shallowSize, stringFuncs...))
+	maps.Copy(fm, chargedAfter(b, shallowSize, listFuncs...))
+	maps.Copy(fm, chargedAfter(b, func(v any) int { return deepSize(v, b.left) }, deepFuncs...))
+	return fm
+}
+
+// executionFuncs are the functions that execute templates of c, include
+// and tpl, charging b what they write and limiting include's depth, and
+// the render time check (tick).
+func executionFuncs(c *template.Template, b *budget) template.FuncMap {
+	return template.FuncMap{
 		tick: func() (string, error) { return "", b.check() },
 		"include": func(name string, data any) (string, error) {
 			if b.depth >= maxIncludeDepth {
@@ -184,6 +199,14 @@ func meteredFuncs(c *template.Template, b *budget) template.FuncMap {
 		"tpl": func(src string, data any) (string, error) {
 			return b.tpl(c, src, data)
 		},
+	}
+}
+
+// meteredStringFuncs are the functions whose strings grow with a count
+// (of matches, of lines, a width or a repeat): they charge b what the
+// count makes them write.
+func meteredStringFuncs(b *budget) template.FuncMap {
+	return template.FuncMap{
 		"replace": func(old, repl, src string) (string, error) {
 			n := strings.Count(src, old)
 			if err := b.spendCount(float64(n), max(len(repl)-len(old), 0)); err != nil {
@@ -222,26 +245,6 @@ func meteredFuncs(c *template.Template, b *budget) template.FuncMap {
 			out := fmt.Sprintf(format, args...)
 			return out, b.spend(len(out))
 		},
-		"until": func(n int) ([]int, error) {
-			if err := b.spendCount(float64(n), intBytes); err != nil {
-				return nil, err
-			}
-			return sprigCounted().until(n), nil
-		},
-		"untilStep": func(start, stop, step int) ([]int, error) {
-			if n := (float64(stop) - float64(start)) / float64(step); step != 0 && n > 0 { // else the list is empty
-				if err := b.spendCount(n, intBytes); err != nil {
-					return nil, err
-				}
-			}
-			return sprigCounted().untilStep(start, stop, step), nil
-		},
-		"seq": func(params ...int) (string, error) {
-			if err := b.spendCount(seqLen(params), intBytes); err != nil {
-				return "", err
-			}
-			return sprigCounted().seq(params...), nil
-		},
 		"repeat": func(count int, s string) (string, error) {
 			if count > 0 {
 				if err := b.spendCount(float64(count), len(s)); err != nil {
@@ -262,6 +265,42 @@ func meteredFuncs(c *template.Template, b *budget) template.FuncMap {
 			}
 			return sprigCounted().nindent(spaces, s), nil
 		},
+	}
+}
+
+// meteredSequenceFuncs are the functions that make a sequence of numbers
+// (until, untilStep, seq): they charge b for each number before they
+// make it.
+func meteredSequenceFuncs(b *budget) template.FuncMap {
+	const intBytes = 8
+	return template.FuncMap{
+		"until": func(n int) ([]int, error) {
+			if err := b.spendCount(float64(n), intBytes); err != nil {
+				return nil, err
+			}
+			return sprigCounted().until(n), nil
+		},
+		"untilStep": func(start, stop, step int) ([]int, error) {
+			if n := (float64(stop) - float64(start)) / float64(step); step != 0 && n > 0 { // else the list is empty
+				if err := b.spendCount(n, intBytes); err != nil {
+					return nil, err
+				}
+			}
+			return sprigCounted().untilStep(start, stop, step), nil
+		},
+		"seq": func(params ...int) (string, error) {
+			if err := b.spendCount(seqLen(params), intBytes); err != nil {
+				return "", err
+			}
+			return sprigCounted().seq(params...), nil
+		},
+	}
+}
+
+// meteredDictFuncs are the functions that add to a dict in place (set and
+// the merges) or copy one (deepCopy): they charge b what they add or copy.
+func meteredDictFuncs(b *budget) template.FuncMap {
+	return template.FuncMap{
 		"set": func(d map[string]any, key string, value any) (map[string]any, error) {
 			return sprigCounted().set(d, key, value), b.spend(elemBytes) // in place: one entry more
 		},
@@ -272,12 +311,6 @@ func meteredFuncs(c *template.Template, b *budget) template.FuncMap {
 		"mustMerge":          b.mergeCharged(sprigCounted().mustMerge),
 		"mustMergeOverwrite": b.mergeCharged(sprigCounted().mustMergeOverwrite),
 	}
-	maps.Copy(fm, graphFuncs(b))
-	fm[fnCapabilities] = capabilitiesFunc(b)
-	maps.Copy(fm, chargedAfter(b, shallowSize, stringFuncs...))
-	maps.Copy(fm, chargedAfter(b, shallowSize, listFuncs...))
-	maps.Copy(fm, chargedAfter(b, func(v any) int { return deepSize(v, b.left) }, deepFuncs...))
-	return fm
 }
 
 // stringFuncs return strings that grow with their input: they are charged
@@ -556,8 +589,8 @@ func addTicksTo(ts ...*template.Template) error {
 		if tmpl.Tree == nil || tmpl.Root == nil {
 			continue
 		}
-		prepend(tmpl.Tree.Root, call)
-		walkRanges(tmpl.Tree.Root, func(r *parse.RangeNode) { prepend(r.List, call) })
+		prepend(tmpl.Root, call)
+		walkRanges(tmpl.Root, func(r *parse.RangeNode) { prepend(r.List, call) })
 	}
 	return nil
 }

@@ -175,7 +175,7 @@ func run(ctx context.Context, cfg config) error {
 		results = append(results, r)
 	}
 	fmt.Print(summary(results))
-	var notes string
+	var notes strings.Builder
 	for _, r := range results {
 		if r.N == 1000 || len(results) == 1 {
 			note, err := renderCost(r.N, cfg.namespaces, r.Stencil.ConvergeCPUSeconds)
@@ -183,10 +183,10 @@ func run(ctx context.Context, cfg config) error {
 				return fmt.Errorf("render cost: %w", err)
 			}
 			fmt.Print("\n" + note)
-			notes += "\n" + note
+			notes.WriteString("\n" + note)
 		}
 	}
-	return writeResults(cfg.out, results, notes)
+	return writeResults(cfg.out, results, notes.String())
 }
 
 // measure runs the three contenders cfg.runs times, in turn, each on a

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // settle is the pause between convergence and the quiet window: the event
@@ -79,6 +81,14 @@ func measureOperator(ctx context.Context, cfg config, n int, c *contender, full 
 			return nil, err
 		}
 	}
+	return measureFullRun(ctx, cfg, n, c, e, w, op, webs, r)
+}
+
+// measureFullRun takes into r the figures of a full run after its quiet
+// window and CPU profiles: stencil's heap profile, the drift changes, the
+// health of the Deployments (the contenders that report it), stencil's
+// upgrade preview, the process's memory and CPU, and a restart.
+func measureFullRun(ctx context.Context, cfg config, n int, c *contender, e *env, w *watcher, op *operator, webs []client.Object, r *result) (_ *result, err error) {
 	if c.pprof && n == cfg.profileAt {
 		if r.HeapTop, err = op.heapProfile(ctx, cfg.out, n); err != nil {
 			return nil, err

@@ -44,20 +44,28 @@ func main() {
 	scale := flag.Int("scale", 0, "ReplicaSets of the scale mode (a multiple of 100; needs bin/stencil); 0 skips it.")
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
+	if err := runModes(*replicaSets, *pods, *scale); err != nil {
+		fmt.Fprintln(os.Stderr, "decobench:", err)
+		os.Exit(1)
+	}
+}
+
+// runModes runs the modes the flags turn on, the observed objects' mode
+// first, within 30 minutes; it stops at the first that fails.
+func runModes(replicaSets, pods, scale int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	if *pods > 0 {
-		if err := run(ctx, *replicaSets, *pods); err != nil {
-			fmt.Fprintln(os.Stderr, "decobench:", err)
-			os.Exit(1)
+	if pods > 0 {
+		if err := run(ctx, replicaSets, pods); err != nil {
+			return err
 		}
 	}
-	if *scale > 0 {
-		if err := runScale(ctx, *scale); err != nil {
-			fmt.Fprintln(os.Stderr, "decobench:", err)
-			os.Exit(1)
+	if scale > 0 {
+		if err := runScale(ctx, scale); err != nil {
+			return err
 		}
 	}
+	return nil
 }
 
 func run(ctx context.Context, replicaSets, pods int) error {

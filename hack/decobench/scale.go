@@ -186,12 +186,40 @@ func runOperator(ctx context.Context, bin, kubeconfig string, r scaleRun) (strin
 		}
 	}()
 	scrape := func() (map[string]float64, error) { return scrapeMetrics(ctx, "http://"+metrics+"/metrics") }
+	took, err := awaitScaleRun(ctx, r, probe, scrape, start)
+	if err != nil {
+		return "", err
+	}
+	m, err := scrape()
+	if err != nil {
+		return "", err
+	}
+	heap, err := heapAlloc(ctx, "http://"+pprof+"/debug/pprof/heap?gc=1&debug=1")
+	if err != nil {
+		return "", err
+	}
+	rss, peak, err := residentMemory(cmd.Process.Pid)
+	if err != nil {
+		return "", err
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Wait()
+	stopped = true
+	return scaleRow(r, m, took, heap, rss, peak), nil
+}
+
+// awaitScaleRun waits until the operator started at start has done r's
+// work, and returns how long that took (0 for a run with the decorator
+// off, which has nothing to wait for but the leftover report: it waits
+// until the operator is ready, at probe, and then a while). scrape reads
+// the operator's metrics.
+func awaitScaleRun(ctx context.Context, r scaleRun, probe string, scrape func() (map[string]float64, error), start time.Time) (time.Duration, error) {
 	var took time.Duration
 	switch {
 	case r.off:
 		// Nothing to wait for but the leftover report: ready, then a while.
 		if err := poll(ctx, time.Minute, func() error { return get(ctx, "http://"+probe+"/readyz", nil) }); err != nil {
-			return "", fmt.Errorf("not ready: %w", err)
+			return 0, fmt.Errorf("not ready: %w", err)
 		}
 		time.Sleep(10 * time.Second)
 	default:
@@ -210,26 +238,18 @@ func runOperator(ctx context.Context, bin, kubeconfig string, r scaleRun) (strin
 			return nil
 		})
 		if err != nil {
-			return "", err
+			return 0, err
 		}
 		took = time.Since(start)
 		time.Sleep(3 * time.Second) // what follows, if anything, is counted too
 	}
-	m, err := scrape()
-	if err != nil {
-		return "", err
-	}
-	heap, err := heapAlloc(ctx, "http://"+pprof+"/debug/pprof/heap?gc=1&debug=1")
-	if err != nil {
-		return "", err
-	}
-	rss, peak, err := residentMemory(cmd.Process.Pid)
-	if err != nil {
-		return "", err
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	_ = cmd.Wait()
-	stopped = true
+	return took, nil
+}
+
+// scaleRow is r's row of the results table: its metrics m at the end, how
+// long it took, and the operator's heap and resident memory (now and at
+// its peak).
+func scaleRow(r scaleRun, m map[string]float64, took time.Duration, heap, rss, peak int64) string {
 	var report string
 	if r.off {
 		report = fmt.Sprintf("leftovers reported: %v", m[`stencil_decorator_leftover_objects{kind="replicaset-podcount"}`])
@@ -242,7 +262,7 @@ func runOperator(ctx context.Context, bin, kubeconfig string, r scaleRun) (strin
 		inScope, after = "0", report
 	}
 	return fmt.Sprintf("| %s | %s | %s | %.0f | %.0f | %.0f | %s | %s | %s |", r.name, inScope, after,
-		m[`rest_client_requests_total/PATCH`], m[`rest_client_requests_total/POST`], m[`rest_client_requests_total/GET`], mib(heap), mib(rss), mib(peak)), nil
+		m[`rest_client_requests_total/PATCH`], m[`rest_client_requests_total/POST`], m[`rest_client_requests_total/GET`], mib(heap), mib(rss), mib(peak))
 }
 
 // checkLabelled: after run r, the API server shows its labels (or none).

@@ -30,18 +30,21 @@ func main() {
 	req := devrun.Request{Name: "stencil", LocalArgs: localDecorators}
 	devrun.BindFlags(flag.CommandLine, &req, "stencil-system")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := func() error {
-		bin, err := localcluster.BinDir()
-		if err != nil {
-			return err
-		}
-		req.Operator = filepath.Join(bin, "stencil")
-		return devrun.Run(ctx, req)
-	}()
-	if err != nil {
+	if err := run(req); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
+}
+
+// run runs req with bin/stencil as its operator until it ends or the
+// process is interrupted (Ctrl-C or SIGTERM).
+func run(req devrun.Request) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	bin, err := localcluster.BinDir()
+	if err != nil {
+		return err
+	}
+	req.Operator = filepath.Join(bin, "stencil")
+	return devrun.Run(ctx, req)
 }

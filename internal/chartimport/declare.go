@@ -81,7 +81,7 @@ func Declare(gvk schema.GroupVersionKind, f *Folder, values []map[string]any) ([
 		if err != nil {
 			return nil, err
 		}
-		found, err := renderedTypes(k, gvk, values)
+		found, err := renderedTypes(k, values)
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +110,7 @@ func (f *Folder) noteReach(types map[schema.GroupVersionKind]bool) {
 
 // renderedTypes renders every values file and returns the first type that
 // is not declared yet (none: the zero value).
-func renderedTypes(k *render.Kind, gvk schema.GroupVersionKind, values []map[string]any) (schema.GroupVersionKind, error) {
+func renderedTypes(k *render.Kind, values []map[string]any) (schema.GroupVersionKind, error) {
 	k = k.WithAPIVersions(OptionalServed(k))
 	for i, v := range values {
 		_, _, err := RenderConverged(k, "release", "default", v)

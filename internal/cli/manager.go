@@ -17,6 +17,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -260,81 +261,155 @@ func leaseNamespace(flag string) (string, error) {
 	return strings.TrimSpace(string(data)), nil
 }
 
+// runManager runs the operator until ctx ends: it checks the flags, loads
+// and checks the templates, builds the manager, sets up the kinds, the
+// conversion webhook and the decorators on it, and starts it.
 func runManager(ctx context.Context, o managerOptions) error {
 	log := ctrl.Log.WithName("setup")
-	if o.rollout.Batch < 0 || o.rollout.Batch > 0 && o.rollout.Deadline <= 0 {
-		return fmt.Errorf("--rollout-batch must be 0 (no pacing) or more, with a --rollout-deadline above 0; got %d and %s", o.rollout.Batch, o.rollout.Deadline)
-	}
-	if err := o.shards.Check(); err != nil {
-		return err
-	}
-	selector, err := o.shards.Selector()
-	if err != nil {
-		return err
-	}
-	scopes, err := o.decorators.scopes()
+	selector, scopes, err := checkManagerOptions(o)
 	if err != nil {
 		return err
 	}
 	lease := o.shards.LeaseName(leaderElectionID())
-	cfg, err := ctrl.GetConfig()
+	cfg, unfenced, mayWrite, err := managerConfig(o, lease)
 	if err != nil {
-		return fmt.Errorf("loading kubeconfig: %w", err)
+		return err
+	}
+	folders, prepare, defaults, err := loadFolders(ctx, cfg, o, log)
+	if err != nil {
+		return err
+	}
+	loaded, decorators := kinds.Split(folders)
+	if len(o.watchNamespaces) > 0 {
+		decorators = nil // not even the leftover check: it lists across namespaces
+	}
+	mgr, hook, err := newManager(ctx, cfg, unfenced, o, lease, loaded, selector, scopes, log)
+	if err != nil {
+		return err
+	}
+	live, err := setUpKinds(mgr, &o, loaded, mayWrite, prepare, defaults)
+	if err != nil {
+		return err
+	}
+	if hook != nil {
+		if err := addConversion(mgr, hook, cfg, live, log); err != nil {
+			return err
+		}
+	}
+	decOpts, err := setUpDecorators(mgr, o, decorators, scopes, mayWrite)
+	if err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding readiness check: %w", err)
+	}
+	log.Info("Starting manager", "host", cfg.Host, "kinds", len(loaded), "decorators", slices.Sorted(maps.Keys(decOpts.Enabled)), "disabledDecorators", decOpts.Disabled, "leaderElection", o.leaderElect)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running manager: %w", err)
+	}
+	return nil
+}
+
+// checkManagerOptions checks the rollout, shard and decorator flags, and
+// returns the shard's label selector and the decorators' scopes.
+func checkManagerOptions(o managerOptions) (labels.Selector, map[string]decorator.Scope, error) {
+	if o.rollout.Batch < 0 || o.rollout.Batch > 0 && o.rollout.Deadline <= 0 {
+		return nil, nil, fmt.Errorf("--rollout-batch must be 0 (no pacing) or more, with a --rollout-deadline above 0; got %d and %s", o.rollout.Batch, o.rollout.Deadline)
+	}
+	if err := o.shards.Check(); err != nil {
+		return nil, nil, err
+	}
+	selector, err := o.shards.Selector()
+	if err != nil {
+		return nil, nil, err
+	}
+	scopes, err := o.decorators.scopes()
+	if err != nil {
+		return nil, nil, err
+	}
+	return selector, scopes, nil
+}
+
+// managerConfig is the client configuration from the kubeconfig, tuned
+// (see tuneClient), and a copy of it made before the fence wraps it
+// (unfenced). With leader election, cfg writes only while the Lease named
+// lease is fresh, and mayWrite says whether a write may go now (see
+// fence.Fence.Open); without, mayWrite is nil.
+func managerConfig(o managerOptions, lease string) (cfg, unfenced *rest.Config, mayWrite func() error, err error) {
+	cfg, err = ctrl.GetConfig()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	tuneClient(cfg, o)
 	// Every replica serves the conversion webhook and keeps its
 	// certificate, leader or not: its writes go round the fence.
-	unfenced := rest.CopyConfig(cfg)
-	var mayWrite func() error
+	unfenced = rest.CopyConfig(cfg)
 	if o.leaderElect {
 		// Writes only while the Lease is fresh (see package fence).
 		f := fence.New(o.leaderElectionNS, lease, renewDeadline, leaseDuration-fenceMargin)
 		cfg.Wrap(f.Wrap)
 		mayWrite = f.Open
 	}
+	return cfg, unfenced, mayWrite, nil
+}
+
+// loadFolders loads the kinds' and decorators' folders, prepared for the
+// limits and the cluster's Kubernetes version (prepare, which prepares
+// the folders reloaded later too), and refuses templates that fail their
+// own test cases, defaulted as the cluster's CRDs default (defaults).
+func loadFolders(ctx context.Context, cfg *rest.Config, o managerOptions, log logr.Logger) (folders []kinds.Folder, prepare func(kinds.Folder) kinds.Folder, defaults render.Validator, err error) {
 	if err := o.templates.check(); err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	folders, err := registered.Folders(o.templates.dir)
+	folders, err = registered.Folders(o.templates.dir)
 	if err != nil {
-		return fmt.Errorf("loading templates: %w", err)
+		return nil, nil, nil, fmt.Errorf("loading templates: %w", err)
 	}
 	if err := o.limits.Check(); err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	kube, err := kubeVersion(cfg, folders)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	prepare := func(f kinds.Folder) kinds.Folder { return f.WithLimits(o.limits).WithKubeVersion(kube) }
+	prepare = func(f kinds.Folder) kinds.Folder { return f.WithLimits(o.limits).WithKubeVersion(kube) }
 	for i := range folders {
 		folders[i] = prepare(folders[i])
 	}
-	defaults, err := crdDefaults(ctx, cfg, folders, log)
+	defaults, err = crdDefaults(ctx, cfg, folders, log)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	if err := kinds.CheckRenders(folders, defaults); err != nil {
-		return fmt.Errorf("refusing to run templates that fail their own test cases (stencil test names them): %w", err)
+		return nil, nil, nil, fmt.Errorf("refusing to run templates that fail their own test cases (stencil test names them): %w", err)
 	}
-	loaded, decorators := kinds.Split(folders)
+	return folders, prepare, defaults, nil
+}
+
+// newManager builds the manager of the loaded kinds: its scheme, its cache
+// (the custom resources selector selects, in the watched namespaces if
+// any) and its conversion webhook (hook, nil when no kind has several
+// versions), which writes through unfenced.
+func newManager(ctx context.Context, cfg, unfenced *rest.Config, o managerOptions, lease string, loaded []*render.Kind, selector labels.Selector, scopes map[string]decorator.Scope, log logr.Logger) (ctrl.Manager, *conversionWebhook, error) {
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), registered.AddTo(scheme)); err != nil {
-		return fmt.Errorf("building scheme: %w", err)
+		return nil, nil, fmt.Errorf("building scheme: %w", err)
 	}
 	if err := checkIdentities(o.identities, loaded); err != nil {
-		return err
+		return nil, nil, err
 	}
 	cacheOpts := reconciler.ShardCacheOptions(loaded, selector)
 	if len(o.watchNamespaces) > 0 {
 		if err := namespaceScoped(&cacheOpts, o, loaded, scopes); err != nil {
-			return err
+			return nil, nil, err
 		}
-		decorators = nil // not even the leftover check: it lists across namespaces
 	}
 	hook, err := setUpConversion(ctx, unfenced, o, loaded, log)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	mgrOpts := ctrl.Options{
 		Scheme:                        scheme,
@@ -357,16 +432,22 @@ func runManager(ctx context.Context, o managerOptions) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
-		return fmt.Errorf("creating manager: %w", err)
+		return nil, nil, fmt.Errorf("creating manager: %w", err)
 	}
+	return mgr, hook, nil
+}
+
+// setUpKinds sets up the loaded kinds' controllers on mgr, and the reload
+// of their templates when asked for; it returns the kinds that run, for
+// the conversion webhook (nil without reload).
+func setUpKinds(mgr ctrl.Manager, o *managerOptions, loaded []*render.Kind, mayWrite func() error, prepare func(kinds.Folder) kinds.Folder, defaults render.Validator) (*reconciler.LiveKinds, error) {
 	opts := reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite, Identities: o.identities, Namespaces: o.watchNamespaces}
-	decOpts := decorator.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, MayWrite: mayWrite, Enabled: scopes, Disabled: o.decorators.disabled}
 	if len(o.shards.Known) > 0 {
 		opts.Shards = &o.shards
 		if o.leaderElect {
 			ns, err := leaseNamespace(o.leaderElectionNS)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			opts.Shards.Leases = &shard.Leases{Namespace: ns, Base: leaderElectionID(), Wait: takeoverWait}
 		}
@@ -375,45 +456,44 @@ func runManager(ctx context.Context, o managerOptions) error {
 		opts.Live = &reconciler.LiveKinds{}
 	}
 	if err := reconciler.Setup(mgr, loaded, opts); err != nil {
-		return fmt.Errorf("setting up the kinds' controllers: %w", err)
+		return nil, fmt.Errorf("setting up the kinds' controllers: %w", err)
 	}
 	if err := watchTemplates(mgr, o.templates, registered, prepare, opts.Live, defaults); err != nil {
+		return nil, err
+	}
+	return opts.Live, nil
+}
+
+// addConversion adds the conversion webhook hook to mgr: its handlers,
+// its server, its certificate's check and the storage migration.
+func addConversion(mgr ctrl.Manager, hook *conversionWebhook, cfg *rest.Config, live *reconciler.LiveKinds, log logr.Logger) error {
+	hook.register(live, log)
+	_ = mgr.GetWebhookServer() // adds the server to the manager
+	if hook.certs != nil {
+		if err := mgr.Add(hook.certs); err != nil {
+			return fmt.Errorf("adding the webhook certificate's check: %w", err)
+		}
+	}
+	m, err := hook.migrator(cfg, log)
+	if err != nil {
 		return err
 	}
-	if hook != nil {
-		hook.register(opts.Live, log)
-		_ = mgr.GetWebhookServer() // adds the server to the manager
-		if hook.certs != nil {
-			if err := mgr.Add(hook.certs); err != nil {
-				return fmt.Errorf("adding the webhook certificate's check: %w", err)
-			}
-		}
-		m, err := hook.migrator(cfg, log)
-		if err != nil {
-			return err
-		}
-		if err := mgr.Add(m); err != nil {
-			return fmt.Errorf("adding the storage migration: %w", err)
-		}
+	if err := mgr.Add(m); err != nil {
+		return fmt.Errorf("adding the storage migration: %w", err)
 	}
+	return nil
+}
+
+// setUpDecorators sets up the decorators' controllers on mgr, with the
+// scopes of the flags; a shard other than the default runs none. It
+// returns the options they run with.
+func setUpDecorators(mgr ctrl.Manager, o managerOptions, decorators []*render.Decorator, scopes map[string]decorator.Scope, mayWrite func() error) (decorator.Options, error) {
+	decOpts := decorator.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, MayWrite: mayWrite, Enabled: scopes, Disabled: o.decorators.disabled}
 	if o.shards.Name != "" {
 		// The default shard runs the decorators: one writer of their labels.
 		decorators, decOpts.Enabled, decOpts.Disabled = nil, nil, nil
 	}
-	if err := decorator.Setup(mgr, decorators, decOpts); err != nil {
-		return err
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return fmt.Errorf("adding health check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return fmt.Errorf("adding readiness check: %w", err)
-	}
-	log.Info("Starting manager", "host", cfg.Host, "kinds", len(loaded), "decorators", slices.Sorted(maps.Keys(decOpts.Enabled)), "disabledDecorators", decOpts.Disabled, "leaderElection", o.leaderElect)
-	if err := mgr.Start(ctx); err != nil {
-		return fmt.Errorf("running manager: %w", err)
-	}
-	return nil
+	return decOpts, decorator.Setup(mgr, decorators, decOpts)
 }
 
 // kubeVersion is the cluster's Kubernetes version, which chart kinds read

@@ -118,7 +118,7 @@ func writeCRDKustomization(path, crds string) error {
 	}
 	var header []string
 	if old, err := os.ReadFile(path); err == nil {
-		for _, line := range strings.Split(string(old), "\n") {
+		for line := range strings.SplitSeq(string(old), "\n") {
 			if !strings.HasPrefix(line, "#") {
 				break
 			}

@@ -82,8 +82,8 @@ func runInit(cmd *cobra.Command, dir string, o scaffold.Options, checkout string
 			return fmt.Errorf("go mod tidy in %s: %w", dir, err)
 		}
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "Wrote a new operator project in %s. Next: make kind GROUP=<group> KIND=<Kind>, then make run (docs/getting-started.md).\n", dir)
-	return nil
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "Wrote a new operator project in %s. Next: make kind GROUP=<group> KIND=<Kind>, then make run (docs/getting-started.md).\n", dir)
+	return err
 }
 
 // buildVersion is the version of stencil this binary was built from, as
@@ -135,8 +135,8 @@ expected output.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Added kind %s (%s/%s). Next: make generate manifests, then edit its Go types under api/ and its templates in templates/%s/.\n", kind, group, version, lower)
-			return nil
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Added kind %s (%s/%s). Next: make generate manifests, then edit its Go types under api/ and its templates in templates/%s/.\n", kind, group, version, lower)
+			return err
 		},
 	}
 	kindCmd.Flags().StringVar(&group, "group", "", "API group, a DNS name such as gadgets.example.com (required).")

@@ -124,7 +124,7 @@ func (c *Certs) renew(ctx context.Context, secret *corev1.Secret) error {
 	if err != nil {
 		return err
 	}
-	bundle := append(ca, stillValid(secret.Data[caKey], time.Now())...)
+	bundle := slices.Concat(ca, stillValid(secret.Data[caKey], time.Now()))
 	if err := c.Inject(ctx, bundle); err != nil {
 		return err
 	}
@@ -170,7 +170,7 @@ func (c *Certs) Rotate(ctx context.Context, ok bool) error {
 	}
 }
 
-// NeedLeaderElection: every replica serves the webhook.
+// NeedLeaderElection is false: every replica serves the webhook.
 func (c *Certs) NeedLeaderElection() bool { return false }
 
 // Start is [Certs.Rotate], for the manager, after the first Ensure.

@@ -58,6 +58,7 @@ func memcached(t *testing.T) *render.Kind {
 }
 
 func handler(t *testing.T) *conversion.Handler {
+	t.Helper()
 	k := memcached(t)
 	return &conversion.Handler{Kind: func(gk schema.GroupKind) *render.Kind {
 		if gk == k.GroupVersionKind().GroupKind() {

@@ -46,7 +46,7 @@ type Migrator struct {
 	Log logr.Logger
 }
 
-// NeedLeaderElection: one replica migrates.
+// NeedLeaderElection is true: one replica migrates.
 func (m *Migrator) NeedLeaderElection() bool { return true }
 
 // Start migrates each CRD, and tries a CRD whose migration failed (its

@@ -39,7 +39,7 @@ func ClusterRole(operator string, kinds []*render.Kind, decorators []*render.Dec
 		if need[group] == nil {
 			need[group] = map[string][]string{}
 		}
-		merged := append(need[group][resource], verbs...)
+		merged := slices.Concat(need[group][resource], verbs)
 		slices.Sort(merged)
 		need[group][resource] = slices.Compact(merged)
 	}

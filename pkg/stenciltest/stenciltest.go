@@ -223,7 +223,7 @@ func SamplesBecomeReady(t *testing.T, p stencil.Project, o Options) {
 		if s.GetNamespace() == "" {
 			s.SetNamespace("default")
 		}
-		if err := cl.Patch(ctx, s, client.Apply, client.FieldOwner("stenciltest"), client.ForceOwnership); err != nil {
+		if err := cl.Apply(ctx, client.ApplyConfigurationFromUnstructured(s), client.FieldOwner("stenciltest"), client.ForceOwnership); err != nil {
 			t.Fatalf("applying the sample %s %s: %v", s.GetKind(), s.GetName(), err)
 		}
 	}
@@ -238,16 +238,26 @@ func waitReady(t *testing.T, cl client.Client, s *unstructured.Unstructured, tim
 	got := &unstructured.Unstructured{}
 	got.SetGroupVersionKind(s.GroupVersionKind())
 	start := time.Now()
+	var readErr error
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(s), got); err != nil {
+			// A read that fails (the API server busy, say) does not end the
+			// wait: it is tried again until the timeout, whose failure
+			// names the last such error.
+			readErr = fmt.Errorf("its last read failed: %w", err)
 			return false, nil
 		}
+		readErr = nil
 		return readyStatus(got) == metav1.ConditionTrue, nil
 	})
 	if err != nil {
 		conditions, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
 		out, _ := yaml.Marshal(conditions)
-		t.Fatalf("%s %s/%s is not Ready after %s; its conditions:\n%s", s.GetKind(), s.GetNamespace(), s.GetName(), timeout, out)
+		var reading string
+		if readErr != nil {
+			reading = " (" + readErr.Error() + ")"
+		}
+		t.Fatalf("%s %s/%s is not Ready after %s%s; its conditions:\n%s", s.GetKind(), s.GetNamespace(), s.GetName(), timeout, reading, out)
 	}
 	t.Logf("%s %s/%s is Ready after %s", s.GetKind(), s.GetNamespace(), s.GetName(), time.Since(start).Round(time.Millisecond))
 }

@@ -121,6 +121,9 @@ func (a *Applier) Types() CachedTypes { return a.types }
 // shown since cutoff (see OwnWrites.UnseenSince).
 func (a *Applier) UnseenSince(cutoff time.Time) []string { return a.writes.UnseenSince(cutoff) }
 
+// ObjectKey identifies a rendered object for the records the engine keeps
+// of it (its baseline, its health, a fight): its type, namespace and name,
+// and the UID of the resource that owns it (its owner label).
 type ObjectKey struct {
 	gvk            string
 	namespace, uid string
@@ -154,6 +157,7 @@ type appliedHealth struct {
 // re-listed after the object was already deleted).
 const cacheGrace = 10 * time.Second
 
+// KeyOf is o's ObjectKey.
 func KeyOf(o *unstructured.Unstructured) ObjectKey {
 	return objectKeyOf(o.GroupVersionKind().String(), o)
 }
@@ -508,8 +512,8 @@ func adoptionBody(d *unstructured.Unstructured) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": d.GetAPIVersion(), "kind": d.GetKind(), "metadata": meta}}
 }
 
-// CreateOnly: d's template asks that it be created when missing and never
-// updated (v1alpha1.AnnotationSSA).
+// CreateOnly says whether d's template asks that it be created when
+// missing and never updated (v1alpha1.AnnotationSSA).
 func CreateOnly(d *unstructured.Unstructured) bool {
 	return d.GetAnnotations()[v1alpha1.AnnotationSSA] == v1alpha1.SSAIfNotPresent
 }
@@ -526,14 +530,15 @@ func (a *Applier) createOnlyDrift(d *unstructured.Unstructured, live client.Obje
 	return verdict{missing: missing, live: live}, err
 }
 
-// ErrChangedWhileRead: an object that stencil read before applying it
-// (it was not in the cache) changed, or was created, after the read, and
-// the API server refused the apply; the next reconcile looks at it again.
+// ErrChangedWhileRead says that an object that stencil read before
+// applying it (it was not in the cache) changed, or was created, after the
+// read, and the API server refused the apply; the next reconcile looks at
+// it again.
 var ErrChangedWhileRead = errors.New("the object changed while stencil read it")
 
-// ErrAdoptionRaced: an object being adopted changed after stencil read it
-// (its adopt annotation withdrawn, say), and the API server refused the
-// apply; the next reconcile looks at it again.
+// ErrAdoptionRaced says that an object being adopted changed after
+// stencil read it (its adopt annotation withdrawn, say), and the API
+// server refused the apply; the next reconcile looks at it again.
 var ErrAdoptionRaced = errors.New("the object changed while stencil adopted it")
 
 // check compares a desired object with the cached metadata of the live one.
@@ -672,6 +677,8 @@ func (a *Applier) appliedNewer(d *unstructured.Unstructured, hash string, cached
 	return b.hash == hash && b.resourceVersion > 0 && cached < b.resourceVersion && time.Since(b.appliedAt) < cacheGrace
 }
 
+// ResourceVersion is o's resourceVersion as an integer, to compare with
+// another; 0 when it is not one.
 func ResourceVersion(o metav1.Object) uint64 {
 	rv, err := strconv.ParseUint(o.GetResourceVersion(), 10, 64)
 	if err != nil {

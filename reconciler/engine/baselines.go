@@ -47,6 +47,9 @@ func (a *Applier) OwnedDigest(desired []*unstructured.Unstructured) string {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:32]
 }
 
+// WriteOwned writes d's part of the owned fields' digest (see
+// OwnedDigest) to h: its type, namespace and name, desiredHash, and owned,
+// our manager's managedFields record.
 func WriteOwned(h hash.Hash, d *unstructured.Unstructured, desiredHash string, owned []string) {
 	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%d\n", d.GroupVersionKind(), d.GetNamespace(), d.GetName(), desiredHash, len(owned))
 	for _, r := range owned {

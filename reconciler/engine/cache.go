@@ -26,8 +26,8 @@ type CachedTypes struct {
 	Scheme *runtime.Scheme
 }
 
-// Declared: some kind owns or observes gvk, so its informer is indexed by
-// owner UID.
+// Declared says whether some kind owns or observes gvk; if so, its
+// informer is indexed by owner UID.
 func (t CachedTypes) Declared(gvk schema.GroupVersionKind) bool {
 	_, ok := t.Whole[gvk]
 	return ok

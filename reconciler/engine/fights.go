@@ -27,6 +27,8 @@ const (
 	fightMax       = 5 * time.Minute
 )
 
+// Fights keeps the fights over each object, by ObjectKey, and paces the
+// corrections made during them.
 type Fights struct {
 	mu      sync.Mutex
 	byKey   map[ObjectKey]*fight
@@ -63,6 +65,7 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
+// NewFights is a Fights that knows of no fight yet.
 func NewFights() *Fights {
 	return &Fights{byKey: map[ObjectKey]*fight{}, limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[ObjectKey](fightBase, fightMax)}
 }

@@ -69,7 +69,8 @@ func WithoutHandedOver(body, d *unstructured.Unstructured, entries []metav1.Mana
 	return out, nil
 }
 
-// ErrNotOurs: an object in the way of a rendered one is not the resource's.
+// ErrNotOurs says that an object in the way of a rendered one is not the
+// resource's.
 var ErrNotOurs = errors.New("not this resource's")
 
 // PreviewBody is what a reconcile would apply for d onto live (nil: not

@@ -40,6 +40,8 @@ func JudgeMap(d *unstructured.Unstructured, m map[string]any) ObjectHealth {
 	return h
 }
 
+// Unjudged is d's ObjectHealth before anything is said of it: the object
+// and its hint only.
 func Unjudged(d *unstructured.Unstructured) ObjectHealth {
 	return ObjectHealth{Object: d.GetKind() + " " + d.GetName(), Hint: "kubectl describe " + kubectlObject(d)}
 }

@@ -80,9 +80,9 @@ func ConflictsError(cs []Conflict) error {
 	return errors.Join(errs...)
 }
 
-// GoingAway: every conflicting object is on its way out (a deleted
-// predecessor's, or being deleted): the conflict resolves itself, no one
-// has to act.
+// GoingAway says whether every conflicting object is on its way out (a
+// deleted predecessor's, or being deleted): the conflict resolves itself,
+// no one has to act.
 func GoingAway(cs []Conflict) bool {
 	for _, c := range cs {
 		if !c.predecessor && !c.deleting {
@@ -225,6 +225,8 @@ type Waiters struct {
 	byID map[string][]types.NamespacedName
 }
 
+// Add notes that nn waits for the object id, which another owner holds;
+// nn is noted once however often it waits.
 func (w *Waiters) Add(id string, nn types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -218,6 +218,9 @@ func EmptyRender(cr v1alpha1.Object, desired []*unstructured.Unstructured) bool 
 	return len(desired) == 0 && len(cr.StencilStatus().Inventory) > 0
 }
 
+// IDOf is the id of the object of type gvk named name in namespace,
+// whatever its version: group/kind/namespace/name. Claims, conflicts and
+// ApplyOutcome.Live name objects by it.
 func IDOf(gvk schema.GroupVersionKind, namespace, name string) string {
 	return gvk.Group + "/" + gvk.Kind + "/" + namespace + "/" + name
 }

@@ -10,6 +10,8 @@ import (
 // resource's objects.
 type writerKey struct{}
 
+// WithWriter is ctx carrying c as the client that writes the resource's
+// objects (see writer).
 func WithWriter(ctx context.Context, c client.Client) context.Context {
 	return context.WithValue(ctx, writerKey{}, c)
 }

@@ -91,6 +91,8 @@ func (s leaseSeen) version() string {
 	return s.lease.ResourceVersion
 }
 
+// NewLeaseWatch is a LeaseWatch of leases that reads them with reader and
+// seizes them with writer.
 func NewLeaseWatch(leases Leases, reader client.Reader, writer client.Client) *LeaseWatch {
 	return &LeaseWatch{Leases: leases, reader: reader, writer: writer, now: time.Now, seen: map[string]leaseSeen{}}
 }

@@ -62,8 +62,7 @@ func walkRequired(t reflect.Type, value any, path string, out *[]Problem) {
 
 func walkStruct(t reflect.Type, m map[string]any, path string, out *[]Problem) {
 	required := requiredFields[t.PkgPath()+"."+t.Name()]
-	for i := range t.NumField() {
-		f := t.Field(i)
+	for f := range t.Fields() {
 		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		switch {
 		case tag == "-" || !f.IsExported():

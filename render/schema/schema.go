@@ -26,8 +26,8 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
 )
 
-// ErrNoSchema: the object's type is neither built in nor one of the
-// validator's CustomResourceDefinitions, so it could not be checked.
+// ErrNoSchema says that the object's type is neither built in nor one of
+// the validator's CustomResourceDefinitions, so it could not be checked.
 var ErrNoSchema = errors.New("no schema")
 
 // Problem is one way an object breaks its type's schema.
