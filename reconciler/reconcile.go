@@ -134,7 +134,7 @@ func (r *Reconciler) reconcileLive(ctx context.Context, s *state) (o outcome) {
 	}
 	res := s.res
 	if len(res.applied)+len(res.pruned) > 0 {
-		ctrl.LoggerFrom(ctx).V(1).Info("Reconciled", "applied", len(res.applied), "pruned", len(res.pruned), "cr", klog.KObj(s.cr))
+		ctrl.LoggerFrom(ctx).V(1).Info("Reconciled", "objects", s.applied.Tally(), "pruned", len(res.pruned), "cr", klog.KObj(s.cr))
 	}
 	return lookAgain(nextLook(res, s.applied.Waiting))
 }

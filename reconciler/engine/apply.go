@@ -166,8 +166,49 @@ func objectKeyOf(gvk string, o metav1.Object) ObjectKey {
 	return ObjectKey{gvk: gvk, namespace: o.GetNamespace(), name: o.GetName(), uid: o.GetLabels()[v1alpha1.LabelOwnerUID]}
 }
 
+// Action is what Apply did with one desired object, one word each, as
+// Flux's ssa.ChangeSet tells it.
+type Action string
+
+// The actions of Apply.
+const (
+	// Created: the object did not exist; Apply created it.
+	Created Action = "created"
+	// Configured: Apply applied the existing object (a new render, or
+	// drift corrected).
+	Configured Action = "configured"
+	// Unchanged: the object is as desired; no write.
+	Unchanged Action = "unchanged"
+	// Adopted: Apply took the object over on a person's request.
+	Adopted Action = "adopted"
+	// Skipped: the object is someone else's (a conflict); left untouched.
+	Skipped Action = "skipped"
+	// Deferred: a correction that waits out a fight; no write yet.
+	Deferred Action = "deferred"
+	// Waiting: the cache has not shown Apply's last write of this render
+	// yet; no write.
+	Waiting Action = "waiting"
+	// Recreated: Apply deleted the object to create it anew (a field that
+	// cannot change, and the template allows it).
+	Recreated Action = "recreated"
+	// Refused: the API server refused the object: invalid, or a field
+	// that cannot change where the object may not be recreated.
+	Refused Action = "refused"
+)
+
+// Change is what Apply did with one desired object.
+type Change struct {
+	// Object is its kind, namespace and name ("ConfigMap ns/web"; a
+	// cluster-scoped one's kind and name).
+	Object string
+	Action Action
+}
+
 // ApplyOutcome is what apply did.
 type ApplyOutcome struct {
+	// Changes say what Apply did with each desired object it reached, in
+	// order (an error stops it before the others).
+	Changes []Change
 	// Applied are the desired objects it applied.
 	Applied []*unstructured.Unstructured
 	// Live are the API server's answers for the applied objects of types
@@ -202,41 +243,68 @@ type ApplyOutcome struct {
 	FightCorrections int
 }
 
-// verdict is what check decided about one desired object.
-type verdict struct {
-	// stale: apply it (missing, or a new render).
-	stale bool
-	// missing are the fields our manager should own but no longer does.
-	missing *fieldpath.Set
-	// conflict: the object exists and is not this resource's; leave it.
-	conflict *Conflict
-	// live is the cached object, when the cache holds it.
-	live client.Object
-	// waiting: our last apply of this render is not in the cache yet.
-	waiting bool
-	// adopting: the object is not ours yet, and a person asked that it be.
-	adopting bool
-	// resourceVersion, when set, is the version of the object that was
-	// read from the API server (adopting, or an object of this resource
-	// that the cache does not hold), and the apply carries it: if the
-	// object changed since (an adoption withdrawn, another controller set),
-	// the API server refuses it.
-	resourceVersion string
-	// creating: the cache does not hold the object and this process never
+// decision is what check decided to do with one desired object.
+type decision int
+
+const (
+	// compare: the object is as this render applied it; only fields our
+	// manager lost since (drift, in verdict.missing) call for an apply.
+	compare decision = iota
+	// wait: our last apply of this render is not in the cache yet; nothing
+	// is done until it is.
+	wait
+	// leave: the object exists and is not this resource's (verdict.conflict);
+	// it is left untouched.
+	leave
+	// create: the cache does not hold the object and this process never
 	// applied it. It is applied only if it does not exist (absentVersion);
 	// if it does, checkUnseen decides. That saves a read per new object,
 	// and two processes (shards) that render one name cannot both create
 	// it: the second apply is refused.
-	creating bool
+	create
+	// apply: apply the object (a new render, or one of this resource's
+	// that the cache does not hold).
+	apply
+	// adopt: the object is not this resource's yet, and a person asked
+	// that it be: apply it, and it becomes the resource's.
+	adopt
+)
+
+func (d decision) String() string {
+	return [...]string{"compare", "wait", "leave", "create", "apply", "adopt"}[d]
+}
+
+// verdict is what check decided about one desired object, with what the
+// decision needs.
+type verdict struct {
+	decision decision
+	// missing are the fields our manager should own but no longer does
+	// (compare).
+	missing *fieldpath.Set
+	// conflict says whose the object is (leave).
+	conflict *Conflict
+	// live is the cached object, when the cache holds it.
+	live client.Object
+	// resourceVersion, when set, is the version of the object that was
+	// read from the API server (adopt, or an object of this resource that
+	// the cache does not hold), and the apply carries it: if the object
+	// changed since (an adoption withdrawn, another controller set), the
+	// API server refuses it.
+	resourceVersion string
 	// claimed: this resource holds the claim on the object's first apply
 	// until the apply returns.
 	claimed bool
 }
 
+// stale: the decision is to apply the object.
+func (v verdict) stale() bool {
+	return v.decision == create || v.decision == apply || v.decision == adopt
+}
+
 // cachedVersion is the resourceVersion of the object as the cache holds
 // it: 0 when it does not, or when v was read from the API server instead.
 func (v verdict) cachedVersion() uint64 {
-	if v.live == nil || (v.resourceVersion != "" && !v.adopting) {
+	if v.live == nil || (v.resourceVersion != "" && v.decision != adopt) {
 		return 0
 	}
 	return ResourceVersion(v.live)
@@ -262,6 +330,7 @@ func (a *Applier) Apply(ctx context.Context, cr v1alpha1.Object, desired []*unst
 		}
 		if rejected(err) {
 			out.Rejected = append(out.Rejected, err)
+			out.change(d, Refused)
 			continue
 		}
 		if err != nil {
@@ -296,11 +365,12 @@ func (a *Applier) applyObject(ctx context.Context, d *unstructured.Unstructured,
 	if err != nil {
 		return err
 	}
-	if v.creating {
-		var done bool
-		if v, done, err = a.createFirstApply(ctx, d, v, report, out); done || err != nil {
+	if v.decision == create {
+		next, err := a.createFirstApply(ctx, d, v, report, out)
+		if next == nil || err != nil {
 			return err
 		}
+		v = *next
 	}
 	return a.applyChecked(ctx, d, v, report, out)
 }
@@ -309,11 +379,12 @@ func (a *Applier) applyObject(ctx context.Context, d *unstructured.Unstructured,
 // does not exist. If it exists, or the apply failed for another reason
 // (which an existing object, someone else's, may also cause: admission sees
 // it), one read tells whose it is, and the verdict it returns is checked as
-// any other. done: nothing more to do (applied, or failed with the error).
-func (a *Applier) createFirstApply(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) (verdict, bool, error) {
+// any other: next, nil when there is nothing more to do (applied, or
+// failed with the error).
+func (a *Applier) createFirstApply(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) (next *verdict, err error) {
 	applyErr := a.applyStale(ctx, d, v, report, out)
 	if applyErr == nil {
-		return v, true, nil
+		return nil, nil
 	}
 	refused := exists(applyErr, d)
 	if refused {
@@ -323,29 +394,39 @@ func (a *Applier) createFirstApply(ctx context.Context, d *unstructured.Unstruct
 		a.noVersionOnCreate.Store(d.GroupVersionKind(), struct{}{})
 		refused = true
 	}
-	v, err := a.checkUnseen(ctx, d)
+	v, err = a.checkUnseen(ctx, d)
 	switch {
 	case err != nil:
-		return v, true, err
-	case !refused && v.conflict == nil:
-		return v, true, applyErr
+		return nil, err
+	case !refused && v.decision != leave:
+		return nil, applyErr
 	}
-	return v, false, nil
+	return &v, nil
 }
 
 // applyChecked acts on d's verdict: it leaves a conflict alone, reports and
 // corrects drift, and applies d when it is stale.
 func (a *Applier) applyChecked(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) error {
-	if v.conflict != nil {
+	if v.decision == leave {
 		out.Conflicts = append(out.Conflicts, *v.conflict)
+		out.change(d, Skipped)
 		return nil //nolint:nilerr // a conflict is reported in status, and the other objects are still applied
 	}
-	out.Waiting = out.Waiting || v.waiting
-	stale, err := a.onDrift(ctx, d, v, report, out)
-	if err != nil || !stale {
+	out.Waiting = out.Waiting || v.decision == wait
+	stale, deferred, err := a.onDrift(ctx, d, v, report, out)
+	switch {
+	case err != nil:
 		return err
+	case deferred:
+		out.change(d, Deferred)
+	case v.decision == wait:
+		out.change(d, Waiting)
+	case !stale:
+		out.change(d, Unchanged)
+	default:
+		return a.applyStale(ctx, d, v, report, out)
 	}
-	return a.applyStale(ctx, d, v, report, out)
+	return nil
 }
 
 // exists: a create-first apply of d was refused because d exists: a
@@ -383,29 +464,29 @@ const absentVersion = "18446744073709551615"
 // onDrift handles the fields d's verdict found missing: it reports them,
 // and corrects them unless report; in a fight it corrects only when the
 // wait is over, and shows the fight meanwhile. It returns whether d must be
-// applied.
-func (a *Applier) onDrift(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) (bool, error) {
+// applied, and whether its correction waits (deferred).
+func (a *Applier) onDrift(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) (apply, deferred bool, err error) {
 	now, key := time.Now(), KeyOf(d)
 	if v.missing == nil || v.missing.Empty() {
 		if f, fighting := a.fights.calm(key, now); fighting {
 			out.Deferred = append(out.Deferred, f) // still shown until it is over
 		}
-		return v.stale, nil
+		return v.stale(), false, nil
 	}
 	if f, fighting := a.fights.Fighting(key, now); fighting && !report {
 		if now.Before(f.Until) {
 			out.Deferred = append(out.Deferred, f)
-			return false, nil
+			return false, true, nil
 		}
 		// The fight goes on: correct again, without a new report.
 		f, _ = a.fights.Corrected(key, f.Drift, now)
 		out.Deferred = append(out.Deferred, f)
 		out.FightCorrections++
-		return true, nil
+		return true, false, nil
 	}
 	drift, err := a.Report(ctx, d, v.missing)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	drift.Reverted = !report
 	switch {
@@ -422,7 +503,7 @@ func (a *Applier) onDrift(ctx context.Context, d *unstructured.Unstructured, v v
 			out.Drift = append(out.Drift, drift)
 		}
 	}
-	return v.stale || !report, nil
+	return v.stale() || !report, false, nil
 }
 
 // applyStale applies d. Under policy Report it leaves out the fields that
@@ -445,14 +526,14 @@ func (a *Applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 			held = held.RecursiveDifference(h)
 		}
 	}
-	if v.adopting && CreateOnly(d) {
+	if v.decision == adopt && CreateOnly(d) {
 		// A create-only object's content is a value made once: adopting
 		// one takes it over as it is (stencil's labels, annotations and
 		// owner), never replacing its content with this render's.
 		body = adoptionBody(d)
 	}
 	switch {
-	case v.creating:
+	case v.decision == create:
 		body = body.DeepCopy()
 		body.SetResourceVersion(absentVersion)
 	case v.resourceVersion != "":
@@ -465,20 +546,21 @@ func (a *Applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 	if others := a.writes.endAwaited(key, live, v.cachedVersion(), d.GetAnnotations()[v1alpha1.AnnotationOwner]); others {
 		out.OthersWrote = true
 	}
-	if err != nil && v.adopting && apierrors.IsConflict(err) {
+	if err != nil && v.decision == adopt && apierrors.IsConflict(err) {
 		return fmt.Errorf("%w: %w", ErrAdoptionRaced, err)
 	}
-	if err != nil && (v.creating && exists(err, d) || v.resourceVersion != "" && apierrors.IsConflict(err)) {
+	if err != nil && (v.decision == create && exists(err, d) || v.resourceVersion != "" && apierrors.IsConflict(err)) {
 		return fmt.Errorf("%w: %w", ErrChangedWhileRead, err)
 	}
 	if err != nil {
 		return err
 	}
-	if v.creating || v.resourceVersion != "" { // only a read-then-apply can follow a refusal
+	if v.decision == create || v.resourceVersion != "" { // only a read-then-apply can follow a refusal
 		a.refused.Delete(IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName()))
 	}
 	out.Applied = append(out.Applied, d)
-	if v.adopting {
+	out.change(d, appliedAction(v))
+	if v.decision == adopt {
 		out.Adopted = append(out.Adopted, d.GetKind()+" "+quoted(d.GetNamespace(), d.GetName()))
 	}
 	if a.types.Whole[d.GroupVersionKind()] {
@@ -494,6 +576,44 @@ func (a *Applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 		}
 	}
 	return nil
+}
+
+// appliedAction is the Action of an apply on verdict v.
+func appliedAction(v verdict) Action {
+	switch {
+	case v.decision == adopt:
+		return Adopted
+	case v.decision == create, v.live == nil && v.resourceVersion == "":
+		return Created // no object was seen: create-first, or read missing
+	}
+	return Configured
+}
+
+// Tally counts the changes by action, in the order of the actions' first
+// changes: "configured 1, unchanged 2".
+func (out ApplyOutcome) Tally() string {
+	var order []Action
+	n := map[Action]int{}
+	for _, c := range out.Changes {
+		if n[c.Action] == 0 {
+			order = append(order, c.Action)
+		}
+		n[c.Action]++
+	}
+	parts := make([]string, len(order))
+	for i, a := range order {
+		parts[i] = string(a) + " " + strconv.Itoa(n[a])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// change records what Apply did with d.
+func (out *ApplyOutcome) change(d *unstructured.Unstructured, action Action) {
+	object := d.GetKind() + " " + d.GetName()
+	if ns := d.GetNamespace(); ns != "" {
+		object = d.GetKind() + " " + ns + "/" + d.GetName()
+	}
+	out.Changes = append(out.Changes, Change{Object: object, Action: action})
 }
 
 // adoptionBody is the apply that adopts d's live object without touching
@@ -524,10 +644,10 @@ func CreateOnly(d *unstructured.Unstructured) bool {
 func (a *Applier) createOnlyDrift(d *unstructured.Unstructured, live client.Object) (verdict, error) {
 	b, ok := a.baselines.Load(KeyOf(d))
 	if !ok || b.hash != live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] {
-		return verdict{live: live}, nil
+		return verdict{decision: compare, live: live}, nil
 	}
 	missing, err := MissingFields(b.owned, OwnedRecord(live.GetManagedFields(), FieldManager), nil)
-	return verdict{missing: missing, live: live}, err
+	return verdict{decision: compare, missing: missing, live: live}, err
 }
 
 // ErrChangedWhileRead says that an object that stencil read before
@@ -544,38 +664,18 @@ var ErrAdoptionRaced = errors.New("the object changed while stencil adopted it")
 // check compares a desired object with the cached metadata of the live one.
 func (a *Applier) check(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
 	live, err := a.cached(ctx, d)
-	hash := d.GetAnnotations()[v1alpha1.AnnotationDesiredHash]
-	switch {
-	case apierrors.IsNotFound(err):
-		// Our apply may not be in the cache yet: a deletion would have
-		// dropped the baseline (see ForgetDeleted).
-		if a.appliedNewer(d, hash, 0) {
-			return verdict{waiting: true}, nil
-		}
-		id := IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())
-		if holder, ok := a.claims.claim(id, d.GetAnnotations()[v1alpha1.AnnotationOwner]); !ok {
-			c := conflictWith(d, &metav1.PartialObjectMetadata{})
-			c.holder = "it is being created for " + holder
-			return verdict{conflict: &c}, nil
-		}
-		if _, refused := a.refused.Load(id); refused || !a.createFirst(d) {
-			v, err := a.checkUnseen(ctx, d)
-			v.claimed = true
-			return v, err
-		}
-		return verdict{stale: true, creating: true, claimed: true}, nil
-	case err != nil:
+	if apierrors.IsNotFound(err) {
+		live = nil
+	} else if err != nil {
 		return verdict{}, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
-	case !ownedFor(live, d) && !adoptedBy(live, d):
-		c := conflictWith(d, live)
-		return verdict{conflict: &c}, nil
-	case live.GetDeletionTimestamp() != nil:
-		// Ours, and on its way out (finalizers hold it): an apply would
-		// only update what is about to go. Its deletion brings us back.
-		c := conflictWith(d, live)
-		return verdict{conflict: &c}, nil
-	case !ownedFor(live, d):
-		return verdict{stale: true, live: live, adopting: true, resourceVersion: live.GetResourceVersion()}, nil
+	}
+	hash := d.GetAnnotations()[v1alpha1.AnnotationDesiredHash]
+	v := decide(d, live, func(cached uint64) bool { return a.appliedNewer(d, hash, cached) })
+	switch {
+	case v.decision == create:
+		return a.checkCreate(ctx, d)
+	case v.decision != compare:
+		return v, nil
 	case CreateOnly(d) && live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != hash:
 		// Created from an earlier render, and never applied again. Its
 		// drift is measured against what that render's apply owned, when
@@ -583,16 +683,6 @@ func (a *Applier) check(ctx context.Context, d *unstructured.Unstructured) (verd
 		// itself be refused (an immutable Job template) and would count
 		// the fields the new render adds as drift.
 		return a.createOnlyDrift(d, live)
-	case live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != hash:
-		if a.appliedNewer(d, hash, ResourceVersion(live)) {
-			return verdict{waiting: true}, nil
-		}
-		return verdict{stale: true, live: live}, nil
-	case a.appliedNewer(d, hash, ResourceVersion(live)):
-		// The cache has not caught up with our last apply: the reconcile
-		// looks again at cacheBackstop (its update event is dropped as our
-		// own, and may have cleared the unseen write already).
-		return verdict{waiting: true}, nil
 	}
 	base, err := a.baseline(ctx, d, hash)
 	if err != nil {
@@ -602,7 +692,70 @@ func (a *Applier) check(ctx context.Context, d *unstructured.Unstructured) (verd
 	if h := HandOver(d); h != nil && missing != nil {
 		missing = missing.RecursiveDifference(h) // taken as the template allows: not drift
 	}
-	return verdict{missing: missing, live: live}, err
+	return verdict{decision: compare, missing: missing, live: live}, err
+}
+
+// decide is what to do with desired object d, from the cache's copy of it
+// (live; nil: the cache does not hold it) alone: a pure function of what
+// the cache says. appliedNewer says whether this process applied this very
+// render less than cacheGrace ago, to a version newer than the cached one
+// (0: none cached), so the cache only lags behind. A compare verdict's
+// missing fields, and a create's claim, are check's to find.
+func decide(d *unstructured.Unstructured, live client.Object, appliedNewer func(cached uint64) bool) verdict {
+	if live == nil {
+		// Our apply may not be in the cache yet: a deletion would have
+		// dropped the baseline (see ForgetDeleted).
+		if appliedNewer(0) {
+			return verdict{decision: wait}
+		}
+		return verdict{decision: create}
+	}
+	hash := d.GetAnnotations()[v1alpha1.AnnotationDesiredHash]
+	switch {
+	case !ownedFor(live, d) && !adoptedBy(live, d):
+		c := conflictWith(d, live)
+		return verdict{decision: leave, conflict: &c}
+	case live.GetDeletionTimestamp() != nil:
+		// Ours, and on its way out (finalizers hold it): an apply would
+		// only update what is about to go. Its deletion brings us back.
+		c := conflictWith(d, live)
+		return verdict{decision: leave, conflict: &c}
+	case !ownedFor(live, d):
+		return verdict{decision: adopt, live: live, resourceVersion: live.GetResourceVersion()}
+	case CreateOnly(d) && live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != hash:
+		return verdict{decision: compare, live: live} // against what created it (createOnlyDrift)
+	case live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != hash:
+		if appliedNewer(ResourceVersion(live)) {
+			return verdict{decision: wait}
+		}
+		return verdict{decision: apply, live: live}
+	case appliedNewer(ResourceVersion(live)):
+		// The cache has not caught up with our last apply: the reconcile
+		// looks again at cacheBackstop (its update event is dropped as our
+		// own, and may have cleared the unseen write already).
+		return verdict{decision: wait}
+	}
+	return verdict{decision: compare, live: live}
+}
+
+// checkCreate decides about d, which the cache does not hold and this
+// process did not just apply: it claims d's name for this resource's
+// first apply (another resource creating it now is a conflict), and
+// creates d only if it does not exist, unless an earlier create of it was
+// refused or its type takes no create-first apply: then one read says.
+func (a *Applier) checkCreate(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
+	id := IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())
+	if holder, ok := a.claims.claim(id, d.GetAnnotations()[v1alpha1.AnnotationOwner]); !ok {
+		c := conflictWith(d, &metav1.PartialObjectMetadata{})
+		c.holder = "it is being created for " + holder
+		return verdict{decision: leave, conflict: &c}, nil
+	}
+	if _, refused := a.refused.Load(id); refused || !a.createFirst(d) {
+		v, err := a.checkUnseen(ctx, d)
+		v.claimed = true
+		return v, err
+	}
+	return verdict{decision: create, claimed: true}, nil
 }
 
 // cached reads the live object from the cache that holds its type: whole

@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -33,15 +35,13 @@ func newWidget(t testing.TB, ns string, spec testv1alpha1.WidgetSpec) (*testv1al
 }
 
 // converge applies desired until an apply finds nothing to do (the cache
-// has shown every earlier apply), and returns the requests that took.
-func converge(t testing.TB, h *harness, w v1alpha1.Object, desired []*unstructured.Unstructured) map[string]int {
+// has shown every earlier apply), and takes the requests that took, so
+// that none of them counts afterwards.
+func converge(t testing.TB, h *harness, w v1alpha1.Object, desired []*unstructured.Unstructured) {
 	t.Helper()
-	sent := map[string]int{}
 	eventually(t, 30*time.Second, "an apply with nothing to do", func() error {
 		out, err := h.Apply(t.Context(), w, desired)
-		for k, v := range h.requests.take() {
-			sent[k] += v
-		}
+		h.requests.take()
 		switch {
 		case err != nil:
 			return err
@@ -52,7 +52,6 @@ func converge(t testing.TB, h *harness, w v1alpha1.Object, desired []*unstructur
 		}
 		return nil
 	})
-	return sent
 }
 
 var errNotYet = apierrors.NewServiceUnavailable("not converged yet")
@@ -80,6 +79,9 @@ func TestConvergedSetCostsNothing(t *testing.T) {
 		if err != nil || len(out.Applied) > 0 || out.Waiting {
 			t.Fatalf("apply of a converged set: applied %d, waiting %v, err %v", len(out.Applied), out.Waiting, err)
 		}
+		if got, want := out.Tally(), "unchanged "+strconv.Itoa(len(desired)); got != want {
+			t.Errorf("apply of a converged set: %s, want %s", got, want)
+		}
 	}
 	if sent := h.requests.take(); len(sent) > 0 {
 		t.Errorf("3 applies of a converged set sent %v, want no request", sent)
@@ -99,7 +101,7 @@ func TestDriftIsReportedAndReverted(t *testing.T) {
 	}
 	taken := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"namespace": ns, "name": "web-config"}, "data": map[string]any{"message": "edited"}}}
-	if err := k8s.Patch(t.Context(), taken, client.Apply, client.FieldOwner("someone-else"), client.ForceOwnership); err != nil {
+	if err := k8s.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(taken), client.FieldOwner("someone-else"), client.ForceOwnership); err != nil {
 		t.Fatal(err)
 	}
 	var drift []v1alpha1.ObjectDrift
@@ -110,6 +112,9 @@ func TestDriftIsReportedAndReverted(t *testing.T) {
 		}
 		if drift = append(drift, out.Drift...); len(drift) == 0 {
 			return errNotYet
+		}
+		if !slices.Contains(out.Changes, engine.Change{Object: "ConfigMap " + ns + "/web-config", Action: engine.Configured}) {
+			t.Errorf("the apply that reverted the drift: %v, want ConfigMap %s/web-config configured", out.Changes, ns)
 		}
 		return nil
 	})
@@ -136,6 +141,18 @@ func TestForeignObjectIsAConflict(t *testing.T) {
 	}
 	if len(out.Conflicts) != 1 || out.Conflicts[0].ID != engine.IDOf(corev1.SchemeGroupVersion.WithKind("ConfigMap"), ns, "web-config") {
 		t.Errorf("conflicts = %v; want the ConfigMap web-config", engine.ConflictsError(out.Conflicts))
+	}
+	for _, c := range out.Changes {
+		want := engine.Created
+		if c.Object == "ConfigMap "+ns+"/web-config" {
+			want = engine.Skipped
+		}
+		if c.Action != want {
+			t.Errorf("%s: %s, want %s", c.Object, c.Action, want)
+		}
+	}
+	if len(out.Changes) != len(desired) {
+		t.Errorf("changes %v, want one per desired object (%d)", out.Changes, len(desired))
 	}
 	if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(foreign), foreign); err != nil || foreign.Data["message"] != "theirs" || len(foreign.OwnerReferences) > 0 {
 		t.Errorf("the foreign ConfigMap = %v %v (%v); want it untouched", foreign.Data, foreign.OwnerReferences, err)
@@ -182,6 +199,7 @@ func TestPruneDeletesOnlyWhatIsOwned(t *testing.T) {
 
 // k8sGone is nil when the object ns/name is gone.
 func k8sGone(t testing.TB, obj client.Object, ns, name string) error {
+	t.Helper()
 	err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, obj)
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -220,7 +238,7 @@ func TestHandedOverFieldIsLeftToItsTaker(t *testing.T) {
 	converge(t, h, w, desired)
 	scaled := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
 		"metadata": map[string]any{"namespace": ns, "name": "web"}, "spec": map[string]any{"replicas": int64(4)}}}
-	if err := k8s.Patch(t.Context(), scaled, client.Apply, client.FieldOwner("autoscaler"), client.ForceOwnership); err != nil {
+	if err := k8s.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(scaled), client.FieldOwner("autoscaler"), client.ForceOwnership); err != nil {
 		t.Fatal(err)
 	}
 	deploy := &appsv1.Deployment{}

@@ -91,6 +91,7 @@ func (a *Applier) recreate(ctx context.Context, d *unstructured.Unstructured, fi
 	// it is never deleted to be made anew, whatever the template asks.
 	if CreateOnly(d) || force != v1alpha1.ForceEnabled && force != v1alpha1.ForceEnabledDataLoss {
 		out.Immutable = append(out.Immutable, immutable)
+		out.change(d, Refused)
 		return nil
 	}
 	live := &unstructured.Unstructured{}
@@ -113,9 +114,11 @@ func (a *Applier) recreate(ctx context.Context, d *unstructured.Unstructured, fi
 	case data && force != v1alpha1.ForceEnabledDataLoss:
 		immutable.holdsData = true
 		out.Immutable = append(out.Immutable, immutable)
+		out.change(d, Refused)
 		return nil
 	case !ownedFor(live, d): // being adopted: a person's object is never deleted
 		out.Immutable = append(out.Immutable, immutable)
+		out.change(d, Refused)
 		return nil
 	}
 	// The preconditions make the delete apply to the object just checked:
@@ -130,6 +133,7 @@ func (a *Applier) recreate(ctx context.Context, d *unstructured.Unstructured, fi
 		return fmt.Errorf("deleting %s %s to recreate it: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
 	out.Recreating = append(out.Recreating, d.GetKind()+" "+quoted(d.GetNamespace(), d.GetName())+" (to change "+strings.Join(fields, ", ")+")")
+	out.change(d, Recreated)
 	return nil
 }
 

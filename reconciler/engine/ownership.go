@@ -281,12 +281,15 @@ func (a *Applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured)
 	case apierrors.IsNotFound(err):
 		// Created only if it is still missing: someone may create it
 		// after this read.
-		return verdict{stale: true, creating: a.createFirst(d)}, nil
+		if a.createFirst(d) {
+			return verdict{decision: create}, nil
+		}
+		return verdict{decision: apply}, nil
 	case err != nil:
 		return verdict{}, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	case ownedFor(live, d) && live.GetDeletionTimestamp() != nil:
 		c := conflictWith(d, live)
-		return verdict{conflict: &c}, nil
+		return verdict{decision: leave, conflict: &c}, nil
 	case ownedFor(live, d) && CreateOnly(d):
 		// It exists: a create-only object is not applied again. When it
 		// came from another shard, it gets this shard's label, so that
@@ -296,12 +299,12 @@ func (a *Applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured)
 		// Ours, though not cached (it came from another shard, whose label
 		// it carries): applied knowing its managers, as any cached object,
 		// and only as it was read.
-		return verdict{stale: true, live: live, resourceVersion: live.GetResourceVersion()}, nil
+		return verdict{decision: apply, live: live, resourceVersion: live.GetResourceVersion()}, nil
 	case adoptedBy(live, d):
-		return verdict{stale: true, adopting: true, resourceVersion: live.GetResourceVersion()}, nil
+		return verdict{decision: adopt, resourceVersion: live.GetResourceVersion()}, nil
 	}
 	c := conflictWith(d, live)
-	return verdict{conflict: &c}, nil
+	return verdict{decision: leave, conflict: &c}, nil
 }
 
 // relabelShard sets, on an object of this resource that the cache does not

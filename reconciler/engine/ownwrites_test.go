@@ -130,12 +130,12 @@ func TestVerdictCachedVersion(t *testing.T) {
 		v    verdict
 		want uint64
 	}{
-		{"a new render of a cached object", verdict{stale: true, live: cached}, 7},
-		{"drift on a cached object", verdict{live: cached}, 7},
-		{"adopting a cached object", verdict{stale: true, live: cached, adopting: true, resourceVersion: "7"}, 7},
-		{"ours, read from the API server", verdict{stale: true, live: cached, resourceVersion: "7"}, 0},
-		{"adopting, read from the API server", verdict{stale: true, adopting: true, resourceVersion: "7"}, 0},
-		{"creating", verdict{stale: true, creating: true}, 0},
+		{"a new render of a cached object", verdict{decision: apply, live: cached}, 7},
+		{"drift on a cached object", verdict{decision: compare, live: cached}, 7},
+		{"adopting a cached object", verdict{decision: adopt, live: cached, resourceVersion: "7"}, 7},
+		{"ours, read from the API server", verdict{decision: apply, live: cached, resourceVersion: "7"}, 0},
+		{"adopting, read from the API server", verdict{decision: adopt, resourceVersion: "7"}, 0},
+		{"creating", verdict{decision: create}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
