@@ -83,22 +83,46 @@ type failure struct {
 	stalled bool
 }
 
-// healthFailure is the reconcile's failure, or, when it has none, why its
-// objects are not all healthy (nil when they are): Progressing while
-// kstatus expects them to get there, HealthCheckFailed (Stalled) when it
-// says one failed.
+// healthFailure is why the resource is not Ready (nil: it is): the first
+// of readyRules that finds a reason.
 func (res *result) healthFailure() *failure {
-	if res.failure != nil {
-		return res.failure
-	}
-	if len(res.graphWaiting) > 0 {
-		f := &failure{reason: v1alpha1.ReasonWaiting, err: errors.New(waitMessage(len(res.desired), res.graphWaiting))}
-		if slices.ContainsFunc(res.graphWaiting, func(w render.Waiting) bool { return w.Failed }) {
-			// Waiting will not help: what a node waits for failed.
-			f.reason, f.stalled = v1alpha1.ReasonHealthCheckFailed, true
+	for _, rule := range readyRules {
+		if f := rule(res); f != nil {
+			return f
 		}
-		return f
 	}
+	return nil
+}
+
+// readyRules decide, in order, why a resource is not Ready; each is a pure
+// rule over what the reconcile saw.
+var readyRules = []func(res *result) *failure{
+	phaseFailed,      // a phase of the reconcile failed: its reason
+	nodesWait,        // nodes of a graph wait: Waiting, or HealthCheckFailed when what they wait for failed
+	objectsUnhealthy, // kstatus does not call every applied object current: Progressing, or HealthCheckFailed
+}
+
+// phaseFailed is the reconcile's failure.
+func phaseFailed(res *result) *failure { return res.failure }
+
+// nodesWait: nodes of a graph kind wait for their turn (Waiting); when what
+// a node waits for failed, waiting will not help (HealthCheckFailed,
+// Stalled).
+func nodesWait(res *result) *failure {
+	if len(res.graphWaiting) == 0 {
+		return nil
+	}
+	f := &failure{reason: v1alpha1.ReasonWaiting, err: errors.New(waitMessage(len(res.desired), res.graphWaiting))}
+	if slices.ContainsFunc(res.graphWaiting, func(w render.Waiting) bool { return w.Failed }) {
+		f.reason, f.stalled = v1alpha1.ReasonHealthCheckFailed, true
+	}
+	return f
+}
+
+// objectsUnhealthy: applied objects that kstatus does not call current yet
+// (Progressing, which kstatus expects them to get over), or that it says
+// failed (HealthCheckFailed, Stalled).
+func objectsUnhealthy(res *result) *failure {
 	if len(res.unhealthy) == 0 {
 		return nil
 	}

@@ -308,18 +308,7 @@ func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPo
 	if res.templates != "" {
 		after.Templates, after.RenderDigest = res.templates, res.renderDigest
 	}
-	switch {
-	case res.healthFailure() == nil:
-		after.Rollout = nil // Ready: the rollout is through with it
-	case res.ok():
-		// The gate's word: nil when the rollout does not count the
-		// resource (its spec changed since the rollout reached it).
-		after.Rollout = res.rollout
-	case res.rollout != nil:
-		after.Rollout = res.rollout
-	case res.generation != before.ObservedGeneration:
-		after.Rollout = nil // a failed reconcile of a new spec: out of the rollout
-	}
+	after.Rollout = rolloutStatus(before, res)
 	if res.ok() {
 		after.ObservedGeneration = res.generation
 		after.Inventory = inventory(res.desired)
@@ -333,6 +322,24 @@ func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPo
 		after.Inventory = mergeInventory(before.Inventory, res.applied, res.pruned)
 	}
 	return after
+}
+
+// rolloutStatus is status.rollout after the reconcile: the paced rollout
+// that reached the resource, until it is Ready.
+func rolloutStatus(before *v1alpha1.Status, res *result) *v1alpha1.RolloutStatus {
+	switch {
+	case res.healthFailure() == nil:
+		return nil // Ready: the rollout is through with it
+	case res.ok():
+		// The gate's word: nil when the rollout does not count the
+		// resource (its spec changed since the rollout reached it).
+		return res.rollout
+	case res.rollout != nil:
+		return res.rollout
+	case res.generation != before.ObservedGeneration:
+		return nil // a failed reconcile of a new spec: out of the rollout
+	}
+	return before.Rollout.DeepCopy() // as it was
 }
 
 // waitingStatus is the status of a resource whose change waits for its

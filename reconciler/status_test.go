@@ -40,35 +40,243 @@ func TestComputeStatus(t *testing.T) {
 	failedHealth := []engine.ObjectHealth{{Object: "Deployment web", Message: "Progress deadline exceeded", Failed: true}}
 
 	tests := []struct {
-		name          string
-		before        v1alpha1.Status
-		res           result
-		policy        v1alpha1.DriftPolicy
-		wantReady     string
-		wantDrifted   string // reason; "" means no Drifted condition
-		wantProgress  string // Stalled or Reconciling; "" means neither
-		wantObserved  int64
+		name string
+		// before is the status as stored.
+		before v1alpha1.Status
+		// res is what the reconcile saw and did.
+		res result
+		// policy is the resource's drift policy.
+		policy v1alpha1.DriftPolicy
+		// wantReady is the Ready condition's reason.
+		wantReady string
+		// wantDrifted is the Drifted condition's reason; "" means none.
+		wantDrifted string
+		// wantProgress is Stalled or Reconciling (the one that is True);
+		// "" means neither.
+		wantProgress string
+		// wantObserved is status.observedGeneration.
+		wantObserved int64
+		// wantInventory is the number of entries in status.inventory.
 		wantInventory int
-		wantDrift     int
+		// wantDrift is the number of objects in status.drift.
+		wantDrift int
 	}{
-		{"success", v1alpha1.Status{}, result{generation: 2, desired: objs(cm)}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonInSync, "", 2, 1, 0},
-		{"render failure keeps generation and inventory", v1alpha1.Status{ObservedGeneration: 1, Inventory: oldInventory}, result{generation: 2, failure: fail(v1alpha1.ReasonRenderFailed, true, "x.yaml:1: boom")}, v1alpha1.DriftCorrect, v1alpha1.ReasonRenderFailed, "", v1alpha1.ConditionStalled, 1, 1, 0},
-		{"apply failure adds what was applied", v1alpha1.Status{Inventory: oldInventory}, result{generation: 2, applied: objs(cm), failure: fail(v1alpha1.ReasonApplyFailed, false, "conflict")}, v1alpha1.DriftCorrect, v1alpha1.ReasonApplyFailed, "", v1alpha1.ConditionReconciling, 0, 2, 0},
-		{"finalizer failure claims nothing", v1alpha1.Status{ObservedGeneration: 1}, result{generation: 2, desired: objs(cm), failure: fail(v1alpha1.ReasonFinalizerFailed, false, "adding finalizer: forbidden")}, v1alpha1.DriftCorrect, v1alpha1.ReasonFinalizerFailed, "", v1alpha1.ConditionReconciling, 1, 0, 0},
-		{"panic claims nothing", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), failure: fail(v1alpha1.ReasonReconcilePanicked, false, "the reconcile panicked: boom")}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconcilePanicked, "", v1alpha1.ConditionReconciling, 0, 0, 0},
-		{"ownership conflict stalls", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), failure: fail(v1alpha1.ReasonOwnershipConflict, true, "ConfigMap a is not ours")}, v1alpha1.DriftCorrect, v1alpha1.ReasonOwnershipConflict, "", v1alpha1.ConditionStalled, 0, 0, 0},
-		{"prune failure drops what was pruned", v1alpha1.Status{Inventory: oldInventory}, result{generation: 1, desired: objs(cm), pruned: pruned, failure: fail(v1alpha1.ReasonPruneFailed, false, "forbidden")}, v1alpha1.DriftCorrect, v1alpha1.ReasonPruneFailed, "", v1alpha1.ConditionReconciling, 0, 0, 0},
-		{"empty render", v1alpha1.Status{Inventory: oldInventory}, result{generation: 2, failure: fail(v1alpha1.ReasonEmptyRender, true, "empty")}, v1alpha1.DriftCorrect, v1alpha1.ReasonEmptyRender, "", v1alpha1.ConditionStalled, 0, 1, 0},
-		{"success clears Stalled", v1alpha1.Status{Conditions: []metav1.Condition{{Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue, Reason: "x"}}}, result{generation: 2, desired: objs(cm)}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonInSync, "", 2, 1, 0},
-		{"report drift", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift}, v1alpha1.DriftReport, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftDetected, "", 1, 1, 1},
-		{"report clears drift once gone", v1alpha1.Status{Drift: drift}, result{generation: 1, desired: objs(cm)}, v1alpha1.DriftReport, v1alpha1.ReasonReconciled, v1alpha1.ReasonInSync, "", 1, 1, 0},
-		{"correct records reverted drift", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: reverted}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftCorrected, "", 1, 1, 1},
-		{"correct reports drift it leaves (create only)", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftDetected, "", 1, 1, 1},
-		{"a fight", v1alpha1.Status{}, result{generation: 1, desired: objs(cm), drift: drift, fights: fights}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonFieldFight, "", 1, 1, 1},
-		{"objects progressing: applied, not Ready", v1alpha1.Status{}, result{generation: 2, desired: objs(cm), unhealthy: progressing}, v1alpha1.DriftCorrect, v1alpha1.ReasonProgressing, v1alpha1.ReasonInSync, v1alpha1.ConditionReconciling, 2, 1, 0},
-		{"an object failed: applied, Stalled", v1alpha1.Status{}, result{generation: 2, desired: objs(cm), unhealthy: failedHealth}, v1alpha1.DriftCorrect, v1alpha1.ReasonHealthCheckFailed, v1alpha1.ReasonInSync, v1alpha1.ConditionStalled, 2, 1, 0},
-		{"a failure says more than health", v1alpha1.Status{}, result{generation: 2, desired: objs(cm), unhealthy: progressing, failure: fail(v1alpha1.ReasonPruneFailed, false, "forbidden")}, v1alpha1.DriftCorrect, v1alpha1.ReasonPruneFailed, "", v1alpha1.ConditionReconciling, 0, 0, 0},
-		{"correct keeps the last record", v1alpha1.Status{Drift: drift, Conditions: []metav1.Condition{corrected}}, result{generation: 1, desired: objs(cm)}, v1alpha1.DriftCorrect, v1alpha1.ReasonReconciled, v1alpha1.ReasonDriftCorrected, "", 1, 1, 1},
+		{
+			name:          "success",
+			before:        v1alpha1.Status{},
+			res:           result{generation: 2, desired: objs(cm)},
+			policy:        v1alpha1.DriftCorrect,
+			wantReady:     v1alpha1.ReasonReconciled,
+			wantDrifted:   v1alpha1.ReasonInSync,
+			wantProgress:  "",
+			wantObserved:  2,
+			wantInventory: 1,
+			wantDrift:     0,
+		},
+		{
+			name:          "render failure keeps generation and inventory",
+			before:        v1alpha1.Status{ObservedGeneration: 1, Inventory: oldInventory},
+			res:           result{generation: 2, failure: fail(v1alpha1.ReasonRenderFailed, true, "x.yaml:1: boom")},
+			policy:        v1alpha1.DriftCorrect,
+			wantReady:     v1alpha1.ReasonRenderFailed,
+			wantDrifted:   "",
+			wantProgress:  v1alpha1.ConditionStalled,
+			wantObserved:  1,
+			wantInventory: 1,
+			wantDrift:     0,
+		},
+		{
+			name:          "apply failure adds what was applied",
+			before:        v1alpha1.Status{Inventory: oldInventory},
+			res:           result{generation: 2, applied: objs(cm), failure: fail(v1alpha1.ReasonApplyFailed, false, "conflict")},
+			policy:        v1alpha1.DriftCorrect,
+			wantReady:     v1alpha1.ReasonApplyFailed,
+			wantDrifted:   "",
+			wantProgress:  v1alpha1.ConditionReconciling,
+			wantObserved:  0,
+			wantInventory: 2,
+			wantDrift:     0,
+		},
+		{
+			name:          "finalizer failure claims nothing",
+			before:        v1alpha1.Status{ObservedGeneration: 1},
+			res:           result{generation: 2, desired: objs(cm), failure: fail(v1alpha1.ReasonFinalizerFailed, false, "adding finalizer: forbidden")},
+			policy:        v1alpha1.DriftCorrect,
+			wantReady:     v1alpha1.ReasonFinalizerFailed,
+			wantDrifted:   "",
+			wantProgress:  v1alpha1.ConditionReconciling,
+			wantObserved:  1,
+			wantInventory: 0,
+			wantDrift:     0,
+		},
+		{
+			name:          "panic claims nothing",
+			before:        v1alpha1.Status{},
+			res:           result{generation: 1, desired: objs(cm), failure: fail(v1alpha1.ReasonReconcilePanicked, false, "the reconcile panicked: boom")},
+			policy:        v1alpha1.DriftCorrect,
+			wantReady:     v1alpha1.ReasonReconcilePanicked,
+			wantDrifted:   "",
+			wantProgress:  v1alpha1.ConditionReconciling,
+			wantObserved:  0,
+			wantInventory: 0,
+			wantDrift:     0,
+		},
+		{
+			name:          "ownership conflict stalls",
+			before:        v1alpha1.Status{},
+			res:           result{generation: 1, desired: objs(cm), failure: fail(v1alpha1.ReasonOwnershipConflict, true, "ConfigMap a is not ours")},
+			policy:        v1alpha1.DriftCorrect,
+			wantReady:     v1alpha1.ReasonOwnershipConflict,
+			wantDrifted:   "",
+			wantProgress:  v1alpha1.ConditionStalled,
+			wantObserved:  0,
+			wantInventory: 0,
+			wantDrift:     0,
+		},
+		{
+			name:          "prune failure drops what was pruned",
+			before:        v1alpha1.Status{Inventory: oldInventory},
+			res:           result{generation: 1, desired: objs(cm), pruned: pruned, failure: fail(v1alpha1.ReasonPruneFailed, false, "forbidden")},
+			policy:        v1alpha1.DriftCorrect,
+			wantReady:     v1alpha1.ReasonPruneFailed,
+			wantDrifted:   "",
+			wantProgress:  v1alpha1.ConditionReconciling,
+			wantObserved:  0,
+			wantInventory: 0,
+			wantDrift:     0,
+		},
+		{
+			name:          "empty render",
+			before:        v1alpha1.Status{Inventory: oldInventory},
+			res:           result{generation: 2, failure: fail(v1alpha1.ReasonEmptyRender, true, "empty")},
+			policy:        v1alpha1.DriftCorrect,
+			wantReady:     v1alpha1.ReasonEmptyRender,
+			wantDrifted:   "",
+			wantProgress:  v1alpha1.ConditionStalled,
+			wantObserved:  0,
+			wantInventory: 1,
+			wantDrift:     0,
+		},
+		{
+			name:          "success clears Stalled",
+			before:        v1alpha1.Status{Conditions: []metav1.Condition{{Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue, Reason: "x"}}},
+			res:           result{generation: 2, desired: objs(cm)},
+			policy:        v1alpha1.DriftCorrect,
+			wantReady:     v1alpha1.ReasonReconciled,
+			wantDrifted:   v1alpha1.ReasonInSync,
+			wantProgress:  "",
+			wantObserved:  2,
+			wantInventory: 1,
+			wantDrift:     0,
+		},
+		{
+			name:          "report drift",
+			before:        v1alpha1.Status{},
+			res:           result{generation: 1, desired: objs(cm), drift: drift},
+			policy:        v1alpha1.DriftReport,
+			wantReady:     v1alpha1.ReasonReconciled,
+			wantDrifted:   v1alpha1.ReasonDriftDetected,
+			wantProgress:  "",
+			wantObserved:  1,
+			wantInventory: 1,
+			wantDrift:     1,
+		},
+		{
+			name:          "report clears drift once gone",
+			before:        v1alpha1.Status{Drift: drift},
+			res:           result{generation: 1, desired: objs(cm)},
+			policy:        v1alpha1.DriftReport,
+			wantReady:     v1alpha1.ReasonReconciled,
+			wantDrifted:   v1alpha1.ReasonInSync,
+			wantProgress:  "",
+			wantObserved:  1,
+			wantInventory: 1,
+			wantDrift:     0,
+		},
+		{
+			name:          "correct records reverted drift",
+			before:        v1alpha1.Status{},
+			res:           result{generation: 1, desired: objs(cm), drift: reverted},
+			policy:        v1alpha1.DriftCorrect,
+			wantReady:     v1alpha1.ReasonReconciled,
+			wantDrifted:   v1alpha1.ReasonDriftCorrected,
+			wantProgress:  "",
+			wantObserved:  1,
+			wantInventory: 1,
+			wantDrift:     1,
+		},
+		{
+			name:          "correct reports drift it leaves (create only)",
+			before:        v1alpha1.Status{},
+			res:           result{generation: 1, desired: objs(cm), drift: drift},
+			policy:        v1alpha1.DriftCorrect,
+			wantReady:     v1alpha1.ReasonReconciled,
+			wantDrifted:   v1alpha1.ReasonDriftDetected,
+			wantProgress:  "",
+			wantObserved:  1,
+			wantInventory: 1,
+			wantDrift:     1,
+		},
+		{
+			name:          "a fight",
+			before:        v1alpha1.Status{},
+			res:           result{generation: 1, desired: objs(cm), drift: drift, fights: fights},
+			policy:        v1alpha1.DriftCorrect,
+			wantReady:     v1alpha1.ReasonReconciled,
+			wantDrifted:   v1alpha1.ReasonFieldFight,
+			wantProgress:  "",
+			wantObserved:  1,
+			wantInventory: 1,
+			wantDrift:     1,
+		},
+		{
+			name:          "objects progressing: applied, not Ready",
+			before:        v1alpha1.Status{},
+			res:           result{generation: 2, desired: objs(cm), unhealthy: progressing},
+			policy:        v1alpha1.DriftCorrect,
+			wantReady:     v1alpha1.ReasonProgressing,
+			wantDrifted:   v1alpha1.ReasonInSync,
+			wantProgress:  v1alpha1.ConditionReconciling,
+			wantObserved:  2,
+			wantInventory: 1,
+			wantDrift:     0,
+		},
+		{
+			name:          "an object failed: applied, Stalled",
+			before:        v1alpha1.Status{},
+			res:           result{generation: 2, desired: objs(cm), unhealthy: failedHealth},
+			policy:        v1alpha1.DriftCorrect,
+			wantReady:     v1alpha1.ReasonHealthCheckFailed,
+			wantDrifted:   v1alpha1.ReasonInSync,
+			wantProgress:  v1alpha1.ConditionStalled,
+			wantObserved:  2,
+			wantInventory: 1,
+			wantDrift:     0,
+		},
+		{
+			name:          "a failure says more than health",
+			before:        v1alpha1.Status{},
+			res:           result{generation: 2, desired: objs(cm), unhealthy: progressing, failure: fail(v1alpha1.ReasonPruneFailed, false, "forbidden")},
+			policy:        v1alpha1.DriftCorrect,
+			wantReady:     v1alpha1.ReasonPruneFailed,
+			wantDrifted:   "",
+			wantProgress:  v1alpha1.ConditionReconciling,
+			wantObserved:  0,
+			wantInventory: 0,
+			wantDrift:     0,
+		},
+		{
+			name:          "correct keeps the last record",
+			before:        v1alpha1.Status{Drift: drift, Conditions: []metav1.Condition{corrected}},
+			res:           result{generation: 1, desired: objs(cm)},
+			policy:        v1alpha1.DriftCorrect,
+			wantReady:     v1alpha1.ReasonReconciled,
+			wantDrifted:   v1alpha1.ReasonDriftCorrected,
+			wantProgress:  "",
+			wantObserved:  1,
+			wantInventory: 1,
+			wantDrift:     1,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
