@@ -36,7 +36,7 @@
 //	baseline   the fields stencil's field manager owned right after its last
 //	           apply of an object (engine): drift is a field it has lost since
 //	claim      a shard's label on a resource: that shard alone writes for it
-//	           (shard); not the engine's first-apply claims (engine.Claims),
+//	           (shard); not the engine's first applies (engine.FirstApplies),
 //	           which let one resource at a time create an object name
 //	hold       while a resource waits for its turn in a paced rollout, its
 //	           objects are held as the previous templates made them (hold.go)

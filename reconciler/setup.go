@@ -70,8 +70,8 @@ type Options struct {
 const DefaultReconcileTimeout = 2 * time.Minute
 
 // newApplier is the applier of kind k's objects.
-func newApplier(mgr ctrl.Manager, k *render.Kind, types engine.CachedTypes, firstApplies *engine.Claims, served func(schema.GroupVersionKind) bool) (*engine.Applier, error) {
-	opts := engine.Options{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Types: types, Claims: firstApplies,
+func newApplier(mgr ctrl.Manager, k *render.Kind, types engine.CachedTypes, firstApplies *engine.FirstApplies, served func(schema.GroupVersionKind) bool) (*engine.Applier, error) {
+	opts := engine.Options{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Types: types, FirstApplies: firstApplies,
 		OwnerKind: k.GroupVersionKind(), Recorder: mgr.GetEventRecorder("stencil"), Served: served}
 	for _, t := range k.Declaration().Owns {
 		opts.Owns = append(opts.Owns, engine.OwnedType{GVK: t.GroupVersionKind(), ClusterScoped: t.ClusterScoped})
@@ -93,7 +93,7 @@ func Setup(mgr ctrl.Manager, kinds []*render.Kind, opts Options) error {
 		opts:         opts,
 		types:        types,
 		served:       &servedTypes{mapper: mgr.GetRESTMapper(), index: indexOwnerUID(mgr, types), known: map[schema.GroupVersionKind]bool{}},
-		firstApplies: &engine.Claims{},
+		firstApplies: &engine.FirstApplies{},
 		memo:         &inputMemo{},
 	}
 	if opts.Shards != nil && opts.Shards.Leases != nil {
@@ -122,7 +122,7 @@ type setup struct {
 	opts         Options
 	types        engine.CachedTypes
 	served       *servedTypes
-	firstApplies *engine.Claims
+	firstApplies *engine.FirstApplies
 	// leases: a shard's Lease is read once for all kinds.
 	leases *shard.LeaseWatch
 	inputs cache.Cache

@@ -45,9 +45,9 @@ type Applier struct {
 	types CachedTypes
 	// Writes tells the watch events of our own applies from others'.
 	writes OwnWrites[ObjectKey]
-	// Claims, shared by every kind, let one resource at a time create an
+	// firstApplies, shared by every kind, let one resource at a time create an
 	// object name.
-	claims *Claims
+	firstApplies *FirstApplies
 	// Fights paces the corrections of objects another writer keeps
 	// changing back.
 	fights *Fights
@@ -81,9 +81,9 @@ type Options struct {
 	Client client.Client
 	Reader client.Reader
 	Types  CachedTypes
-	// Claims are shared by every Applier of a process, so that one owner
+	// FirstApplies are shared by every Applier of a process, so that one owner
 	// at a time creates an object name.
-	Claims *Claims
+	FirstApplies *FirstApplies
 	// OwnerKind is the type of the owners (custom resources), and Owns the
 	// types they declare: prune looks there, and in each owner's inventory.
 	OwnerKind schema.GroupVersionKind
@@ -105,12 +105,12 @@ func New(opts Options) (*Applier, error) {
 		return nil, errors.New("an applier needs an event recorder")
 	case opts.OwnerKind.Empty():
 		return nil, errors.New("an applier needs its owners' kind")
-	case opts.Claims == nil:
-		return nil, errors.New("an applier needs the process's claims")
+	case opts.FirstApplies == nil:
+		return nil, errors.New("an applier needs the process's first applies")
 	case len(opts.Types.Whole) > 0 && opts.Types.Scheme == nil:
 		return nil, errors.New("an applier needs the scheme of the types it caches")
 	}
-	return &Applier{client: opts.Client, reader: opts.Reader, types: opts.Types, claims: opts.Claims, fights: NewFights(),
+	return &Applier{client: opts.Client, reader: opts.Reader, types: opts.Types, firstApplies: opts.FirstApplies, fights: NewFights(),
 		ownerKind: opts.OwnerKind, owns: opts.Owns, recorder: opts.Recorder, served: opts.Served}, nil
 }
 
@@ -135,9 +135,9 @@ type baseline struct {
 	// owned is our manager's managedFields record right after the apply:
 	// compact, and compared byte for byte before anything is parsed.
 	owned []string
-	// held are desired fields left out of the apply because other managers
+	// leftOut are desired fields left out of the apply because other managers
 	// hold them (policy Report): drift, though our manager never owned them.
-	held *fieldpath.Set
+	leftOut *fieldpath.Set
 	// resourceVersion our apply produced, and when; 0 after a dry run.
 	resourceVersion uint64
 	appliedAt       time.Time
@@ -291,9 +291,9 @@ type verdict struct {
 	// changed since (an adoption withdrawn, another controller set), the
 	// API server refuses it.
 	resourceVersion string
-	// claimed: this resource holds the claim on the object's first apply
-	// until the apply returns.
-	claimed bool
+	// firstApply: this resource's first apply of the object is under way
+	// (FirstApplies) until the apply returns.
+	firstApply bool
 }
 
 // stale: the decision is to apply the object.
@@ -359,8 +359,8 @@ func rejected(err error) bool {
 // applyObject checks d and applies it when it needs it, adding to out.
 func (a *Applier) applyObject(ctx context.Context, d *unstructured.Unstructured, report bool, out *ApplyOutcome) error {
 	v, err := a.check(ctx, d)
-	if v.claimed {
-		defer a.claims.release(IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName()))
+	if v.firstApply {
+		defer a.firstApplies.end(IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName()))
 	}
 	if err != nil {
 		return err
@@ -510,11 +510,11 @@ func (a *Applier) onDrift(ctx context.Context, d *unstructured.Unstructured, v v
 // other managers hold (a new render must not revert what Report only
 // reports), and reports them.
 func (a *Applier) applyStale(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) error {
-	body, held := d, (*fieldpath.Set)(nil)
+	body, leftOut := d, (*fieldpath.Set)(nil)
 	if v.live != nil {
 		var err error
 		if report {
-			body, held, err = withoutOthersFields(d, v.live.GetManagedFields(), FieldManager)
+			body, leftOut, err = withoutOthersFields(d, v.live.GetManagedFields(), FieldManager)
 		}
 		if err == nil {
 			body, err = WithoutHandedOver(body, d, v.live.GetManagedFields())
@@ -522,8 +522,8 @@ func (a *Applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 		if err != nil {
 			return fmt.Errorf("reading the managers of %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 		}
-		if h := HandOver(d); h != nil && held != nil {
-			held = held.RecursiveDifference(h)
+		if h := HandOver(d); h != nil && leftOut != nil {
+			leftOut = leftOut.RecursiveDifference(h)
 		}
 	}
 	if v.decision == adopt && CreateOnly(d) {
@@ -542,7 +542,7 @@ func (a *Applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 	}
 	key := KeyOf(d)
 	a.writes.Begin(key)
-	live, err := a.applyOne(ctx, body, false, held)
+	live, err := a.applyOne(ctx, body, false, leftOut)
 	if others := a.writes.endAwaited(key, live, v.cachedVersion(), d.GetAnnotations()[v1alpha1.AnnotationOwner]); others {
 		out.OthersWrote = true
 	}
@@ -566,8 +566,8 @@ func (a *Applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 	if a.types.Whole[d.GroupVersionKind()] {
 		out.Live[IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())] = live
 	}
-	if held != nil && !held.Empty() {
-		drift, err := a.Report(ctx, d, held)
+	if leftOut != nil && !leftOut.Empty() {
+		drift, err := a.Report(ctx, d, leftOut)
 		if err != nil {
 			return err
 		}
@@ -688,7 +688,7 @@ func (a *Applier) check(ctx context.Context, d *unstructured.Unstructured) (verd
 	if err != nil {
 		return verdict{}, err
 	}
-	missing, err := MissingFields(base.owned, OwnedRecord(live.GetManagedFields(), FieldManager), base.held)
+	missing, err := MissingFields(base.owned, OwnedRecord(live.GetManagedFields(), FieldManager), base.leftOut)
 	if h := HandOver(d); h != nil && missing != nil {
 		missing = missing.RecursiveDifference(h) // taken as the template allows: not drift
 	}
@@ -739,23 +739,23 @@ func decide(d *unstructured.Unstructured, live client.Object, appliedNewer func(
 }
 
 // checkCreate decides about d, which the cache does not hold and this
-// process did not just apply: it claims d's name for this resource's
-// first apply (another resource creating it now is a conflict), and
+// process did not just apply: it begins this resource's first apply of d
+// (another resource creating it now is a conflict), and
 // creates d only if it does not exist, unless an earlier create of it was
 // refused or its type takes no create-first apply: then one read says.
 func (a *Applier) checkCreate(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
 	id := IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())
-	if holder, ok := a.claims.claim(id, d.GetAnnotations()[v1alpha1.AnnotationOwner]); !ok {
+	if creator, ok := a.firstApplies.begin(id, d.GetAnnotations()[v1alpha1.AnnotationOwner]); !ok {
 		c := conflictWith(d, &metav1.PartialObjectMetadata{})
-		c.holder = "it is being created for " + holder
+		c.holder = "it is being created for " + creator
 		return verdict{decision: leave, conflict: &c}, nil
 	}
 	if _, refused := a.refused.Load(id); refused || !a.createFirst(d) {
 		v, err := a.checkUnseen(ctx, d)
-		v.claimed = true
+		v.firstApply = true
 		return v, err
 	}
-	return verdict{decision: create, claimed: true}, nil
+	return verdict{decision: create, firstApply: true}, nil
 }
 
 // cached reads the live object from the cache that holds its type: whole
@@ -779,11 +779,11 @@ func (a *Applier) baseline(ctx context.Context, d *unstructured.Unstructured, ha
 }
 
 // applyOne server-side-applies d with force, or dry-runs it, records the
-// fields our manager owns afterwards (and held, the fields left out for
+// fields our manager owns afterwards (and leftOut, the fields left out for
 // other managers) as d's baseline, and returns the API server's answer: the
 // whole object for types cached whole, else only its metadata (the API
 // server sends no more, and there is less to decode).
-func (a *Applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dryRun bool, held *fieldpath.Set) (client.Object, error) {
+func (a *Applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dryRun bool, leftOut *fieldpath.Set) (client.Object, error) {
 	body, err := d.MarshalJSON()
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
@@ -798,7 +798,7 @@ func (a *Applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dr
 	if err := writer(ctx, a.client).Patch(ctx, live, client.RawPatch(types.ApplyPatchType, body), opts...); err != nil {
 		return nil, fmt.Errorf("applying %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
-	b := baseline{hash: d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: OwnedRecord(live.GetManagedFields(), FieldManager), held: held}
+	b := baseline{hash: d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: OwnedRecord(live.GetManagedFields(), FieldManager), leftOut: leftOut}
 	if !dryRun {
 		b.resourceVersion, b.appliedAt = ResourceVersion(live), time.Now()
 	}

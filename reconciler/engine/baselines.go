@@ -39,7 +39,7 @@ func (a *Applier) OwnedDigest(desired []*unstructured.Unstructured) string {
 		if !ok || b.hash != d.GetAnnotations()[v1alpha1.AnnotationDesiredHash] {
 			return ""
 		}
-		if held := b.held; held != nil && !held.Empty() {
+		if leftOut := b.leftOut; leftOut != nil && !leftOut.Empty() {
 			return "" // fields left to others (policy Report) are drift the records do not show
 		}
 		WriteOwned(h, d, b.hash, b.owned)

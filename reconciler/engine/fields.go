@@ -25,21 +25,21 @@ func OwnedRecord(entries []metav1.ManagedFieldsEntry, manager string) []string {
 	return record
 }
 
-// MissingFields are the fields that the base record owns, or that were held
-// back for other managers, and that the live record does not own. When
-// nothing was held back and the two records are byte for byte the same (the
-// API server encodes field sets in one order), nothing is missing and
-// nothing is parsed.
-func MissingFields(base, live []string, held *fieldpath.Set) (*fieldpath.Set, error) {
-	if slices.Equal(base, live) && (held == nil || held.Empty()) {
+// MissingFields are the fields that the base record owns, or that were left
+// out of the apply for other managers (leftOut), and that the live record
+// does not own. When nothing was left out and the two records are byte for
+// byte the same (the API server encodes field sets in one order), nothing
+// is missing and nothing is parsed.
+func MissingFields(base, live []string, leftOut *fieldpath.Set) (*fieldpath.Set, error) {
+	if slices.Equal(base, live) && (leftOut == nil || leftOut.Empty()) {
 		return &fieldpath.Set{}, nil
 	}
 	was, err := parseRecord(base)
 	if err != nil {
 		return nil, err
 	}
-	if held != nil {
-		was = was.Union(held)
+	if leftOut != nil {
+		was = was.Union(leftOut)
 	}
 	is, err := parseRecord(live)
 	if err != nil {
@@ -78,20 +78,20 @@ func withoutOthersFields(d *unstructured.Unstructured, entries []metav1.ManagedF
 	if err != nil || theirs.Empty() {
 		return d, nil, err
 	}
-	out, held := d.DeepCopy(), &fieldpath.Set{}
+	out, leftOut := d.DeepCopy(), &fieldpath.Set{}
 	for path := range theirs.Leaves().All() {
 		if isItemKey(path) || isMetadata(path) {
 			continue
 		}
 		if _, found := valueAt(out.Object, path); found {
 			removeAt(out.Object, path)
-			held.Insert(path)
+			leftOut.Insert(path)
 		}
 	}
-	if held.Empty() {
+	if leftOut.Empty() {
 		return d, nil, nil
 	}
-	return out, held, nil
+	return out, leftOut, nil
 }
 
 // isMetadata: path is under metadata, whose labels, annotations and

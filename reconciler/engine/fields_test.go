@@ -126,19 +126,19 @@ func TestWithoutOthersFields(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := desired()
-			out, held, err := withoutOthersFields(d, tt.entries, FieldManager)
+			out, leftOut, err := withoutOthersFields(d, tt.entries, FieldManager)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []string
-			if held != nil {
-				for p := range held.Leaves().All() {
+			if leftOut != nil {
+				for p := range leftOut.Leaves().All() {
 					got = append(got, p.String())
 				}
 			}
 			slices.Sort(got)
 			if !slices.Equal(got, tt.wantHeld) {
-				t.Errorf("held = %v, want %v", got, tt.wantHeld)
+				t.Errorf("left out = %v, want %v", got, tt.wantHeld)
 			}
 			if !equality.Semantic.DeepEqual(out.Object, tt.want) {
 				t.Errorf("body = %v, want %v", out.Object, tt.want)

@@ -115,7 +115,7 @@ func newHarness(t testing.TB) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := engine.New(engine.Options{Client: cached, Reader: reader, Types: types, Claims: &engine.Claims{},
+	a, err := engine.New(engine.Options{Client: cached, Reader: reader, Types: types, FirstApplies: &engine.FirstApplies{},
 		OwnerKind: widget.GroupVersionKind(), Owns: owns, Recorder: events.NewFakeRecorder(100)})
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +157,10 @@ type roundTripper func(*http.Request) (*http.Response, error)
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // newNamespace is a namespace of the test's own.
-func newNamespace(t testing.TB) string { return testutil.NewNamespace(t, k8s) }
+func newNamespace(t testing.TB) string {
+	t.Helper()
+	return testutil.NewNamespace(t, k8s)
+}
 
 // eventually polls check until it returns nil, failing the test after within.
 var eventually = testutil.Eventually

@@ -187,23 +187,23 @@ func holderOf(live metav1.Object) string {
 	return "it is managed by " + strings.Join(managers[:min(len(managers), 3)], ", ")
 }
 
-// Claims serialise the first apply of an object name among the resources of
-// this process (every kind): while one resource creates it, another that
-// renders the name reports the conflict at once, rather than have its
-// create-first apply refused and read the object. (The API server cannot
-// tell the two apart by manager: they share one field manager.)
-type Claims struct {
+// FirstApplies serialise the first apply of an object name among the
+// resources of this process (every kind): while one resource creates it,
+// another that renders the name reports the conflict at once, rather than
+// have its create-first apply refused and read the object. (The API server
+// cannot tell the two apart by manager: they share one field manager.)
+type FirstApplies struct {
 	mu   sync.Mutex
 	byID map[string]string // object id → owner annotation of the resource creating it
 }
 
-// claim takes id for owner, unless another resource holds it; then it
-// returns that resource's owner annotation.
-func (c *Claims) claim(id, owner string) (string, bool) {
+// begin starts owner's first apply of id, unless another resource's is
+// under way; then it returns that resource's owner annotation.
+func (c *FirstApplies) begin(id, owner string) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if holder, held := c.byID[id]; held && holder != owner {
-		return holder, false
+	if creator, ok := c.byID[id]; ok && creator != owner {
+		return creator, false
 	}
 	if c.byID == nil {
 		c.byID = map[string]string{}
@@ -212,14 +212,15 @@ func (c *Claims) claim(id, owner string) (string, bool) {
 	return owner, true
 }
 
-func (c *Claims) release(id string) {
+// end ends the first apply of id.
+func (c *FirstApplies) end(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.byID, id)
 }
 
 // Waiters remembers, per object id, the resources that found the object
-// held by another owner, so that its deletion brings them back at once.
+// in the way (another owner's), so that its deletion brings them back at once.
 type Waiters struct {
 	mu   sync.Mutex
 	byID map[string][]types.NamespacedName
