@@ -401,19 +401,6 @@ func waitMessage(rendered int, waiting []render.Waiting) string {
 	return b.String()
 }
 
-// waitingNodes are the nodes a Waiting condition's message names, "" for
-// another condition: a write that only changes what they wait for (a
-// StatefulSet's ready count) is paced like health; one that changes which
-// nodes wait is written at once.
-func waitingNodes(c *metav1.Condition) string {
-	if c == nil || c.Reason != v1alpha1.ReasonWaiting {
-		return ""
-	}
-	_, rest, _ := strings.Cut(c.Message, " of the graph's nodes wait (")
-	nodes, _, _ := strings.Cut(rest, "): ")
-	return nodes
-}
-
 // deleteInOrder deletes a graph kind's objects before its resource goes,
 // from the last stage of the graph to the first, as the objects' stage
 // annotations say (never by rendering again): the objects of one stage are

@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -81,56 +80,6 @@ type failure struct {
 	// stalled: retrying cannot help until someone changes the spec, the
 	// templates or the object in the way (kstatus Stalled).
 	stalled bool
-}
-
-// healthFailure is why the resource is not Ready (nil: it is): the first
-// of readyRules that finds a reason.
-func (res *result) healthFailure() *failure {
-	for _, rule := range readyRules {
-		if f := rule(res); f != nil {
-			return f
-		}
-	}
-	return nil
-}
-
-// readyRules decide, in order, why a resource is not Ready; each is a pure
-// rule over what the reconcile saw.
-var readyRules = []func(res *result) *failure{
-	phaseFailed,      // a phase of the reconcile failed: its reason
-	nodesWait,        // nodes of a graph wait: Waiting, or HealthCheckFailed when what they wait for failed
-	objectsUnhealthy, // kstatus does not call every applied object current: Progressing, or HealthCheckFailed
-}
-
-// phaseFailed is the reconcile's failure.
-func phaseFailed(res *result) *failure { return res.failure }
-
-// nodesWait: nodes of a graph kind wait for their turn (Waiting); when what
-// a node waits for failed, waiting will not help (HealthCheckFailed,
-// Stalled).
-func nodesWait(res *result) *failure {
-	if len(res.graphWaiting) == 0 {
-		return nil
-	}
-	f := &failure{reason: v1alpha1.ReasonWaiting, err: errors.New(waitMessage(len(res.desired), res.graphWaiting))}
-	if slices.ContainsFunc(res.graphWaiting, func(w render.Waiting) bool { return w.Failed }) {
-		f.reason, f.stalled = v1alpha1.ReasonHealthCheckFailed, true
-	}
-	return f
-}
-
-// objectsUnhealthy: applied objects that kstatus does not call current yet
-// (Progressing, which kstatus expects them to get over), or that it says
-// failed (HealthCheckFailed, Stalled).
-func objectsUnhealthy(res *result) *failure {
-	if len(res.unhealthy) == 0 {
-		return nil
-	}
-	f := &failure{reason: v1alpha1.ReasonProgressing, err: errors.New(healthMessage(len(res.desired), res.unhealthy))}
-	if res.unhealthy[0].Failed {
-		f.reason, f.stalled = v1alpha1.ReasonHealthCheckFailed, true
-	}
-	return f
 }
 
 // record records the first failure of the reconcile.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -283,3 +284,16 @@ func notCheckedOnly(old *metav1.Condition, c metav1.Condition) bool {
 
 // maxEventNote is the API server's limit on an event's note.
 const maxEventNote = 1024
+
+// waitingNodes are the nodes a Waiting condition's message names, "" for
+// another condition: a write that only changes what they wait for (a
+// StatefulSet's ready count) is paced like health; one that changes which
+// nodes wait is written at once.
+func waitingNodes(c *metav1.Condition) string {
+	if c == nil || c.Reason != v1alpha1.ReasonWaiting {
+		return ""
+	}
+	_, rest, _ := strings.Cut(c.Message, " of the graph's nodes wait (")
+	nodes, _, _ := strings.Cut(rest, "): ")
+	return nodes
+}
