@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/fence"
 	"github.com/stencil-operator/stencil/reconciler/engine"
 )
 
@@ -37,54 +36,6 @@ const (
 	// again this soon even if the deletions' events were missed.
 	recreateBackstop = 5 * time.Second
 )
-
-// applyPhase server-side-applies the desired objects that need it (the
-// engine decides which: missing, changed, or drifted), as s.writer.
-func (r *Reconciler) applyPhase(ctx context.Context, s *state) outcome {
-	out, err := r.applier.Apply(s.writes(ctx), s.cr, s.res.desired)
-	if errors.Is(err, fence.ErrFenced) {
-		return stopWith(err) // nothing counted: finish ends it quietly
-	}
-	s.applied = out
-	res := s.res
-	res.applied, res.live, res.drift, res.othersWrote, res.fights = out.Applied, out.Live, out.Drift, out.OthersWrote, out.Deferred
-	for _, d := range out.Deferred {
-		res.drift = append(res.drift, d.Drift)
-	}
-	countFights(r.kind().GroupVersionKind().Kind, out.FightsStarted, out.FightCorrections)
-	r.tellAdopted(ctx, s.cr, out.Adopted)
-	if errors.Is(err, engine.ErrAdoptionRaced) || errors.Is(err, engine.ErrChangedWhileRead) {
-		ctrl.LoggerFrom(ctx).Info("An object changed between stencil's read and its apply; looking again", "error", err.Error())
-		res.quiet = true
-		return lookAgain(raceRetry)
-	}
-	if err != nil {
-		// Rejections before the failure are told with it.
-		return stopWith(res.failQuietly(ctx, v1alpha1.ReasonApplyFailed, errors.Join(r.withholdSecretData(res.desired, append([]error{err}, out.Rejected...))...)))
-	}
-	return goOn
-}
-
-// tellAdopted logs, and records an event for, each object the apply took
-// over on request.
-func (r *Reconciler) tellAdopted(ctx context.Context, cr v1alpha1.Object, adopted []string) {
-	for _, o := range adopted {
-		ctrl.LoggerFrom(ctx).Info("Adopted an existing object on request", "object", o)
-		r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Adopted", "Adopt", "Took over %s, which was annotated %s", o, v1alpha1.AnnotationAdopt)
-	}
-}
-
-// blockedPhase stops, and nothing is pruned, when the apply had to leave an
-// object short of its desired state (see leaveBlocked); else it records
-// what this reconcile applied in full.
-func (r *Reconciler) blockedPhase(ctx context.Context, s *state) outcome {
-	if retry, blocked := r.leaveBlocked(ctx, s.cr, s.res, s.applied); blocked {
-		return lookAgain(retry)
-	}
-	s.res.templates, s.res.renderDigest = r.kind().Templates(), s.digest
-	s.res.ownedFields = r.applier.OwnedDigest(s.res.desired)
-	return goOn
-}
 
 func newRewrites() workqueue.TypedRateLimiter[types.NamespacedName] {
 	return workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](rewriteBase, rewriteMax)

@@ -7,7 +7,8 @@
 //	reconciler/shard      shards, claim names, takeover of a stopped shard's claims
 //	reconciler/decorator  the decorator controller (set up beside this one; it never imports it)
 //
-// One reconcile reads top to bottom in reconcile.go: Reconcile finds the
+// One reconcile reads top to bottom in reconcile.go, every phase in it (the
+// work a phase calls is in the file named beside it): Reconcile finds the
 // resource and its claim, then a live resource goes through the phases in
 // order over one state; each phase records what it saw and says go on, or
 // stop and when to look again; finish writes the status, and conclude turns
@@ -22,7 +23,7 @@
 //	finalizer (finalizer.go)         before any object it must clean up
 //	apply    (apply.go, engine)      server-side apply of what needs it; drift, conflicts
 //	blocked  (apply.go)              what the apply had to leave: nothing is pruned then
-//	prune    (prune.go, engine)      the objects the render no longer holds
+//	prune    (claim.go, engine)      the objects the render no longer holds
 //	observe  (observe.go)            the kind's status template
 //	health   (health.go)             kstatus of the applied objects
 //	finish   (status.go)             conditions, inventory, drift, health; one merge patch

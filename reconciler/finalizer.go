@@ -15,25 +15,6 @@ import (
 	"github.com/stencil-operator/stencil/internal/fence"
 )
 
-// finalizerPhase adds the cleanup finalizer before any object that needs it
-// is applied (see ensureFinalizer).
-func (r *Reconciler) finalizerPhase(ctx context.Context, s *state) outcome {
-	if err := r.writable(); err != nil {
-		return stopWith(err) // fenced: nothing said
-	}
-	err := r.ensureFinalizer(ctx, s.cr, s.res.desired)
-	if apierrors.IsConflict(err) {
-		// The resource changed since the cache saw it: nothing happened
-		// that status should tell; the retry reads the new version.
-		s.res.quiet = true
-		return stopWith(err)
-	}
-	if err != nil {
-		return stopWith(s.res.failQuietly(ctx, v1alpha1.ReasonFinalizerFailed, err))
-	}
-	return goOn
-}
-
 // finalizer is set on custom resources whose render holds cluster-scoped
 // objects, which no ownerReference can clean up, and on those of graph
 // kinds, whose objects are deleted in the graph's reverse order.

@@ -4,14 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,31 +17,6 @@ import (
 	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/reconciler/rollout"
 )
-
-// gatePhase asks the rollout gate whether this reconcile may apply what the
-// templates alone changed. While the resource waits for its turn, its
-// objects are held as the previous templates made them (hold.go) and
-// nothing is applied.
-func (r *Reconciler) gatePhase(ctx context.Context, s *state) outcome {
-	s.digest = renderDigest(s.res.desired)
-	waiting, err := r.awaitTurn(ctx, s.cr, s.res, s.digest)
-	if err != nil {
-		return stopWith(err)
-	}
-	if !waiting {
-		r.memory.forgetHeld(s.key) // its turn came, or never had to
-		return goOn
-	}
-	err = r.hold(s.writes(ctx), s.cr, s.res)
-	if errors.Is(err, engine.ErrChangedWhileRead) {
-		s.res.quiet = true
-		return lookAgain(raceRetry)
-	}
-	if err != nil {
-		return stopWith(err)
-	}
-	return lookAgain(wait.Jitter(rollout.Backstop, 0.2))
-}
 
 // awaitTurn asks the rollout gate whether this reconcile may apply a change
 // that the templates alone bring. When it may not, res records why and the

@@ -13,17 +13,6 @@ import (
 	"github.com/stencil-operator/stencil/reconciler/engine"
 )
 
-// healthPhase judges the applied objects with kstatus.
-func (r *Reconciler) healthPhase(ctx context.Context, s *state) outcome {
-	var err error
-	if s.res.unhealthy, err = r.health(ctx, s.res); err != nil {
-		// Not a failure of the reconcile: the objects are applied. Ready
-		// says the object could not be read; the retry reads it again.
-		return stopWith(err)
-	}
-	return goOn
-}
-
 // health judges the rendered objects of the types the kind judges
 // (render.TypeRef.JudgesHealth) by the kstatus rules, and a graph kind's by
 // the rules of their nodes too (see judge), with no request: as

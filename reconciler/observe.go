@@ -14,17 +14,6 @@ import (
 	"github.com/stencil-operator/stencil/render"
 )
 
-// observePhase runs the kind's status template over the applied objects.
-func (r *Reconciler) observePhase(ctx context.Context, s *state) outcome {
-	var err error
-	if s.res.kindStatus, err = r.kindStatus(ctx, s.cr, s.res); err != nil {
-		// The objects are applied; what the status template reads changes
-		// with them, so this is retried like any status failure.
-		return stopWith(s.res.fail(v1alpha1.ReasonStatusTemplateFailed, false, err))
-	}
-	return goOn
-}
-
 // kindStatus runs the kind's status template over the live objects it reads:
 // the owned objects of types cached whole (as this reconcile's apply returned
 // them, else from the cache), and the observed objects that carry the custom

@@ -7,8 +7,10 @@ import (
 	"runtime/debug"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,12 +19,15 @@ import (
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/fence"
 	"github.com/stencil-operator/stencil/reconciler/engine"
+	"github.com/stencil-operator/stencil/reconciler/rollout"
+	"github.com/stencil-operator/stencil/render"
 )
 
 // This file is the spine of a reconcile: read it top to bottom. Reconcile
 // finds the resource and its claim; a live resource then goes through the
-// phases in order, over one state; each phase says go on, or stop and
-// when to look again; finish writes the status of what happened, and
+// phases in order, over one state; each phase, below in that order, says
+// go on, or stop and when to look again (the work it calls is in the file
+// the phases table names); finish writes the status of what happened, and
 // conclude turns the outcome into controller-runtime's result.
 
 // Reconcile brings one custom resource to the state its templates render.
@@ -137,6 +142,217 @@ func (r *Reconciler) reconcileLive(ctx context.Context, s *state) (o outcome) {
 		ctrl.LoggerFrom(ctx).V(1).Info("Reconciled", "objects", s.applied.Tally(), "pruned", len(res.pruned), "cr", klog.KObj(s.cr))
 	}
 	return lookAgain(nextLook(res, s.applied.Waiting))
+}
+
+// The phases, in order.
+
+// checkTypes stops the reconcile while a type the kind needs is not
+// served: someone must install a CRD; awaitTypes brings the resource back
+// then.
+func (r *Reconciler) checkTypes(_ context.Context, s *state) outcome {
+	if err := r.types.notServed(); err != nil {
+		s.res.record(v1alpha1.ReasonTypeNotServed, true, err)
+		return lookAgain(0)
+	}
+	return goOn
+}
+
+// renderPhase renders the resource's spec into its desired objects (a
+// graph kind: only the nodes whose turn came). A failed or empty render
+// stops the reconcile: nothing is applied or pruned after it.
+func (r *Reconciler) renderPhase(ctx context.Context, s *state) outcome {
+	plan, err := r.renderPlan(ctx, s.cr)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Info("Render failed", "error", err.Error())
+		return renderFailed(s.res, err)
+	}
+	s.res.desired, s.res.graphWaiting = plan.Objects, plan.Waiting
+	if len(s.res.graphWaiting) == 0 && engine.EmptyRender(s.cr, s.res.desired) {
+		s.res.record(v1alpha1.ReasonEmptyRender, true, errEmptyRender)
+		return lookAgain(0)
+	}
+	return goOn
+}
+
+// renderFailed records a failed render with its reason and says when to
+// try again: a template's error waits for a change of the spec or of the
+// templates; what may pass by itself is retried.
+func renderFailed(res *result, err error) outcome {
+	if apierrors.IsForbidden(err) {
+		// An input stencil (or the resource's ServiceAccount) may not
+		// read: no event tells of a new RoleBinding.
+		res.record(v1alpha1.ReasonForbidden, true, err)
+		return lookAgain(forbiddenRetry)
+	}
+	if _, ok := errors.AsType[*render.ReadError](err); ok {
+		// Reading an input failed (a timeout, a throttled API server):
+		// retried with backoff, unlike a template's error.
+		return stopWith(res.fail(v1alpha1.ReasonInputReadFailed, false, err))
+	}
+	if overTime(err) {
+		// The clock, not the spec, may be to blame (a loaded node):
+		// retried with backoff.
+		return stopWith(res.fail(v1alpha1.ReasonLimitExceeded, true, err))
+	}
+	if _, ok := errors.AsType[*readFailure](err); ok {
+		// The template may have failed on what it read: a change of an
+		// input or of a node's object renders it again (the watch holds
+		// what it read); this is the backstop.
+		res.record(renderFailure(err), true, err)
+		return lookAgain(wait.Jitter(readFailureRetry, 0.2))
+	}
+	// A retry cannot fix a template error; a spec change triggers a new reconcile.
+	return stopWith(reconcile.TerminalError(res.fail(renderFailure(err), true, err)))
+}
+
+// actAsPhase finds who writes the resource's objects and checks that it may
+// write every one the render holds: when it may not, nothing is applied or
+// pruned, and the resource looks again later (no event tells of a new
+// RoleBinding).
+func (r *Reconciler) actAsPhase(ctx context.Context, s *state) outcome {
+	writer, mayAct, err := r.actAs(ctx, s.cr, s.res.desired, s.res)
+	if err != nil {
+		reason := v1alpha1.ReasonApplyFailed
+		if apierrors.IsForbidden(err) {
+			reason = v1alpha1.ReasonForbidden // stencil may not act as it
+		}
+		return stopWith(s.res.fail(reason, false, fmt.Errorf("checking what the resource's ServiceAccount may do: %w", err)))
+	}
+	if !mayAct {
+		return lookAgain(forbiddenRetry)
+	}
+	s.writer = writer
+	return goOn
+}
+
+// gatePhase asks the rollout gate whether this reconcile may apply what the
+// templates alone changed. While the resource waits for its turn, its
+// objects are held as the previous templates made them (hold.go) and
+// nothing is applied.
+func (r *Reconciler) gatePhase(ctx context.Context, s *state) outcome {
+	s.digest = renderDigest(s.res.desired)
+	waiting, err := r.awaitTurn(ctx, s.cr, s.res, s.digest)
+	if err != nil {
+		return stopWith(err)
+	}
+	if !waiting {
+		r.memory.forgetHeld(s.key) // its turn came, or never had to
+		return goOn
+	}
+	err = r.hold(s.writes(ctx), s.cr, s.res)
+	if errors.Is(err, engine.ErrChangedWhileRead) {
+		s.res.quiet = true
+		return lookAgain(raceRetry)
+	}
+	if err != nil {
+		return stopWith(err)
+	}
+	return lookAgain(wait.Jitter(rollout.Backstop, 0.2))
+}
+
+// finalizerPhase adds the cleanup finalizer before any object that needs it
+// is applied (see ensureFinalizer).
+func (r *Reconciler) finalizerPhase(ctx context.Context, s *state) outcome {
+	if err := r.writable(); err != nil {
+		return stopWith(err) // fenced: nothing said
+	}
+	err := r.ensureFinalizer(ctx, s.cr, s.res.desired)
+	if apierrors.IsConflict(err) {
+		// The resource changed since the cache saw it: nothing happened
+		// that status should tell; the retry reads the new version.
+		s.res.quiet = true
+		return stopWith(err)
+	}
+	if err != nil {
+		return stopWith(s.res.failQuietly(ctx, v1alpha1.ReasonFinalizerFailed, err))
+	}
+	return goOn
+}
+
+// applyPhase server-side-applies the desired objects that need it (the
+// engine decides which: missing, changed, or drifted), as s.writer.
+func (r *Reconciler) applyPhase(ctx context.Context, s *state) outcome {
+	out, err := r.applier.Apply(s.writes(ctx), s.cr, s.res.desired)
+	if errors.Is(err, fence.ErrFenced) {
+		return stopWith(err) // nothing counted: finish ends it quietly
+	}
+	s.applied = out
+	res := s.res
+	res.applied, res.live, res.drift, res.othersWrote, res.fights = out.Applied, out.Live, out.Drift, out.OthersWrote, out.Deferred
+	for _, d := range out.Deferred {
+		res.drift = append(res.drift, d.Drift)
+	}
+	countFights(r.kind().GroupVersionKind().Kind, out.FightsStarted, out.FightCorrections)
+	r.tellAdopted(ctx, s.cr, out.Adopted)
+	if errors.Is(err, engine.ErrAdoptionRaced) || errors.Is(err, engine.ErrChangedWhileRead) {
+		ctrl.LoggerFrom(ctx).Info("An object changed between stencil's read and its apply; looking again", "error", err.Error())
+		res.quiet = true
+		return lookAgain(raceRetry)
+	}
+	if err != nil {
+		// Rejections before the failure are told with it.
+		return stopWith(res.failQuietly(ctx, v1alpha1.ReasonApplyFailed, errors.Join(r.withholdSecretData(res.desired, append([]error{err}, out.Rejected...))...)))
+	}
+	return goOn
+}
+
+// tellAdopted logs, and records an event for, each object the apply took
+// over on request.
+func (r *Reconciler) tellAdopted(ctx context.Context, cr v1alpha1.Object, adopted []string) {
+	for _, o := range adopted {
+		ctrl.LoggerFrom(ctx).Info("Adopted an existing object on request", "object", o)
+		r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Adopted", "Adopt", "Took over %s, which was annotated %s", o, v1alpha1.AnnotationAdopt)
+	}
+}
+
+// blockedPhase stops, and nothing is pruned, when the apply had to leave an
+// object short of its desired state (see leaveBlocked); else it records
+// what this reconcile applied in full.
+func (r *Reconciler) blockedPhase(ctx context.Context, s *state) outcome {
+	if retry, blocked := r.leaveBlocked(ctx, s.cr, s.res, s.applied); blocked {
+		return lookAgain(retry)
+	}
+	s.res.templates, s.res.renderDigest = r.kind().Templates(), s.digest
+	s.res.ownedFields = r.applier.OwnedDigest(s.res.desired)
+	return goOn
+}
+
+// prunePhase deletes the objects the render no longer holds. While nodes
+// of a graph wait, nothing is pruned: their objects stay as they are,
+// whatever they carry (an object from before the kind had a graph has no
+// node annotation).
+func (r *Reconciler) prunePhase(ctx context.Context, s *state) outcome {
+	if len(s.res.graphWaiting) > 0 {
+		return goOn
+	}
+	pruned, err := r.pruneAfterClaim(s.writes(ctx), s.cr, s.res.desired)
+	s.res.pruned = pruned
+	if err != nil {
+		return stopWith(s.res.fail(v1alpha1.ReasonPruneFailed, false, err))
+	}
+	return goOn
+}
+
+// observePhase runs the kind's status template over the applied objects.
+func (r *Reconciler) observePhase(ctx context.Context, s *state) outcome {
+	var err error
+	if s.res.kindStatus, err = r.kindStatus(ctx, s.cr, s.res); err != nil {
+		// The objects are applied; what the status template reads changes
+		// with them, so this is retried like any status failure.
+		return stopWith(s.res.fail(v1alpha1.ReasonStatusTemplateFailed, false, err))
+	}
+	return goOn
+}
+
+// healthPhase judges the applied objects with kstatus.
+func (r *Reconciler) healthPhase(ctx context.Context, s *state) outcome {
+	var err error
+	if s.res.unhealthy, err = r.health(ctx, s.res); err != nil {
+		// Not a failure of the reconcile: the objects are applied. Ready
+		// says the object could not be read; the retry reads it again.
+		return stopWith(err)
+	}
+	return goOn
 }
 
 // outcome is how a reconcile, or one of its phases, ended.

@@ -5,64 +5,11 @@ import (
 	"errors"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/wait"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/render"
 )
-
-// renderPhase renders the resource's spec into its desired objects (a
-// graph kind: only the nodes whose turn came). A failed or empty render
-// stops the reconcile: nothing is applied or pruned after it.
-func (r *Reconciler) renderPhase(ctx context.Context, s *state) outcome {
-	plan, err := r.renderPlan(ctx, s.cr)
-	if err != nil {
-		ctrl.LoggerFrom(ctx).Info("Render failed", "error", err.Error())
-		return renderFailed(s.res, err)
-	}
-	s.res.desired, s.res.graphWaiting = plan.Objects, plan.Waiting
-	if len(s.res.graphWaiting) == 0 && engine.EmptyRender(s.cr, s.res.desired) {
-		s.res.record(v1alpha1.ReasonEmptyRender, true, errEmptyRender)
-		return lookAgain(0)
-	}
-	return goOn
-}
-
-// renderFailed records a failed render with its reason and says when to
-// try again: a template's error waits for a change of the spec or of the
-// templates; what may pass by itself is retried.
-func renderFailed(res *result, err error) outcome {
-	if apierrors.IsForbidden(err) {
-		// An input stencil (or the resource's ServiceAccount) may not
-		// read: no event tells of a new RoleBinding.
-		res.record(v1alpha1.ReasonForbidden, true, err)
-		return lookAgain(forbiddenRetry)
-	}
-	if _, ok := errors.AsType[*render.ReadError](err); ok {
-		// Reading an input failed (a timeout, a throttled API server):
-		// retried with backoff, unlike a template's error.
-		return stopWith(res.fail(v1alpha1.ReasonInputReadFailed, false, err))
-	}
-	if overTime(err) {
-		// The clock, not the spec, may be to blame (a loaded node):
-		// retried with backoff.
-		return stopWith(res.fail(v1alpha1.ReasonLimitExceeded, true, err))
-	}
-	if _, ok := errors.AsType[*readFailure](err); ok {
-		// The template may have failed on what it read: a change of an
-		// input or of a node's object renders it again (the watch holds
-		// what it read); this is the backstop.
-		res.record(renderFailure(err), true, err)
-		return lookAgain(wait.Jitter(readFailureRetry, 0.2))
-	}
-	// A retry cannot fix a template error; a spec change triggers a new reconcile.
-	return stopWith(reconcile.TerminalError(res.fail(renderFailure(err), true, err)))
-}
 
 // readFailureRetry: a graph kind's render that failed after it read inputs
 // or live objects is tried again this late, should the watch of what it

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -101,17 +100,6 @@ type kindTypes struct {
 	mu       sync.Mutex
 	required map[schema.GroupVersionKind]bool // not served yet, and the kind waits for it
 	optional map[schema.GroupVersionKind]bool // optional owned types: served?
-}
-
-// checkTypes stops the reconcile while a type the kind needs is not
-// served: someone must install a CRD; awaitTypes brings the resource back
-// then.
-func (r *Reconciler) checkTypes(_ context.Context, s *state) outcome {
-	if err := r.types.notServed(); err != nil {
-		s.res.record(v1alpha1.ReasonTypeNotServed, true, err)
-		return lookAgain(0)
-	}
-	return goOn
 }
 
 // notServed is the error of a reconcile while required types are not

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -166,26 +165,6 @@ func describeAccess(k accessKey, r schema.GroupVersionResource) string {
 		resource += "." + r.Group
 	}
 	return k.verb + " " + resource + " " + where
-}
-
-// actAsPhase finds who writes the resource's objects and checks that it may
-// write every one the render holds: when it may not, nothing is applied or
-// pruned, and the resource looks again later (no event tells of a new
-// RoleBinding).
-func (r *Reconciler) actAsPhase(ctx context.Context, s *state) outcome {
-	writer, mayAct, err := r.actAs(ctx, s.cr, s.res.desired, s.res)
-	if err != nil {
-		reason := v1alpha1.ReasonApplyFailed
-		if apierrors.IsForbidden(err) {
-			reason = v1alpha1.ReasonForbidden // stencil may not act as it
-		}
-		return stopWith(s.res.fail(reason, false, fmt.Errorf("checking what the resource's ServiceAccount may do: %w", err)))
-	}
-	if !mayAct {
-		return lookAgain(forbiddenRetry)
-	}
-	s.writer = writer
-	return goOn
 }
 
 // actAs is the client of the ServiceAccount that writes cr's objects (nil:
