@@ -56,14 +56,7 @@ func (r *Reconciler) notOwnStatusWrite(e event.UpdateEvent) bool {
 		return true
 	}
 	key, rv := client.ObjectKeyFromObject(e.ObjectNew), engine.ResourceVersion(e.ObjectNew)
-	return !r.statusWrites.Note(key, rv, func() bool {
-		w := r.memory.get(key).written
-		if w == nil || w.resourceVersion != rv {
-			return false
-		}
-		r.statusCached(key, rv)
-		return true
-	})
+	return !r.statusWrites.Note(key, rv, func() bool { return r.statusCached(key, rv) })
 }
 
 // recheckUnseen wakes, every third of cacheBackstop, the resources with an

@@ -65,6 +65,16 @@ func (m *memory) update(nn types.NamespacedName, change func(*remembered)) {
 	change(e)
 }
 
+// updateKnown changes what is remembered of nn, when anything is: a
+// resource forgotten meanwhile stays forgotten.
+func (m *memory) updateKnown(nn types.NamespacedName, change func(*remembered)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.of[nn]; e != nil {
+		change(e)
+	}
+}
+
 // forget drops what is remembered of nn, returning it.
 func (m *memory) forget(nn types.NamespacedName) remembered {
 	m.mu.Lock()

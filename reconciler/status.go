@@ -130,15 +130,20 @@ type writtenStatus struct {
 }
 
 // statusCached records that the cache holds our status write of version rv:
-// from then on only the version is kept (see notOwnStatusWrite).
-func (r *Reconciler) statusCached(key client.ObjectKey, rv uint64) {
-	r.memory.update(key, func(m *remembered) {
-		w := &writtenStatus{resourceVersion: rv}
-		if m.written != nil {
-			w.at = m.written.at
+// from then on only the version is kept (see notOwnStatusWrite). It
+// reports whether rv is the last write remembered; one check and one
+// change under the memory's lock, so that a newer write, or a resource
+// forgotten meanwhile, is left as it is.
+func (r *Reconciler) statusCached(key client.ObjectKey, rv uint64) bool {
+	cached := false
+	r.memory.updateKnown(key, func(m *remembered) {
+		if m.written == nil || m.written.resourceVersion != rv {
+			return // a newer write, or none: left as it is
 		}
-		m.written = w
+		m.written = &writtenStatus{resourceVersion: rv, at: m.written.at}
+		cached = true
 	})
+	return cached
 }
 
 // statusPace is the least time between two status writes of a resource

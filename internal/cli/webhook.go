@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 
@@ -192,11 +193,14 @@ func (w webhookOptions) serviceRef() (*conversion.Service, error) {
 	return &conversion.Service{Namespace: ns, Name: name}, nil
 }
 
-// certSecret is the Secret stencil keeps its webhook certificate in.
 // errNoNamespace: stencil runs outside a pod and no flag names the
 // namespace of the webhook certificate's Secret.
 var errNoNamespace = errors.New("no namespace for the webhook certificate")
 
+// certSecret is the Secret stencil keeps its webhook certificate in. Out
+// of a pod with no flag that names its namespace, the error wraps
+// errNoNamespace; in a pod that cannot tell its namespace, it does not:
+// that is a broken install, which stops the operator.
 func certSecret(o managerOptions) (*types.NamespacedName, error) {
 	if o.webhook.certSecret != "" {
 		ns, name, ok := strings.Cut(o.webhook.certSecret, "/")
@@ -206,8 +210,11 @@ func certSecret(o managerOptions) (*types.NamespacedName, error) {
 		return &types.NamespacedName{Namespace: ns, Name: name}, nil
 	}
 	ns, err := leaseNamespace(o.leaderElectionNS)
-	if err != nil {
+	if err != nil && os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
 		return nil, fmt.Errorf("%w: the conversion webhook's certificate: %w (or set --webhook-url, or --webhook-cert-secret)", errNoNamespace, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the conversion webhook's certificate: %w (or set --webhook-cert-secret)", err)
 	}
 	return &types.NamespacedName{Namespace: ns, Name: registered.Name + "-webhook-cert"}, nil
 }

@@ -24,6 +24,7 @@ func TestConversionWithoutANamespaceLetsTheOperatorRun(t *testing.T) {
 	if _, err := os.Stat(inClusterNamespace); err == nil {
 		t.Skip("this process runs in a pod: it has a namespace")
 	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", "") // outside a pod
 	cluster, err := localcluster.Start(t.Context(), localcluster.Options{APIServerOnly: true})
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +60,12 @@ func TestConversionWithoutANamespaceLetsTheOperatorRun(t *testing.T) {
 	}
 	if w != nil {
 		t.Errorf("a webhook is served with a certificate kept nowhere")
+	}
+	// In a pod that cannot tell its namespace, the install is broken: the
+	// operator stops, as before.
+	t.Setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+	if _, err := setUpConversion(t.Context(), cluster.Config, managerOptions{}, loaded, ctrl.Log); err == nil {
+		t.Errorf("in a pod without its namespace, the webhook set-up goes on")
 	}
 	// A malformed flag is still refused.
 	if _, err := setUpConversion(t.Context(), cluster.Config, managerOptions{webhook: webhookOptions{certSecret: "no-slash"}}, loaded, ctrl.Log); err == nil {

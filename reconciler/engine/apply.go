@@ -268,10 +268,14 @@ const (
 	// adopt: the object is not this resource's yet, and a person asked
 	// that it be: apply it, and it becomes the resource's.
 	adopt
+	// relabeled: a create-only object of this resource that the cache did
+	// not hold, which checkUnseen gave this shard's label (the one write
+	// such an object gets again); nothing more to do.
+	relabeled
 )
 
 func (d decision) String() string {
-	return [...]string{"compare", "wait", "leave", "create", "apply", "adopt"}[d]
+	return [...]string{"compare", "wait", "leave", "create", "apply", "adopt", "relabeled"}[d]
 }
 
 // verdict is what check decided about one desired object, with what the
@@ -421,6 +425,8 @@ func (a *Applier) applyChecked(ctx context.Context, d *unstructured.Unstructured
 		out.change(d, Deferred)
 	case v.decision == wait:
 		out.change(d, Waiting)
+	case v.decision == relabeled:
+		out.change(d, Configured)
 	case !stale:
 		out.change(d, Unchanged)
 	default:
@@ -464,8 +470,8 @@ const absentVersion = "18446744073709551615"
 // onDrift handles the fields d's verdict found missing: it reports them,
 // and corrects them unless report; in a fight it corrects only when the
 // wait is over, and shows the fight meanwhile. It returns whether d must be
-// applied, and whether its correction waits (deferred).
-func (a *Applier) onDrift(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) (apply, deferred bool, err error) {
+// applied (write), and whether its correction waits (deferred).
+func (a *Applier) onDrift(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) (write, deferred bool, err error) {
 	now, key := time.Now(), KeyOf(d)
 	if v.missing == nil || v.missing.Empty() {
 		if f, fighting := a.fights.calm(key, now); fighting {

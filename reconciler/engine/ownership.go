@@ -295,7 +295,11 @@ func (a *Applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured)
 		// It exists: a create-only object is not applied again. When it
 		// came from another shard, it gets this shard's label, so that
 		// this shard's cache holds it from now on.
-		return verdict{}, a.relabelShard(ctx, d, live)
+		wrote, err := a.relabelShard(ctx, d, live)
+		if wrote {
+			return verdict{decision: relabeled}, err
+		}
+		return verdict{decision: compare}, err
 	case ownedFor(live, d):
 		// Ours, though not cached (it came from another shard, whose label
 		// it carries): applied knowing its managers, as any cached object,
@@ -311,10 +315,10 @@ func (a *Applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured)
 // relabelShard sets, on an object of this resource that the cache does not
 // hold, the shard label the render gives it (a resource moved between
 // shards), with a UID precondition.
-func (a *Applier) relabelShard(ctx context.Context, d *unstructured.Unstructured, live *metav1.PartialObjectMetadata) error {
+func (a *Applier) relabelShard(ctx context.Context, d *unstructured.Unstructured, live *metav1.PartialObjectMetadata) (wrote bool, err error) {
 	want, ok := d.GetLabels()[v1alpha1.LabelShard]
 	if live.GetLabels()[v1alpha1.LabelShard] == want {
-		return nil
+		return false, nil
 	}
 	value := any(nil) // removed: the default shard's objects may carry none
 	if ok {
@@ -322,10 +326,10 @@ func (a *Applier) relabelShard(ctx context.Context, d *unstructured.Unstructured
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": live.GetUID(), "labels": map[string]any{v1alpha1.LabelShard: value}}})
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := writer(ctx, a.client).Patch(ctx, live, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
-		return fmt.Errorf("labelling %s %s for this shard: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+		return false, fmt.Errorf("labelling %s %s for this shard: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
-	return nil
+	return true, nil
 }
