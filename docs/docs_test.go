@@ -104,7 +104,8 @@ func TestAddAnOwnedResource(t *testing.T) {
 	// Step 1 and 2 of the doc: the new template and the new line in _kind.yaml.
 	withPDB := myWeb(t, withFiles(t, templates.Kind("myweb"), "examples/myweb-pdb"))
 	ctx, stop := context.WithCancel(t.Context())
-	if err := testop.StartOperator(ctx, cluster.Config, scheme, []*render.Kind{withPDB}, nil); err != nil {
+	stopped, err := testop.RunOperator(ctx, cluster.Config, scheme, []*render.Kind{withPDB}, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	kubectl(t, "apply", "-f", "../config/samples/myweb.yaml")
@@ -132,7 +133,14 @@ func TestAddAnOwnedResource(t *testing.T) {
 	// The last step: remove the template again (the operator restarts with
 	// the original folder), and the PodDisruptionBudget is pruned.
 	stop()
-	time.Sleep(time.Second)
+	select { // the first operator's reconciles in flight have ended
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("the first operator stopped with %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the operator has not stopped within a minute")
+	}
 	original := myWeb(t, templates.Kind("myweb"))
 	if err := testop.StartOperator(t.Context(), cluster.Config, scheme, []*render.Kind{original}, nil); err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 // changes, that a change of the external settings ConfigMap reaches the
 // app, and that deletion goes in reverse order.
 func TestAppStackGraph(t *testing.T) {
-	const ns = "graph"
+	const ns = graphNamespace
 	mustKubectl(t, "create", "namespace", ns)
 	mustKubectl(t, "-n", ns, "create", "configmap", "shop-settings", "--from-literal=log-level=info")
 	mustKubectl(t, "apply", "-f", writeFile(t, `apiVersion: stacks.stencil.dev/v1alpha1
@@ -30,10 +30,10 @@ spec: {version: "1.0.0", settings: shop-settings}
 
 	// In order: the Job was created once the database's pod was ready, the
 	// app once the Job had completed (timestamps have second precision).
-	dbReady := timeOf(t, ns, "pod", "shop-db-0", `{.status.conditions[?(@.type=="Ready")].lastTransitionTime}`)
-	jobCreated := timeOf(t, ns, "job", "shop-migrate-1-0-0", "{.metadata.creationTimestamp}")
-	jobDone := timeOf(t, ns, "job", "shop-migrate-1-0-0", "{.status.completionTime}")
-	appCreated := timeOf(t, ns, "deployment", "shop", "{.metadata.creationTimestamp}")
+	dbReady := timeOf(t, "pod", "shop-db-0", `{.status.conditions[?(@.type=="Ready")].lastTransitionTime}`)
+	jobCreated := timeOf(t, "job", "shop-migrate-1-0-0", "{.metadata.creationTimestamp}")
+	jobDone := timeOf(t, "job", "shop-migrate-1-0-0", "{.status.completionTime}")
+	appCreated := timeOf(t, "deployment", "shop", "{.metadata.creationTimestamp}")
 	if jobCreated.Before(dbReady) {
 		t.Errorf("the migration Job was created at %s, before the database was ready at %s", jobCreated, dbReady)
 	}
@@ -58,8 +58,8 @@ spec: {version: "1.0.0", settings: shop-settings}
 	if uid := mustKubectl(t, "-n", ns, "get", "deployment", "shop", "-o", "jsonpath={.metadata.uid}"); uid != appUID {
 		t.Errorf("the app's Deployment was replaced (uid %s, was %s): a node that waits keeps its objects", uid, appUID)
 	}
-	newJobDone := timeOf(t, ns, "job", "shop-migrate-1-1-0", "{.status.completionTime}")
-	appChanged := timeOf(t, ns, "deployment", "shop", `{.metadata.managedFields[?(@.manager=="stencil")].time}`)
+	newJobDone := timeOf(t, "job", "shop-migrate-1-1-0", "{.status.completionTime}")
+	appChanged := timeOf(t, "deployment", "shop", `{.metadata.managedFields[?(@.manager=="stencil")].time}`)
 	if appChanged.Before(newJobDone) {
 		t.Errorf("the app changed at %s, before the new version's migration completed at %s", appChanged, newJobDone)
 	}
@@ -109,10 +109,14 @@ spec: {version: "1.0.0", settings: shop-settings}
 	})
 }
 
-// timeOf reads an RFC 3339 time from an object with a jsonpath.
-func timeOf(t *testing.T, ns, kind, name, path string) time.Time {
+// graphNamespace holds TestAppStackGraph's AppStack.
+const graphNamespace = "graph"
+
+// timeOf reads an RFC 3339 time from an object of graphNamespace with a
+// jsonpath.
+func timeOf(t *testing.T, kind, name, path string) time.Time {
 	t.Helper()
-	out := mustKubectl(t, "-n", ns, "get", kind, name, "-o", "jsonpath="+path)
+	out := mustKubectl(t, "-n", graphNamespace, "get", kind, name, "-o", "jsonpath="+path)
 	at, err := time.Parse(time.RFC3339, strings.Fields(out + " ")[0])
 	if err != nil {
 		t.Fatalf("%s %s %s: %q: %v", kind, name, path, out, err)

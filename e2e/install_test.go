@@ -76,14 +76,12 @@ func TestInstallManifest(t *testing.T) {
 // so Helm skipped crds/ here).
 func TestHelmChart(t *testing.T) {
 	const release, ns, image = "stencil-helm", "stencil-helm", "example.com/stencil:v0.0.0-helm"
-	helm := func(args ...string) string {
+	helm := func(args ...string) {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(binDir, "helm"), append(args, "--kubeconfig", cluster.Kubeconfig)...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
+		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
-		return string(out)
 	}
 	deployment := func() string {
 		return mustKubectl(t, "-n", ns, "get", "deployment", "stencil", "-o",

@@ -44,7 +44,10 @@ func TestDeletingAResourceRemovesItsChildren(t *testing.T) {
 	mustKubectl(t, "apply", "-f", writeFile(t, "apiVersion: webapp.my.domain/v1\nkind: Guestbook\nmetadata: {name: gb, namespace: delete}\nspec: {size: 2, configMapName: gb-cfg}\n"))
 	waitReady(t, ns, "guestbook/gb")
 	mustKubectl(t, "-n", ns, "delete", "guestbook", "gb")
-	eventually(t, 60*time.Second, "children garbage-collected", func() error {
+	// kube-controller-manager's garbage collector deletes them; it learns of
+	// a CRD only at its next discovery (every 30 s), so, in a suite just
+	// started, that may come first.
+	eventually(t, 3*time.Minute, "children garbage-collected", func() error {
 		left := mustKubectl(t, "-n", ns, "get", "deployments,configmaps,pods", "-l", "app.kubernetes.io/name=guestbook", "-o", "name")
 		if strings.TrimSpace(left) != "" {
 			return fmt.Errorf("left: %s", left)

@@ -274,6 +274,7 @@ func buildWithLabel(t *testing.T) string {
 // restoreFirstBuild stops the upgraded operator and starts bin/stencil
 // again for the tests that follow.
 func restoreFirstBuild(t *testing.T) {
+	t.Helper()
 	current.stop()
 	op, err := startOperator("first-again")
 	if err != nil {
@@ -313,6 +314,7 @@ func mywebs(t *testing.T) map[string]myweb {
 
 // readMyWebs is mywebs that returns its error (for goroutines).
 func readMyWebs(t *testing.T) (map[string]myweb, error) {
+	t.Helper()
 	out, err := kubectl(t, "get", "myweb", "-A", "-o", "json")
 	if err != nil {
 		return nil, err
@@ -333,6 +335,7 @@ func readMyWebs(t *testing.T) (map[string]myweb, error) {
 // and were not Ready yet at once (status.rollout), and how many different
 // numbers of MyWebs with the new templates it saw.
 func watchRollout(t *testing.T, v1 string) func() (int, int) {
+	t.Helper()
 	stop, done := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	most, seen := 0, map[int]bool{}

@@ -44,14 +44,24 @@ func TestKilledWhileConvergingRecovers(t *testing.T) {
 	for i := range 50 {
 		fmt.Fprintf(&b, "---\napiVersion: flights.com/v1\nkind: FlightTicket\nmetadata: {name: t%02d, namespace: crash}\nspec: {from: A, to: B, number: %d}\n", i, i%10+1)
 	}
-	mustKubectl(t, "apply", "-f", writeFile(t, b.String()))
-	time.Sleep(300 * time.Millisecond)
+	file := writeFile(t, b.String())
+	created := make(chan error, 1)
+	go func() { _, err := kubectl(t, "apply", "-f", file); created <- err }()
+	// Killed while it converges: some FlightTickets Ready, not all.
+	ready := waitForReady(t, ns, 5)
 	current.kill()
 	restarted, err := startOperator("restarted")
 	if err != nil {
 		t.Fatal(err)
 	}
 	current = restarted
+	if ready == 50 {
+		t.Fatalf("all 50 FlightTickets were Ready before the kill: it did not hit a convergence")
+	}
+	t.Logf("the operator killed with %d of 50 FlightTickets Ready", ready)
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
 	mustKubectl(t, "-n", ns, "wait", "--for=condition=Ready", "--all", "flighttickets", "--timeout=120s")
 
 	owners := strings.Fields(mustKubectl(t, "-n", ns, "get", "configmaps", "-l", "app.kubernetes.io/managed-by=stencil",

@@ -3,10 +3,11 @@
 package e2e
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -35,7 +36,7 @@ import (
 // TestAPIServerRestart kills kube-apiserver while stencil converges 100
 // FlightTickets and starts it again.
 func TestAPIServerRestart(t *testing.T) {
-	faultCase(t, "fault-apiserver", 100, func() {
+	faultCase(t, "fault-apiserver", func() {
 		if err := cluster.Restart(t.Context(), "kube-apiserver", 2*time.Second); err != nil {
 			t.Fatal(err)
 		}
@@ -45,20 +46,22 @@ func TestAPIServerRestart(t *testing.T) {
 // TestEtcdRestart kills etcd while stencil converges 100 FlightTickets and
 // starts it again.
 func TestEtcdRestart(t *testing.T) {
-	faultCase(t, "fault-etcd", 100, func() {
+	faultCase(t, "fault-etcd", func() {
 		if err := cluster.Restart(t.Context(), "etcd", 2*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	})
 }
 
-// faultCase creates n FlightTickets in namespace ns and, once stencil has
+// faultCase creates 100 FlightTickets in namespace ns and, once stencil has
 // made a quarter of them Ready and while it works on the rest, runs fault;
 // then it waits until every one is Ready for its generation and checks
 // their objects. A nil fault is one in force from the start (a throttle).
 // An operator that exited meanwhile is started again (replaceExited). The
 // namespace is deleted when the test ends.
-func faultCase(t *testing.T, ns string, n int, fault func()) {
+func faultCase(t *testing.T, ns string, fault func()) {
+	t.Helper()
+	const n = 100
 	mustKubectl(t, "create", "namespace", ns)
 	t.Cleanup(func() { _, _ = kubectl(t, "delete", "namespace", ns, "--wait=false") })
 	var crs strings.Builder
@@ -171,6 +174,7 @@ func flightTickets(t *testing.T, ns string) []flightTicket {
 
 // allReady: n FlightTickets, each Ready=True for its generation.
 func allReady(t *testing.T, ns string, n int) error {
+	t.Helper()
 	fts := flightTickets(t, ns)
 	if len(fts) != n {
 		return fmt.Errorf("%d FlightTickets, want %d", len(fts), n)
@@ -321,7 +325,7 @@ func TestThrottled(t *testing.T) {
 		t.Fatal(err)
 	}
 	current = op
-	faultCase(t, "fault-throttled", 100, nil)
+	faultCase(t, "fault-throttled", nil)
 	refused := rejected(t) - before
 	t.Logf("the API server refused %d of the operator's requests with 429", refused)
 	for line := range strings.SplitSeq(mustKubectl(t, "get", "--raw", "/metrics"), "\n") {
@@ -428,10 +432,12 @@ func TestWatchExpiry(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(2 * time.Second)
+	// And every watch it holds is older than client-go's second: the audit
+	// log shows no watch begun for 2 s.
+	waitAuditQuiet(t, operatorUser, 2*time.Second, time.Minute, func(e auditEvent) bool { return e.Verb == "watch" })
 	var resumed time.Time
 	var compacted int64
-	faultCase(t, "fault-watch-expiry", 100, func() {
+	faultCase(t, "fault-watch-expiry", func() {
 		var err error
 		if compacted, err = cluster.CompactEtcd(t.Context()); err != nil {
 			t.Fatal(err)
@@ -449,6 +455,7 @@ func TestWatchExpiry(t *testing.T) {
 	var expired, relisted []string
 	t.Cleanup(func() {
 		if t.Failed() { // what the informers did after the cut
+			t.Logf("the operator's lists and watches after the cut (a watch's HTTP code is 200 even when it expired: the 410 travels inside its stream):")
 			for _, e := range auditEvents(t, operatorUser, resumed) {
 				if e.Verb == "watch" || e.Verb == "list" {
 					t.Logf("%s %s %s (%d)", e.Received.Format("15:04:05.000"), e.Verb, e.RequestURI, e.Response.Code)
@@ -660,30 +667,71 @@ type auditEvent struct {
 // auditEvents reads the audit log: the requests user sent from since on.
 func auditEvents(t *testing.T, user string, since time.Time) []auditEvent {
 	t.Helper()
+	all, _ := auditFrom(t, 0)
+	var events []auditEvent
+	for _, e := range all {
+		if e.User.Username == user && !e.Received.Before(since) {
+			events = append(events, e)
+		}
+	}
+	return events
+}
+
+// auditFrom reads the audit log from byte offset on: its entries that
+// record a request done, and the offset after the last complete line (the
+// API server may be writing the next).
+func auditFrom(t *testing.T, offset int64) ([]auditEvent, int64) {
+	t.Helper()
 	f, err := os.Open(auditLog)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = f.Close() }()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = data[:bytes.LastIndexByte(data, '\n')+1]
 	var events []auditEvent
-	scanner := bufio.NewScanner(f)
-	scanner.Buffer(nil, 1<<20)
-	for scanner.Scan() {
+	for line := range bytes.Lines(data) {
 		var e auditEvent
-		if err := json.Unmarshal(scanner.Bytes(), &e); err != nil {
+		if err := json.Unmarshal(line, &e); err != nil {
 			t.Fatal(err)
 		}
 		// A watch is logged when its response starts (it completes only when
 		// it ends); every other request when it completes.
-		done := e.Stage == "ResponseComplete" && e.Verb != "watch" || e.Stage == "ResponseStarted" && e.Verb == "watch"
-		if e.User.Username == user && done && !e.Received.Before(since) {
+		if e.Stage == "ResponseComplete" && e.Verb != "watch" || e.Stage == "ResponseStarted" && e.Verb == "watch" {
 			events = append(events, e)
 		}
 	}
-	if err := scanner.Err(); err != nil {
-		t.Fatal(err)
+	return events, offset + int64(len(data))
+}
+
+// waitAuditQuiet waits until, as the audit log shows, user has sent no
+// request that counts for quiet: it has ended what it was doing, however
+// long a loaded machine takes. It fails the test once within has passed
+// with user still sending.
+func waitAuditQuiet(t *testing.T, user string, quiet, within time.Duration, counts func(auditEvent) bool) {
+	t.Helper()
+	_, offset := auditFrom(t, 0)
+	deadline := time.Now().Add(within)
+	var sent []auditEvent
+	for last := time.Now(); time.Since(last) < quiet; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still sends requests after %s: %d of them, the last %+v", user, within, len(sent), sent[max(len(sent)-1, 0):])
+		}
+		time.Sleep(200 * time.Millisecond)
+		var events []auditEvent
+		events, offset = auditFrom(t, offset)
+		for _, e := range events {
+			if e.User.Username == user && counts(e) {
+				sent, last = append(sent, e), time.Now()
+			}
+		}
 	}
-	return events
 }
 
 // countWrites: the requests user sent from since on, and its writes among

@@ -69,9 +69,10 @@ func shardFlags(t *testing.T) map[string][]string {
 	return flags
 }
 
-// leaseHolder is the holder of a Lease in stencil-system.
-func leaseHolder(name string) string {
-	out, _ := kubectlAdmin("-n", "stencil-system", "get", "lease", name, "-o", "jsonpath={.spec.holderIdentity}")
+// shardALeaseHolder is the holder of shard a's Lease,
+// stencil.stencil.dev-a in stencil-system.
+func shardALeaseHolder() string {
+	out, _ := kubectlAdmin("-n", "stencil-system", "get", "lease", "stencil.stencil.dev-a", "-o", "jsonpath={.spec.holderIdentity}")
 	return out
 }
 
@@ -107,12 +108,12 @@ func TestThreeShards(t *testing.T) {
 	def := startShard(t, "shard-default", flags["stencil"])
 	a1 := startShard(t, "shard-a1", flags["stencil-a"])
 	eventually(t, 60*time.Second, "shard a's first process leads", func() error {
-		if leaseHolder("stencil.stencil.dev-a") == "" {
+		if shardALeaseHolder() == "" {
 			return fmt.Errorf("no holder of the Lease stencil.stencil.dev-a")
 		}
 		return nil
 	})
-	leaderA := leaseHolder("stencil.stencil.dev-a")
+	leaderA := shardALeaseHolder()
 	a2 := startShard(t, "shard-a2", flags["stencil-a"])
 	b := startShard(t, "shard-b", flags["stencil-b"])
 	processes := []*shardProcess{def, a1, a2, b}
@@ -149,12 +150,12 @@ func TestThreeShards(t *testing.T) {
 
 	// Shard a's leader dies; its standby takes the Lease and reconciles.
 	killed := a1
-	if leaseHolder("stencil.stencil.dev-a") != leaderA {
+	if shardALeaseHolder() != leaderA {
 		t.Fatalf("shard a's Lease changed hands before the kill")
 	}
 	killed.op.kill()
 	eventually(t, 60*time.Second, "shard a's standby holds its Lease", func() error {
-		if h := leaseHolder("stencil.stencil.dev-a"); h == leaderA || h == "" {
+		if h := shardALeaseHolder(); h == leaderA || h == "" {
 			return fmt.Errorf("holder %q", h)
 		}
 		return nil

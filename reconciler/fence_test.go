@@ -29,9 +29,28 @@ func TestFencedWriteIsNoFailure(t *testing.T) {
 	// landed in between), and must not tell of a failure.
 	unfenceConfigMaps := requests.inject(t, fault{path: "/namespaces/" + ns + "/configmaps", fenced: true})
 	unfenceDeployments := requests.inject(t, fault{path: "/namespaces/" + ns + "/deployments", fenced: true})
+	applies := func() int {
+		return requests.countPath("PATCH", "/namespaces/"+ns+"/configmaps/web-config") + requests.countPath("PATCH", "/namespaces/"+ns+"/deployments/web")
+	}
+	before := applies()
 	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.Message = "n" })
 	scale(t, ns, "web", 5, "kubectl-scale") // drift it may not revert now
-	time.Sleep(7 * time.Second)             // three tries or more: a fight would start at three
+	// Three retries or more, each refused: a fight would start at three.
+	// A retry (2 s after a fenced try) is a try after a pause; the tries
+	// that the changes' own events cause come at once.
+	retries, tries, since := 0, before, time.Now()
+	eventually(t, time.Minute, "three retries of the fenced apply", func() error {
+		if n := applies(); n > tries {
+			if time.Since(since) >= time.Second {
+				retries++
+			}
+			tries, since = n, time.Now()
+		}
+		if retries < 3 {
+			return fmt.Errorf("%d retries after a pause, %d applies tried", retries, tries-before)
+		}
+		return nil
+	})
 	if got := metric(t, "stencil_drift_reverted_objects_total", widget); got != revertedBefore {
 		t.Errorf("stencil_drift_reverted_objects_total went from %v to %v while no revert could be written", revertedBefore, got)
 	}
@@ -48,7 +67,7 @@ func TestFencedWriteIsNoFailure(t *testing.T) {
 	unfenceConfigMaps()
 	unfenceDeployments()
 	unfenced := time.Now()
-	eventually(t, 10*time.Second, "the change applied", func() error {
+	eventually(t, 30*time.Second, "the change applied", func() error {
 		cm, err := get(t, &corev1.ConfigMap{}, ns, "web-config")
 		if err != nil {
 			return err
@@ -56,7 +75,7 @@ func TestFencedWriteIsNoFailure(t *testing.T) {
 		if cm.Data["message"] != "n" {
 			return fmt.Errorf("message %q", cm.Data["message"])
 		}
-		if got := replicas(t, ns, "web"); got != 2 {
+		if got := replicas(t, ns); got != 2 {
 			return fmt.Errorf("replicas %d, want 2 (the drift reverted)", got)
 		}
 		return readyErr(getWidget(t, ns, "web"))

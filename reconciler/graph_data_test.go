@@ -304,6 +304,7 @@ func TestOrphanDeletionWhileStencilIsDown(t *testing.T) {
 		t.Fatal("the ClusterRole was not applied")
 	}
 	t.Cleanup(func() { _ = k8s.Delete(context.WithoutCancel(t.Context()), role) })
+	waitGarbageCollector(t) // it orphans the Gadget's objects
 	stopped.Store(true)
 	stop()
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,11 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/testkind"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/testutil"
 	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/render"
 )
@@ -60,6 +61,7 @@ func newGadgetNamespace(t *testing.T) string {
 
 // deleteGadgets deletes the Gadgets of ns and waits until they are gone.
 func deleteGadgets(t *testing.T, ns string) {
+	t.Helper()
 	ctx := context.WithoutCancel(t.Context())
 	eventually(t, 30*time.Second, "the test's Gadgets deleted", func() error {
 		if err := k8s.DeleteAllOf(ctx, &testv1alpha1.Gadget{}, client.InNamespace(ns)); err != nil && !apierrors.IsNotFound(err) {
@@ -95,6 +97,7 @@ func createSettings(t *testing.T, ns, name, greeting string) {
 // gadgetCondition is nil when the Gadget's condition typ has status and
 // reason, and its message holds every one of messages.
 func gadgetCondition(t *testing.T, ns, name, typ string, status metav1.ConditionStatus, reason string, messages ...string) error {
+	t.Helper()
 	g := &testv1alpha1.Gadget{}
 	if err := k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, g); err != nil {
 		return err
@@ -151,8 +154,11 @@ func TestGraphGateWaitsWithoutRequests(t *testing.T) {
 	if exists(t, &corev1.ConfigMap{}, ns, "g-after-gate") {
 		t.Fatal("ConfigMap g-after-gate applied while its gate is closed")
 	}
-	// A closed gate is not a loop: nothing is sent while it stays closed.
-	time.Sleep(time.Second) // the last writes' own events settle
+	// A closed gate is not a loop: nothing is sent while it stays closed,
+	// once the last writes' own events have reached the operator and what
+	// they woke has ended.
+	waitSeen(t, requests, stencilObjects(t, ns, &testv1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "g"}})...)
+	testutil.Settle(t, time.Minute, time.Second, "the operator's requests in "+ns, func() int { return requests.countIn("", ns) })
 	before := requests.countIn("", ns)
 	time.Sleep(3 * time.Second)
 	if sent := requests.countIn("", ns) - before; sent != 0 {
@@ -296,9 +302,8 @@ func TestGraphDeletesInReverseOrder(t *testing.T) {
 		return gadgetCondition(t, ns, "d", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled)
 	})
 	// Hold one object of the last stage (1) with a finalizer of the test's.
-	const hold = "test.stencil.dev/hold"
 	late := &corev1.ConfigMap{}
-	setHold(t, ns, "d-after-gate", hold, true)
+	setHold(t, ns, "d-after-gate", true)
 	if err := k8s.Delete(t.Context(), &testv1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "d"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +325,7 @@ func TestGraphDeletesInReverseOrder(t *testing.T) {
 			t.Errorf("%s (stage 0) deleted while stage 1 is still there", obj.name)
 		}
 	}
-	setHold(t, ns, "d-after-gate", hold, false)
+	setHold(t, ns, "d-after-gate", false)
 	eventually(t, 30*time.Second, "the Gadget and its objects gone", func() error {
 		for _, name := range []string{"d-gate", "d-value", "d-settings", "d-after-gate"} {
 			if exists(t, &corev1.ConfigMap{}, ns, name) {
@@ -339,20 +344,70 @@ func TestGraphDeletesInReverseOrder(t *testing.T) {
 	})
 }
 
-// setHold adds (or removes) the test's finalizer on the ConfigMap ns/name,
-// reading it again when another writer changed it meanwhile (the garbage
-// collector adds and removes its own on a foreground deletion).
-func setHold(t *testing.T, ns, name, hold string, on bool) {
+// hold is the tests' finalizer, which holds an object that is deleted.
+const hold = "test.stencil.dev/hold"
+
+// setHold adds (or removes) the finalizer hold on the ConfigMap ns/name,
+// reading it again when another writer changed it meanwhile (the operator
+// applies it; the garbage collector adds and removes its own finalizer on
+// a foreground deletion). A hold it adds is removed when the test ends,
+// whatever happened, so that the deletion of the ConfigMap and of its
+// owner can finish.
+func setHold(t *testing.T, ns, name string, on bool) {
 	t.Helper()
-	eventually(t, 30*time.Second, "finalizer "+hold+" set to "+strconv.FormatBool(on)+" on "+name, func() error {
+	if err := updateHold(t, ns, name, on); err != nil {
+		t.Fatalf("setting finalizer %s to %v on %s: %v", hold, on, name, err)
+	}
+	if on {
+		t.Cleanup(func() {
+			if err := updateHold(t, ns, name, false); err != nil {
+				t.Errorf("removing finalizer %s from %s: %v", hold, name, err)
+			}
+		})
+	}
+}
+
+// updateHold is setHold's update, retried on a conflict; removing the
+// hold of a ConfigMap that is gone is done.
+func updateHold(t *testing.T, ns, name string, on bool) error {
+	t.Helper()
+	ctx := context.WithoutCancel(t.Context())
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cm := &corev1.ConfigMap{}
-		if err := k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, cm); err != nil {
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cm); err != nil {
+			if !on && apierrors.IsNotFound(err) {
+				return nil
+			}
 			return err
 		}
-		cm.Finalizers = slices.DeleteFunc(cm.Finalizers, func(f string) bool { return f == hold })
+		kept := slices.DeleteFunc(slices.Clone(cm.Finalizers), func(f string) bool { return f == hold })
 		if on {
-			cm.Finalizers = append(cm.Finalizers, hold)
+			kept = append(kept, hold)
 		}
-		return k8s.Update(t.Context(), cm)
+		if slices.Equal(kept, cm.Finalizers) {
+			return nil
+		}
+		cm.Finalizers = kept
+		return k8s.Update(ctx, cm)
 	})
+}
+
+// stencilObjects is objs and the objects in ns that a stencil operator
+// applied (ConfigMaps and Secrets that carry its labels).
+func stencilObjects(t *testing.T, ns string, objs ...client.Object) []client.Object {
+	t.Helper()
+	owned := client.HasLabels{v1alpha1.LabelManagedBy, v1alpha1.LabelOwnerUID}
+	cms, secrets := &corev1.ConfigMapList{}, &corev1.SecretList{}
+	for _, list := range []client.ObjectList{cms, secrets} {
+		if err := k8s.List(t.Context(), list, client.InNamespace(ns), owned); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range cms.Items {
+		objs = append(objs, &cms.Items[i])
+	}
+	for i := range secrets.Items {
+		objs = append(objs, &secrets.Items[i])
+	}
+	return objs
 }

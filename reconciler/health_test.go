@@ -1,16 +1,29 @@
 package reconciler_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/testutil"
 )
+
+// deploymentCondition is the Deployment's condition of type typ, or nil.
+func deploymentCondition(d *appsv1.Deployment, typ appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
+	for i := range d.Status.Conditions {
+		if d.Status.Conditions[i].Type == typ {
+			return &d.Status.Conditions[i]
+		}
+	}
+	return nil
+}
 
 // A Deployment that cannot become available (its pods fit no node) keeps
 // its resource Ready=False, Progressing, with a message that names it, and
@@ -30,7 +43,23 @@ func TestUnavailableDeploymentKeepsReadyFalse(t *testing.T) {
 	if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReconciling); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("Reconciling = %+v, want True", c)
 	}
-	time.Sleep(2 * time.Second) // the Deployment controller settles
+	// The Deployment controller's status writes end once the Deployment
+	// says its pod is unavailable; then what they woke ends.
+	d := &appsv1.Deployment{}
+	eventually(t, 30*time.Second, "the Deployment's status settled: unavailable", func() error {
+		var err error
+		if d, err = get(t, &appsv1.Deployment{}, ns, "web"); err != nil {
+			return err
+		}
+		progressing := deploymentCondition(d, appsv1.DeploymentProgressing)
+		if s := d.Status; s.ObservedGeneration != d.Generation || s.Replicas != 1 || s.UpdatedReplicas != 1 || s.UnavailableReplicas != 1 ||
+			progressing == nil || progressing.Reason != "ReplicaSetUpdated" {
+			return fmt.Errorf("generation %d, status %+v", d.Generation, s)
+		}
+		return nil
+	})
+	waitSeen(t, requests, d, getWidget(t, ns, "web"))
+	testutil.Settle(t, time.Minute, time.Second, "the operator's requests in "+ns, func() int { return requests.countIn("", ns) })
 	before := requests.countIn("", ns)
 	time.Sleep(5 * time.Second)
 	if n := requests.countIn("", ns) - before; n > 0 {

@@ -145,11 +145,13 @@ func create(t *testing.T, c client.Client, ns, name, page string) {
 // mywebCondition is nil when the MyWeb's condition of type is True with
 // reason, and its message holds message.
 func mywebCondition(t *testing.T, c client.Client, ns, name, typ, reason, message string) error {
+	t.Helper()
 	return mywebConditionStatus(t, c, ns, name, typ, metav1.ConditionTrue, reason, message)
 }
 
 // mywebConditionStatus is mywebCondition for a condition of status.
 func mywebConditionStatus(t *testing.T, c client.Client, ns, name, typ string, status metav1.ConditionStatus, reason, message string) error {
+	t.Helper()
 	web := &operatorv1.MyWeb{}
 	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, web); err != nil {
 		return err

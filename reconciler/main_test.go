@@ -2,24 +2,29 @@ package reconciler_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -86,9 +91,13 @@ type counter struct {
 	counts map[string]int
 	// inNamespace counts "VERB namespace" for namespaced requests.
 	inNamespace map[string]int
-	// byPath counts "VERB path".
-	byPath map[string]int
-	faults []fault
+	// byPath counts "VERB path"; donePath those that have ended (answered,
+	// or failed).
+	byPath, donePath map[string]int
+	faults           []fault
+	// seen is, per object ("resource namespace/name"), the highest
+	// resourceVersion that a watch event delivered to the operator.
+	seen map[string]int64
 }
 
 // countPath is the number of requests with method whose path ends in path
@@ -98,6 +107,19 @@ func (c *counter) countPath(method, path string) int {
 	defer c.mu.Unlock()
 	n := 0
 	for k, v := range c.byPath {
+		if strings.HasPrefix(k, method+" ") && strings.HasSuffix(k, path) {
+			n += v
+		}
+	}
+	return n
+}
+
+// countDone is countPath for the requests that have ended.
+func (c *counter) countDone(method, path string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k, v := range c.donePath {
 		if strings.HasPrefix(k, method+" ") && strings.HasSuffix(k, path) {
 			n += v
 		}
@@ -137,6 +159,7 @@ type fault struct {
 // inject adds a fault until the test ends, or until the func it returns is
 // called.
 func (c *counter) inject(t *testing.T, f fault) (remove func()) {
+	t.Helper()
 	c.mu.Lock()
 	c.faults = append(c.faults, f)
 	c.mu.Unlock()
@@ -185,6 +208,14 @@ func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
 		if watch && err == nil {
 			resp.Body = c.dropEvents(resp.Body, req.URL.Path, resp.Header.Get("Content-Type"))
 		}
+		if !watch {
+			c.mu.Lock()
+			if c.donePath == nil {
+				c.donePath = map[string]int{}
+			}
+			c.donePath[req.Method+" "+req.URL.Path]++
+			c.mu.Unlock()
+		}
 		return resp, err
 	})
 }
@@ -218,8 +249,9 @@ func (c *counter) dropped(path, line string) bool {
 // event), as the metadata client asks for.
 func (c *counter) dropEvents(body io.ReadCloser, path, contentType string) io.ReadCloser {
 	r, w := io.Pipe()
+	protobuf := strings.Contains(contentType, "protobuf")
 	next := nextLine
-	if strings.Contains(contentType, "protobuf") {
+	if protobuf {
 		next = nextFrame
 	}
 	go func() {
@@ -233,6 +265,7 @@ func (c *counter) dropEvents(body io.ReadCloser, path, contentType string) io.Re
 			if c.dropped(path, string(event)) {
 				continue
 			}
+			c.see(path, event, protobuf)
 			if _, err := w.Write(event); err != nil {
 				return
 			}
@@ -262,6 +295,113 @@ func nextFrame(in *bufio.Reader) ([]byte, error) {
 	return frame, nil
 }
 
+// see records the object of a watch event (a protobuf frame, or a JSON
+// line) that path delivered to the operator.
+func (c *counter) see(path string, event []byte, protobuf bool) {
+	m, ok := eventObject(event, protobuf)
+	if !ok {
+		return
+	}
+	rv, err := strconv.ParseInt(m.ResourceVersion, 10, 64)
+	if err != nil {
+		return
+	}
+	key := resourceOf(path) + " " + m.Namespace + "/" + m.Name
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[string]int64{}
+	}
+	c.seen[key] = max(c.seen[key], rv)
+}
+
+// eventObject is the metadata of the object of a watch event, a JSON line
+// or a protobuf frame; not ok for a bookmark, an error, or what it cannot
+// decode.
+func eventObject(event []byte, protobuf bool) (_ metav1.ObjectMeta, ok bool) {
+	if !protobuf {
+		var e struct {
+			Type   watch.EventType
+			Object struct{ Metadata metav1.ObjectMeta }
+		}
+		if json.Unmarshal(event, &e) != nil || !objectEvent(e.Type) {
+			return metav1.ObjectMeta{}, false
+		}
+		return e.Object.Metadata, true
+	}
+	// A frame is a metav1.WatchEvent whose object is enveloped: the
+	// protobuf magic number, then a runtime.Unknown that holds the object,
+	// whose first field, as a PartialObjectMetadata's, is its metadata.
+	var e metav1.WatchEvent
+	if len(event) < 4 || e.Unmarshal(event[4:]) != nil || !objectEvent(watch.EventType(e.Type)) {
+		return metav1.ObjectMeta{}, false
+	}
+	enveloped, isEnvelope := bytes.CutPrefix(e.Object.Raw, []byte("k8s\x00"))
+	var unknown runtime.Unknown
+	var m metav1.PartialObjectMetadata
+	if !isEnvelope || unknown.Unmarshal(enveloped) != nil || m.Unmarshal(unknown.Raw) != nil {
+		return metav1.ObjectMeta{}, false
+	}
+	return m.ObjectMeta, true
+}
+
+// objectEvent: a watch event of this type carries an object.
+func objectEvent(typ watch.EventType) bool {
+	return typ == watch.Added || typ == watch.Modified || typ == watch.Deleted
+}
+
+// seenAt is the highest resourceVersion at which the operator's watches
+// delivered the object namespace/name of resource (0: none).
+func (c *counter) seenAt(resource, namespace, name string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seen[resource+" "+namespace+"/"+name]
+}
+
+// waitSeen waits until c's operator has received each object, through its
+// watches, as it is now (or later): its cache holds what the test wrote,
+// or the last writes' own events have reached it.
+func waitSeen(t *testing.T, c *counter, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(o), o); err != nil {
+			t.Fatal(err)
+		}
+		gvk, err := k8s.GroupVersionKindFor(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mapping, err := k8s.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rv, err := strconv.ParseInt(o.GetResourceVersion(), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resource := mapping.Resource.Resource
+		eventually(t, 30*time.Second, fmt.Sprintf("the operator's watch delivering %s %s/%s at resourceVersion %d", gvk.Kind, o.GetNamespace(), o.GetName(), rv), func() error {
+			if at := c.seenAt(resource, o.GetNamespace(), o.GetName()); at < rv {
+				return fmt.Errorf("delivered at %d", at)
+			}
+			return nil
+		})
+	}
+}
+
+// waitIdle waits until the operator has received each object as it is now
+// (see waitSeen), and then until its Widget reconciles and its requests
+// have stopped for a second: what those objects' last changes woke has
+// ended. A test can then check what stencil did, or did not do, about
+// them.
+func waitIdle(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	waitSeen(t, requests, objs...)
+	testutil.Settle(t, time.Minute, time.Second, "the operator's Widget reconciles and requests", func() int {
+		return widgetReconciles(t) + requests.total()
+	})
+}
+
 type closers []io.Closer
 
 func (cs closers) Close() error {
@@ -270,6 +410,17 @@ func (cs closers) Close() error {
 		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// total is the number of requests counted so far.
+func (c *counter) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.counts {
+		n += v
+	}
+	return n
 }
 
 // reset returns the counts so far and starts again from zero.
@@ -298,6 +449,7 @@ func newNamespace(t *testing.T) string {
 // they are gone, so that nothing a test leaves (a retry with backoff, a
 // backstop reconcile) reaches the tests after it.
 func deleteWidgets(t *testing.T, ns string) {
+	t.Helper()
 	ctx := context.WithoutCancel(t.Context())
 	testutil.Eventually(t, 30*time.Second, "the test's Widgets deleted", func() error {
 		if err := k8s.DeleteAllOf(ctx, &testv1alpha1.Widget{}, client.InNamespace(ns)); err != nil && !apierrors.IsNotFound(err) {
@@ -312,6 +464,79 @@ func deleteWidgets(t *testing.T, ns string) {
 		}
 		return nil
 	})
+}
+
+// garbageCollector records whether kube-controller-manager's garbage
+// collector has been seen handling the deletion of the test kinds.
+var garbageCollector struct {
+	sync.Mutex
+	collects bool
+}
+
+// waitGarbageCollector waits until kube-controller-manager's garbage
+// collector handles the deletion of Widgets and Gadgets (it deletes their
+// dependents), for a test whose deadlines count on it. The collector
+// learns of custom resource types only when it next reads the API
+// server's discovery (every 30 s), so, right after TestMain installed the
+// CRDs (a test run alone), it would take its time within the test's own
+// deadline. The probe: a ConfigMap owned by a Widget and one owned by a
+// Gadget, whose owners are deleted.
+func waitGarbageCollector(t *testing.T) {
+	t.Helper()
+	garbageCollector.Lock()
+	defer garbageCollector.Unlock()
+	if garbageCollector.collects {
+		return
+	}
+	ns := newNamespace(t)
+	owners := []client.Object{
+		&testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gc-probe"}, Spec: testv1alpha1.WidgetSpec{Message: "m"}},
+		&testv1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gc-probe"}},
+	}
+	var dependents []client.Object
+	for _, owner := range owners {
+		if err := k8s.Create(t.Context(), owner); err != nil {
+			t.Fatal(err)
+		}
+		gvk, err := k8s.GroupVersionKindFor(owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dependent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gc-probe-" + strings.ToLower(gvk.Kind), OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: owner.GetName(), UID: owner.GetUID(),
+		}}}}
+		if err := k8s.Create(t.Context(), dependent); err != nil {
+			t.Fatal(err)
+		}
+		dependents = append(dependents, dependent)
+	}
+	for _, owner := range owners {
+		if err := k8s.Delete(t.Context(), owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	began := time.Now()
+	eventually(t, 3*time.Minute, "the garbage collector deleting the dependents of a deleted Widget and Gadget", func() error {
+		for _, d := range dependents {
+			switch err := k8s.Get(t.Context(), client.ObjectKeyFromObject(d), &corev1.ConfigMap{}); {
+			case err == nil:
+				return fmt.Errorf("ConfigMap %s is still there", d.GetName())
+			case !apierrors.IsNotFound(err):
+				return err
+			}
+		}
+		return nil
+	})
+	t.Logf("the garbage collector deleted the probes' dependents %s after their owners' deletion", time.Since(began).Round(time.Second))
+	garbageCollector.collects = true
+}
+
+// forgetGarbageCollector makes the next waitGarbageCollector probe again,
+// after a test replaced a CRD.
+func forgetGarbageCollector() {
+	garbageCollector.Lock()
+	defer garbageCollector.Unlock()
+	garbageCollector.collects = false
 }
 
 // eventually polls check until it returns nil, failing the test after within.

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
@@ -44,7 +43,7 @@ func waitCondition(t *testing.T, ns, name, typ string, status metav1.ConditionSt
 // waitEvent waits for a Warning event with reason about the Widget.
 func waitEvent(t *testing.T, ns, name, reason string) {
 	t.Helper()
-	eventually(t, 10*time.Second, "a "+reason+" event", func() error {
+	eventually(t, 30*time.Second, "a "+reason+" event", func() error {
 		events := &eventsv1.EventList{}
 		if err := k8s.List(t.Context(), events, client.InNamespace(ns)); err != nil {
 			return err
@@ -74,11 +73,12 @@ func waitGone(t *testing.T, timeout time.Duration, what string, objs ...client.O
 	})
 }
 
-// touch changes an annotation of the Widget, which makes stencil reconcile it.
-func touch(t *testing.T, ns, name string) {
+// touch changes an annotation of the Widget web of ns, which makes stencil
+// reconcile it.
+func touch(t *testing.T, ns string) {
 	t.Helper()
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"test/touched":%q}}}`, time.Now().String())
-	w := &testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	w := &testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}
 	if err := k8s.Patch(t.Context(), w, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
 	}
@@ -122,8 +122,8 @@ func TestForeignObjectIsNotAdopted(t *testing.T) {
 	if _, err := get(t, &appsv1.Deployment{}, ns, "web"); err != nil {
 		t.Errorf("Deployment: %v; want the resource's other objects applied", err)
 	}
-	touch(t, ns, "web") // another reconcile must not take it either
-	time.Sleep(2 * time.Second)
+	touch(t, ns) // another reconcile must not take it either
+	waitIdle(t, &testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}})
 	cm, _ := get(t, &corev1.ConfigMap{}, ns, "web-config")
 	// One create-first apply, refused; later looks only read it.
 	if n := requests.countPath("PATCH", "/namespaces/"+ns+"/configmaps/web-config"); n != 1 {
@@ -141,11 +141,15 @@ func TestForeignObjectIsNotAdopted(t *testing.T) {
 		}
 	}
 
-	cm.Annotations = map[string]string{v1alpha1.AnnotationAdopt: owner}
-	if err := k8s.Update(t.Context(), cm); err != nil {
+	// A merge patch, as kubectl annotate sends: it needs no resourceVersion.
+	adopt, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1alpha1.AnnotationAdopt: owner}}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	touch(t, ns, "web")
+	if err := k8s.Patch(t.Context(), cm, client.RawPatch(types.MergePatchType, adopt)); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, ns)
 	w = waitReady(t, ns, "web")
 	cm, _ = get(t, &corev1.ConfigMap{}, ns, "web-config")
 	if cm.Data["message"] != "m" || cm.Labels[v1alpha1.LabelOwnerUID] != string(w.UID) || metav1.GetControllerOf(cm) == nil {
@@ -160,6 +164,7 @@ func TestForeignObjectIsNotAdopted(t *testing.T) {
 // one that does not own it leaves it; when the owner lets go, the other
 // takes it.
 func TestTwoResourcesNeverShareAnObject(t *testing.T) {
+	waitGarbageCollector(t) // it deletes the objects of the Widgets deleted here
 	ns := newNamespace(t)
 	shared := testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, ConfigName: "shared"}
 	a := createWidget(t, ns, "a", shared)
@@ -197,7 +202,7 @@ func TestTwoResourcesNeverShareAnObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := waitReady(t, ns, "b")
-	eventually(t, 10*time.Second, "b owns the ConfigMap", func() error { return ownedBy(b) })
+	eventually(t, 30*time.Second, "b owns the ConfigMap", func() error { return ownedBy(b) })
 }
 
 // denyWidgets makes the API server refuse operation on the Widgets of ns
@@ -240,7 +245,7 @@ func denyWidgets(t *testing.T, ns string, operation admissionregistrationv1.Oper
 // request that try makes.
 func waitDenied(t *testing.T, try func() error) {
 	t.Helper()
-	eventually(t, 20*time.Second, "the admission policy in force", func() error {
+	eventually(t, 30*time.Second, "the admission policy in force", func() error {
 		if err := try(); !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
 			return fmt.Errorf("dry-run request: %w", err)
 		}
@@ -425,9 +430,15 @@ func TestObjectDeletedUnseenIsRecreated(t *testing.T) {
 // render is not dropped.
 func TestSpecFixDuringStatusWriteIsApplied(t *testing.T) {
 	ns := newNamespace(t)
-	requests.inject(t, fault{method: "PATCH", path: "/namespaces/" + ns + "/widgets/web/status", delay: 3 * time.Second})
+	statusPath := "/namespaces/" + ns + "/widgets/web/status"
+	requests.inject(t, fault{method: "PATCH", path: statusPath, delay: 3 * time.Second})
 	createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, Fail: true})
-	time.Sleep(time.Second) // the failed render's status write is in flight
+	eventually(t, 30*time.Second, "the failed render's status write in flight", func() error {
+		if sent, done := requests.countPath("PATCH", statusPath), requests.countDone("PATCH", statusPath); sent == 0 || done == sent {
+			return fmt.Errorf("%d status writes sent, %d of them ended", sent, done)
+		}
+		return nil
+	})
 	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.Fail = false })
 	waitReady(t, ns, "web")
 }
@@ -462,35 +473,14 @@ func TestNamespaceDeletionIsQuiet(t *testing.T) {
 // them: that resolves itself, so it is Reconciling, not Stalled, and the
 // new resource takes the names as soon as they are gone.
 func TestRecreatedResourceWaitsForItsPredecessor(t *testing.T) {
+	waitGarbageCollector(t)
 	ns := newNamespace(t)
 	old := createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1})
 	waitReady(t, ns, "web")
 	// A finalizer of the test's holds the old ConfigMap after the garbage
-	// collector deleted it.
-	const hold = "test.stencil.dev/hold"
-	// stencil may apply the ConfigMap meanwhile: read again on a conflict.
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cm, err := get(t, &corev1.ConfigMap{}, ns, "web-config")
-		if err != nil {
-			return err
-		}
-		cm.Finalizers = append(cm.Finalizers, hold)
-		return k8s.Update(t.Context(), cm)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := func() {
-		cm, err := get(t, &corev1.ConfigMap{}, ns, "web-config")
-		if err != nil {
-			return
-		}
-		cm.Finalizers = slices.DeleteFunc(cm.Finalizers, func(f string) bool { return f == hold })
-		if err := k8s.Update(context.WithoutCancel(t.Context()), cm); err != nil && !apierrors.IsNotFound(err) {
-			t.Error(err)
-		}
-	}
-	t.Cleanup(release)
+	// collector deleted it (stencil may apply the ConfigMap meanwhile, the
+	// garbage collector deletes it: setHold reads it again on a conflict).
+	setHold(t, ns, "web-config", true)
 	if err := k8s.Delete(t.Context(), old); err != nil {
 		t.Fatal(err)
 	}
@@ -504,7 +494,7 @@ func TestRecreatedResourceWaitsForItsPredecessor(t *testing.T) {
 	if msg := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "deleted resource of the same name") || strings.Contains(msg, "kubectl annotate") {
 		t.Errorf("Ready message %q; want it to say the predecessor's object goes by itself", msg)
 	}
-	release()
+	setHold(t, ns, "web-config", false)
 	w = waitReady(t, ns, "web")
 	cm, err := get(t, &corev1.ConfigMap{}, ns, "web-config")
 	if err != nil || cm.Labels[v1alpha1.LabelOwnerUID] != string(w.UID) {
@@ -542,8 +532,8 @@ func TestCopiedLabelsDoNotMakeAnObjectOurs(t *testing.T) {
 	if !strings.Contains(msg, "controlled by ConfigMap parent") || strings.Contains(msg, "kubectl annotate") {
 		t.Errorf("Ready message %q; want it to name the controller and offer no adoption", msg)
 	}
-	touch(t, ns, "web")
-	time.Sleep(2 * time.Second)
+	touch(t, ns)
+	waitIdle(t, &testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}})
 	cm, _ := get(t, &corev1.ConfigMap{}, ns, "copied")
 	if cm.Data["message"] != "the parent's" || len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != parent.UID {
 		t.Fatalf("the parent's ConfigMap was changed: data %v, ownerReferences %v", cm.Data, cm.OwnerReferences)
@@ -582,7 +572,7 @@ func TestWithdrawnAdoptionIsNotApplied(t *testing.T) {
 	}
 	owner := "Widget.test.stencil.dev/" + ns + "/web"
 	setAdopt(&owner)
-	touch(t, ns, "web")
+	touch(t, ns)
 	eventually(t, 30*time.Second, "stencil's apply of the ConfigMap under way", func() error {
 		if requests.countPath("PATCH", cmPath) == patches {
 			return fmt.Errorf("no PATCH of %s yet", cmPath)
@@ -590,9 +580,15 @@ func TestWithdrawnAdoptionIsNotApplied(t *testing.T) {
 		return nil
 	})
 	setAdopt(nil)
-	time.Sleep(5 * time.Second)
+	eventually(t, 30*time.Second, "stencil's held applies of the ConfigMap ended", func() error {
+		if sent, done := requests.countPath("PATCH", cmPath), requests.countDone("PATCH", cmPath); done < sent {
+			return fmt.Errorf("%d of %d applies ended", done, sent)
+		}
+		return nil
+	})
 	undelay()
-	touch(t, ns, "web")
+	touch(t, ns)
+	waitIdle(t, &testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}})
 	waitCondition(t, ns, "web", v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonOwnershipConflict)
 	cm, _ := get(t, &corev1.ConfigMap{}, ns, "web-config")
 	if cm.Data["message"] != "mine" || len(cm.Labels) != 0 || len(cm.OwnerReferences) != 0 {
@@ -720,18 +716,18 @@ func TestHandedOverFieldIsLeftToItsNewManager(t *testing.T) {
 	if bound := int(lasted/time.Second) + 2; statusWrites > bound { // status writes that only tell of health: one a second
 		t.Errorf("stencil wrote status %d times in %s while the autoscaler scaled; want at most once a second (%d)", statusWrites, lasted, bound)
 	}
-	if got := replicas(t, ns, "web"); got != 4 {
+	if got := replicas(t, ns); got != 4 {
 		t.Errorf("replicas = %d, want the autoscaler's 4", got)
 	}
 	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.Message, s.Replicas = "m2", 5 })
-	eventually(t, 15*time.Second, "the new render applied", func() error {
+	eventually(t, 30*time.Second, "the new render applied", func() error {
 		if cm, _ := get(t, &corev1.ConfigMap{}, ns, "web-config"); cm.Data["message"] != "m2" {
 			return fmt.Errorf("ConfigMap message %q", cm.Data["message"])
 		}
 		return nil
 	})
 	w := waitReady(t, ns, "web")
-	if got := replicas(t, ns, "web"); got != 4 {
+	if got := replicas(t, ns); got != 4 {
 		t.Errorf("replicas = %d after a new render, want the autoscaler's 4", got)
 	}
 	if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionDrifted); c == nil || c.Status != metav1.ConditionFalse || len(w.Status.Drift) > 0 {
@@ -743,6 +739,7 @@ func TestHandedOverFieldIsLeftToItsNewManager(t *testing.T) {
 // disabled) carries no ownerReference, and survives both a render that no
 // longer holds it and the deletion of its custom resource.
 func TestKeptObjectSurvivesPruneAndDeletion(t *testing.T) {
+	waitGarbageCollector(t) // it deletes the Widget's Deployment
 	ns := newNamespace(t)
 	w := createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, KeepConfig: true, ConfigName: "first"})
 	waitReady(t, ns, "web")
@@ -787,7 +784,7 @@ func TestCreateOnlyObjectIsNeverUpdated(t *testing.T) {
 		t.Errorf("drift = %+v; want .data.message edited by kubectl-edit", w.Status.Drift)
 	}
 	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.Message = "m2" })
-	eventually(t, 15*time.Second, "the new generation reconciled", func() error {
+	eventually(t, 30*time.Second, "the new generation reconciled", func() error {
 		w := getWidget(t, ns, "web")
 		if w.Status.ObservedGeneration != w.Generation {
 			return fmt.Errorf("observedGeneration %d, generation %d", w.Status.ObservedGeneration, w.Generation)
@@ -834,7 +831,7 @@ func TestFightIsPaced(t *testing.T) {
 		t.Errorf("stencil_fights_total = %v, want %v", got, fightsBefore+1)
 	}
 	eventually(t, 60*time.Second, "replicas corrected once the writer stopped", func() error {
-		if got := replicas(t, ns, "web"); got != 2 {
+		if got := replicas(t, ns); got != 2 {
 			return fmt.Errorf("replicas = %d", got)
 		}
 		return nil
@@ -863,7 +860,7 @@ func TestImmutableFieldChangeRecreates(t *testing.T) {
 	if w.Status.ObservedGeneration != w.Generation {
 		t.Errorf("observedGeneration %d, generation %d", w.Status.ObservedGeneration, w.Generation)
 	}
-	eventually(t, 10*time.Second, "a Recreated event", func() error {
+	eventually(t, 30*time.Second, "a Recreated event", func() error {
 		events := &eventsv1.EventList{}
 		if err := k8s.List(t.Context(), events, client.InNamespace(ns)); err != nil {
 			return err

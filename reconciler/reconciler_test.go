@@ -88,7 +88,7 @@ func TestSpecChangeUpdatesAndRemovesFields(t *testing.T) {
 	}
 	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.Message, s.Replicas, s.Extra = "two", 3, "" })
 	waitReady(t, ns, "web")
-	eventually(t, 10*time.Second, "ConfigMap updated", func() error {
+	eventually(t, 30*time.Second, "ConfigMap updated", func() error {
 		cm, _ := get(t, &corev1.ConfigMap{}, ns, "web-config")
 		if _, has := cm.Data["extra"]; has || cm.Data["message"] != "two" {
 			return fmt.Errorf("data = %v", cm.Data)
@@ -112,9 +112,10 @@ func scale(t *testing.T, ns, name string, replicas int, manager string) {
 	}
 }
 
-func replicas(t *testing.T, ns, name string) int32 {
+// replicas is the spec.replicas of the Deployment web of ns.
+func replicas(t *testing.T, ns string) int32 {
 	t.Helper()
-	d, err := get(t, &appsv1.Deployment{}, ns, name)
+	d, err := get(t, &appsv1.Deployment{}, ns, "web")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func TestDriftIsCorrected(t *testing.T) {
 	reverted := metric(t, "stencil_drift_reverted_objects_total", widget)
 	applied := metric(t, "stencil_applied_objects_total", widget)
 	scale(t, ns, "web", 5, "kubectl-scale")
-	eventually(t, 15*time.Second, "drift recorded and reverted", func() error {
+	eventually(t, 30*time.Second, "drift recorded and reverted", func() error {
 		w := getWidget(t, ns, "web")
 		f := findField(w, "Deployment", ".spec.replicas")
 		if f == nil {
@@ -154,7 +155,7 @@ func TestDriftIsCorrected(t *testing.T) {
 		if f.Manager != "kubectl-scale" || f.Desired != "2" || f.Live != "5" {
 			return fmt.Errorf("drift = %+v, want manager kubectl-scale, desired 2, live 5", f)
 		}
-		if got := replicas(t, ns, "web"); got != 2 {
+		if got := replicas(t, ns); got != 2 {
 			return fmt.Errorf("replicas = %d, want 2 (reverted)", got)
 		}
 		c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionDrifted)
@@ -192,6 +193,7 @@ func TestDriftIsReported(t *testing.T) {
 	if err := k8s.Patch(t.Context(), d, patch, client.FieldOwner("kubectl-edit")); err != nil {
 		t.Fatal(err)
 	}
+	waitIdle(t, d.DeepCopy()) // stencil has seen the change, and looked at it
 	assertNotDrifted(t, ns, "web", 3*time.Second)
 
 	scale(t, ns, "web", 4, "kubectl-scale")
@@ -200,7 +202,7 @@ func TestDriftIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	image := `.spec.template.spec.containers[name="web"].image`
-	eventually(t, 15*time.Second, "drift reported", func() error {
+	eventually(t, 30*time.Second, "drift reported", func() error {
 		w := getWidget(t, ns, "web")
 		c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionDrifted)
 		if c == nil || c.Status != metav1.ConditionTrue {
@@ -220,7 +222,7 @@ func TestDriftIsReported(t *testing.T) {
 		return nil
 	})
 	time.Sleep(2 * time.Second)
-	if got := replicas(t, ns, "web"); got != 4 {
+	if got := replicas(t, ns); got != 4 {
 		t.Errorf("replicas = %d, want 4 (Report leaves drift alone)", got)
 	}
 	if got := metric(t, "stencil_unhealthy_resources", driftedGauge); got != drifted+1 {
@@ -232,7 +234,7 @@ func TestDriftIsReported(t *testing.T) {
 	if err := k8s.Delete(t.Context(), getWidget(t, ns, "web")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "the deleted Widget no longer counted", func() error {
+	eventually(t, 30*time.Second, "the deleted Widget no longer counted", func() error {
 		if got := metric(t, "stencil_unhealthy_resources", driftedGauge); got != drifted {
 			return fmt.Errorf("stencil_unhealthy_resources{condition=Drifted} = %v, want %v", got, drifted)
 		}
@@ -272,7 +274,7 @@ func TestPrune(t *testing.T) {
 
 	// A render failure, in the same change that turns the Service off.
 	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.Service, s.Fail = false, true })
-	eventually(t, 15*time.Second, "RenderFailed condition", func() error {
+	eventually(t, 30*time.Second, "RenderFailed condition", func() error {
 		c := meta.FindStatusCondition(getWidget(t, ns, "web").Status.Conditions, v1alpha1.ConditionReady)
 		if c == nil || c.Reason != v1alpha1.ReasonRenderFailed || !strings.Contains(c.Message, "deployment.yaml:1:") {
 			return fmt.Errorf("Ready = %+v, want RenderFailed naming deployment.yaml:1", c)
@@ -283,7 +285,7 @@ func TestPrune(t *testing.T) {
 	if _, err := get(t, &corev1.Service{}, ns, "web"); err != nil {
 		t.Fatalf("Service after a failed render: %v; want it kept", err)
 	}
-	eventually(t, 10*time.Second, "a RenderFailed event", func() error {
+	eventually(t, 30*time.Second, "a RenderFailed event", func() error {
 		events := &eventsv1.EventList{}
 		if err := k8s.List(t.Context(), events, client.InNamespace(ns)); err != nil {
 			return err
@@ -298,7 +300,7 @@ func TestPrune(t *testing.T) {
 
 	updateSpec(t, ns, "web", func(s *testv1alpha1.WidgetSpec) { s.Fail = false })
 	waitReady(t, ns, "web")
-	eventually(t, 15*time.Second, "Service pruned", func() error {
+	eventually(t, 30*time.Second, "Service pruned", func() error {
 		if _, err := get(t, &corev1.Service{}, ns, "web"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("Service: %w", err)
 		}
@@ -314,6 +316,7 @@ func TestPrune(t *testing.T) {
 
 // 6. Deleting a CR removes all its objects.
 func TestDeleteRemovesObjects(t *testing.T) {
+	waitGarbageCollector(t) // it deletes the namespaced objects
 	ns := newNamespace(t)
 	w := createWidget(t, ns, "web", testv1alpha1.WidgetSpec{Message: "m", Replicas: 1, Service: true})
 	waitReady(t, ns, "web")

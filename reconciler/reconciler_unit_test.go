@@ -36,8 +36,8 @@ func TestDropStatusFields(t *testing.T) {
 	o := &unstructured.Unstructured{}
 	o.SetManagedFields([]metav1.ManagedFieldsEntry{
 		{Manager: "stencil", Operation: metav1.ManagedFieldsOperationApply},
-		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:replicas":{}}}`)}},
-		{Manager: "annotator", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:x":{}}},"f:status":{}}`)}},
+		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:replicas":{}}}`)},
+		{Manager: "annotator", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{"f:x":{}}},"f:status":{}}`)},
 		{Manager: "hpa", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "scale"},
 	})
 	out, err := dropStatusFields(o)

@@ -108,6 +108,7 @@ func TestSecretDataWithheldFromRefusals(t *testing.T) {
 // refusalEvent is nil when ns holds an event of reason, and no event of ns
 // quotes the Secret's data.
 func refusalEvent(t *testing.T, ns, reason string) error {
+	t.Helper()
 	list := &eventsv1.EventList{}
 	if err := k8s.List(t.Context(), list, client.InNamespace(ns)); err != nil {
 		return err

@@ -18,9 +18,8 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/yaml"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
@@ -249,6 +248,7 @@ func TestKindWhoseCRDAppears(t *testing.T) {
 	if err := k8s.Delete(t.Context(), crd); err != nil {
 		t.Fatal(err)
 	}
+	forgetGarbageCollector() // it learns of the new CRD anew
 	reinstall := func() error {
 		if err := k8s.Get(context.WithoutCancel(t.Context()), client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{}); err == nil {
 			return nil

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
 )
 
@@ -35,8 +38,13 @@ func TestSteadyStateSendsNoRequests(t *testing.T) {
 	for i := range n {
 		waitReady(t, ns, fmt.Sprintf("w%02d", i))
 	}
-	// Let the last status writes and the watch events they cause settle.
-	time.Sleep(3 * time.Second)
+	// The last status writes' events reach the operator, and what they
+	// wake ends.
+	widgets := make([]client.Object, n)
+	for i := range n {
+		widgets[i] = &testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("w%02d", i)}}
+	}
+	waitIdle(t, widgets...)
 	converge := requests.reset()
 	t.Logf("converging %d CRs (3 objects each), then a new message for each, took %d requests: %s", n, total(converge), summary(converge))
 

@@ -12,7 +12,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
@@ -26,7 +28,20 @@ func TestForgedOwnerWakesNoOtherTenant(t *testing.T) {
 	victim, tenant := newNamespace(t), newNamespace(t)
 	createWidget(t, victim, "w", testv1alpha1.WidgetSpec{Message: "m"})
 	w := waitReady(t, victim, "w")
-	time.Sleep(2 * time.Second) // the Deployment controller's status writes settle
+	// The Deployment controller's status writes end once it says the
+	// Deployment is complete; then what they woke ends.
+	d := &appsv1.Deployment{}
+	eventually(t, 30*time.Second, "the victim's Deployment complete", func() error {
+		var err error
+		if d, err = get(t, &appsv1.Deployment{}, victim, "w"); err != nil {
+			return err
+		}
+		if c := deploymentCondition(d, appsv1.DeploymentProgressing); d.Status.ObservedGeneration != d.Generation || c == nil || c.Reason != "NewReplicaSetAvailable" {
+			return fmt.Errorf("generation %d, status %+v", d.Generation, d.Status)
+		}
+		return nil
+	})
+	waitIdle(t, d, w)
 	forged := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "forged",
 		Labels:      map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByStencil, v1alpha1.LabelOwnerUID: string(w.UID)},
 		Annotations: map[string]string{v1alpha1.AnnotationOwner: v1alpha1.OwnerAnnotation(testv1alpha1.GroupVersion.WithKind("Widget"), victim, "w")},
@@ -43,7 +58,7 @@ func TestForgedOwnerWakesNoOtherTenant(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	time.Sleep(time.Second)
+	waitIdle(t, forged) // the last update has reached the operator, and what it woke has ended
 	woken := widgetReconciles(t) - before
 	t.Logf("%d updates of a forged ConfigMap in another namespace: %d Widget reconciles", updates, woken)
 	if woken > updates/4 {
@@ -68,8 +83,14 @@ func TestCommonLabelDoesNotFillTheCache(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Give the operator's informers time to receive what they select.
-	time.Sleep(5 * time.Second)
+	// The operator's Deployment watch has passed every one of them (and
+	// its informer has received what it selects) once it delivers a later
+	// change: an annotation on the Widget's own Deployment.
+	mark := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w"}}
+	if err := k8s.Patch(t.Context(), mark, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"test.stencil.dev/mark":"after"}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, mark)
 	grown := heapInUse() - heapBefore
 	t.Logf("heap in use grew by %d MiB after %d Deployments of %d KiB labelled managed-by=stencil (%d MiB in all)", grown>>20, n, size>>10, n*size>>20)
 	if limit := int64(n * size / 4); grown > limit {

@@ -303,6 +303,7 @@ func TestSecretInputOnlyIntoSecrets(t *testing.T) {
 }
 
 func laundering(t *testing.T, decl string, snapshot render.Objects, cr *testv1alpha1.Widget, read string) {
+	t.Helper()
 	laundered, err := loadGraph(t, decl, map[string]string{
 		"copy.yaml":  "apiVersion: v1\nkind: Secret\nmetadata: {name: copy}\ndata: {token: {{ input \"creds\" | need \"data.token\" | quote }}}\n",
 		"again.yaml": configMap("again", `data: {token: `+read+`}`),

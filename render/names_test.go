@@ -123,6 +123,7 @@ func TestYAMLLookalikeNames(t *testing.T) {
 // checkLookalikes renders with the placeholder and with every lookalike,
 // and compares.
 func checkLookalikes(t *testing.T, name string, renderWith func(s string) ([]*unstructured.Unstructured, error)) {
+	t.Helper()
 	t.Run(name, func(t *testing.T) {
 		plain, err := renderWith(placeholder)
 		if err != nil {

@@ -107,7 +107,7 @@ func FuzzRenderShape(f *testing.F) {
 	f.Add("yes", "~", "0x1f", "on")
 	f.Add("true", "false", "1", "null")
 	kind := mustLoad(f)
-	shape := func(t *testing.T, objs []*unstructured.Unstructured) string {
+	shape := func(objs []*unstructured.Unstructured) string {
 		var b strings.Builder
 		for _, o := range objs {
 			b.WriteString(o.GroupVersionKind().String() + " " + o.GetNamespace() + "/" + o.GetName() + "\n")
@@ -118,7 +118,7 @@ func FuzzRenderShape(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	baseShape := shape(nil, base)
+	baseShape := shape(base)
 	f.Fuzz(func(t *testing.T, message, extra, cpu, name string) {
 		if extra == "" || cpu == "" {
 			return // empty turns fields off by design
@@ -135,7 +135,7 @@ func FuzzRenderShape(f *testing.F) {
 		if err != nil {
 			t.Fatalf("render failed on name %q, strings %q %q %q: %v", name, message, extra, cpu, err)
 		}
-		if got, want := shape(t, objs), strings.ReplaceAll(baseShape, "/demo", "/"+name); got != want {
+		if got, want := shape(objs), strings.ReplaceAll(baseShape, "/demo", "/"+name); got != want {
 			t.Fatalf("shape changed:\n%s\nwant:\n%s", got, want)
 		}
 		cm := objs[0]

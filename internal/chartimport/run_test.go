@@ -120,6 +120,7 @@ func installCRD(t *testing.T, cl client.Client, def render.Definition) {
 }
 
 func ready(t *testing.T, cl client.Client, o *unstructured.Unstructured) error {
+	t.Helper()
 	got := o.DeepCopy()
 	if err := cl.Get(t.Context(), client.ObjectKeyFromObject(o), got); err != nil {
 		return err

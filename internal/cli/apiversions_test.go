@@ -82,7 +82,7 @@ func TestAPIVersionsFlag(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err, code := execute(t, append([]string{"render", crds, "--templates", dir, "-f", "../../config/samples/flightticket.yaml"}, tt.flags...)...)
+			out, code, err := execute(t, append([]string{"render", crds, "--templates", dir, "-f", "../../config/samples/flightticket.yaml"}, tt.flags...)...)
 			if code != 0 {
 				t.Fatalf("render exited %d: %v\n%s", code, err, out)
 			}
@@ -93,7 +93,7 @@ func TestAPIVersionsFlag(t *testing.T) {
 				t.Errorf("the ConfigMap is not rendered:\n%s", out)
 			}
 			// lint renders the samples with the same answer, every object valid.
-			if out, err, code := execute(t, append([]string{"lint", crds, "--templates", dir, "-f", "../../config/samples/flightticket.yaml"}, tt.flags...)...); code != 0 {
+			if out, code, err := execute(t, append([]string{"lint", crds, "--templates", dir, "-f", "../../config/samples/flightticket.yaml"}, tt.flags...)...); code != 0 {
 				t.Errorf("lint exited %d: %v\n%s", code, err, out)
 			}
 		})
@@ -137,7 +137,7 @@ func TestAPIVersionsOfATestCase(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err, code := execute(t, append([]string{"test", crds, "--templates", dir, "flightticket"}, tt.flags...)...)
+			out, code, err := execute(t, append([]string{"test", crds, "--templates", dir, "flightticket"}, tt.flags...)...)
 			if code != tt.code || !strings.Contains(out, tt.says) {
 				t.Fatalf("test exited %d (%v), want %d saying %q:\n%s", code, err, tt.code, tt.says, out)
 			}
@@ -147,7 +147,7 @@ func TestAPIVersionsOfATestCase(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(served, "api-versions.txt"), []byte("e2e.stencil.dev/v1/Gadget\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, _, code := execute(t, "test", crds, "--templates", dir, "flightticket"); code != 1 || !strings.Contains(out, "names no optional owned type") {
+	if out, code, _ := execute(t, "test", crds, "--templates", dir, "flightticket"); code != 1 || !strings.Contains(out, "names no optional owned type") {
 		t.Fatalf("test exited %d, want 1 naming the line:\n%s", code, out)
 	}
 }

@@ -28,7 +28,7 @@ func TestGraphCycleFailsRenderAndLint(t *testing.T) {
 		{"render", "--templates", dir, "-f", "../../config/samples/appstack.yaml"},
 		{"lint", repoCRDs, "--templates", dir},
 	} {
-		out, err, code := execute(t, args...)
+		out, code, err := execute(t, args...)
 		if code != 2 || !strings.Contains(out+errString(err), want) {
 			t.Errorf("%v: exit %d, %q; want 2 and %q", args, code, out+errString(err), want)
 		}
@@ -38,7 +38,7 @@ func TestGraphCycleFailsRenderAndLint(t *testing.T) {
 // TestRenderObserved: stencil render with the live objects of a graph kind
 // renders the next nodes, and says on standard error which wait.
 func TestRenderObserved(t *testing.T) {
-	out, err, code := execute(t, "render", "-f", "../../templates/appstack/tests/job-running/input.yaml",
+	out, code, err := execute(t, "render", "-f", "../../templates/appstack/tests/job-running/input.yaml",
 		"--observed", "../../templates/appstack/tests/job-running/observed.yaml")
 	if code != 0 {
 		t.Fatalf("exit %d: %v\n%s", code, err, out)

@@ -27,16 +27,20 @@ func withTypo(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() {
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}()
 	if _, err := f.WriteString("- {apiVersion: policy/v1, kind: PodDisruptionBudget}\n"); err != nil {
 		t.Fatal(err)
 	}
 	return dir
 }
 
-// execute runs the command line with args and returns its output, error and
-// exit code.
-func execute(t *testing.T, args ...string) (string, error, int) {
+// execute runs the command line with args and returns its output, exit code
+// and error.
+func execute(t *testing.T, args ...string) (string, int, error) {
 	t.Helper()
 	cmd := newRootCommand("stencil")
 	var out bytes.Buffer
@@ -47,12 +51,11 @@ func execute(t *testing.T, args ...string) (string, error, int) {
 	code := 0
 	if err != nil {
 		code = 1
-		var exit *exitError
-		if errors.As(err, &exit) {
+		if exit, ok := errors.AsType[*exitError](err); ok {
 			code = exit.code
 		}
 	}
-	return out.String(), err, code
+	return out.String(), code, err
 }
 
 // repoCRDs gives the offline commands the repository's CRDs: the tests run
@@ -76,7 +79,7 @@ func TestTypoFailsRenderLintAndTest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err, code := execute(t, tt.args...)
+			out, code, err := execute(t, tt.args...)
 			if code != tt.code {
 				t.Fatalf("exit code %d (%v), want %d", code, err, tt.code)
 			}
@@ -92,7 +95,7 @@ func TestTypoFailsRenderLintAndTest(t *testing.T) {
 			{"lint", repoCRDs, "--released", "../../config/crd/released", "-f", "../../config/samples"}, // no break of the release
 			{"test", repoCRDs},
 		} {
-			if out, err, _ := execute(t, args...); err != nil {
+			if out, _, err := execute(t, args...); err != nil {
 				t.Errorf("%v: %v\n%s", args, err, out)
 			}
 		}
@@ -121,30 +124,30 @@ func TestTestUpdate(t *testing.T) {
 	if err := os.WriteFile(expected, []byte("stale: true\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, _, code := execute(t, "test", repoCRDs, "--templates", dir, "foo"); code != 1 || !strings.Contains(out, "FAIL foo/seed: expected.yaml differs") {
+	if out, code, _ := execute(t, "test", repoCRDs, "--templates", dir, "foo"); code != 1 || !strings.Contains(out, "FAIL foo/seed: expected.yaml differs") {
 		t.Fatalf("a stale expected.yaml: exit %d, want 1 and FAIL foo/seed:\n%s", code, out)
 	}
-	if _, err, code := execute(t, "test", "--update"); code != 2 || !strings.Contains(errString(err), "--templates") {
+	if _, code, err := execute(t, "test", "--update"); code != 2 || !strings.Contains(errString(err), "--templates") {
 		t.Fatalf("--update without --templates: exit %d (%v), want 2 naming --templates", code, err)
 	}
-	if out, err, _ := execute(t, "test", repoCRDs, "--templates", dir, "--update", "foo"); err != nil || !strings.Contains(out, "updated foo/seed/expected.yaml") {
+	if out, _, err := execute(t, "test", repoCRDs, "--templates", dir, "--update", "foo"); err != nil || !strings.Contains(out, "updated foo/seed/expected.yaml") {
 		t.Fatalf("--update: %v\n%s", err, out)
 	}
 	if got, _ := os.ReadFile(expected); !bytes.Equal(got, want) {
 		t.Errorf("--update wrote:\n%s\nwant:\n%s", got, want)
 	}
-	if out, err, _ := execute(t, "test", repoCRDs, "--templates", dir, "foo"); err != nil {
+	if out, _, err := execute(t, "test", repoCRDs, "--templates", dir, "foo"); err != nil {
 		t.Fatalf("after --update: %v\n%s", err, out)
 	}
 	// A broken template is not recorded by --update: the typo still fails.
 	typo := withTypo(t)
-	if out, _, code := execute(t, "test", repoCRDs, "--templates", typo, "--update", "myweb"); code != 1 || strings.Contains(out, "updated") {
+	if out, code, _ := execute(t, "test", repoCRDs, "--templates", typo, "--update", "myweb"); code != 1 || strings.Contains(out, "updated") {
 		t.Fatalf("--update over a broken template: exit %d, want 1 and nothing written:\n%s", code, out)
 	}
 	if _, err := os.Stat(filepath.Join(typo, "myweb", "tests", "seed", "error.txt")); err == nil {
 		t.Error("--update recorded the broken render as error.txt")
 	}
-	if _, err, code := execute(t, "test", repoCRDs, "nosuchkind"); code != 2 || !strings.Contains(errString(err), "nosuchkind") {
+	if _, code, err := execute(t, "test", repoCRDs, "nosuchkind"); code != 2 || !strings.Contains(errString(err), "nosuchkind") {
 		t.Errorf("an unknown folder: exit %d (%v), want 2", code, err)
 	}
 }
@@ -182,7 +185,7 @@ func TestLintSamples(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			out, err, code := execute(t, "lint", repoCRDs, "-f", dir)
+			out, code, err := execute(t, "lint", repoCRDs, "-f", dir)
 			all := out + errString(err)
 			if tt.want == "" {
 				if code != 0 || !strings.Contains(out, "every object valid") {
@@ -216,7 +219,7 @@ func TestLintDefaultsToTheProject(t *testing.T) {
 	}
 	t.Run("this repository", func(t *testing.T) {
 		t.Chdir(repo)
-		if out, err, code := execute(t, "lint"); code != 0 {
+		if out, code, err := execute(t, "lint"); code != 0 {
 			t.Fatalf("lint in the repository's root: exit %d (%v)\n%s", code, err, out)
 		}
 	})
@@ -232,7 +235,7 @@ func TestLintDefaultsToTheProject(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Chdir(project)
-		out, err, code := execute(t, "lint", "--templates", filepath.Join(repo, "templates"))
+		out, code, err := execute(t, "lint", "--templates", filepath.Join(repo, "templates"))
 		if all := out + errString(err); code != 2 || !strings.Contains(all, `config/samples/myweb.yaml: document 1: invalid MyWeb`) {
 			t.Fatalf("exit %d, want 2 naming config/samples/myweb.yaml:\n%s", code, all)
 		}
@@ -316,7 +319,7 @@ func TestExternalCRDs(t *testing.T) {
 				commands = append(commands, []string{"test", "--templates", templates, "myweb"})
 			}
 			for _, args := range commands {
-				out, err, code := execute(t, args...)
+				out, code, err := execute(t, args...)
 				all := out + errString(err)
 				switch {
 				case tt.want == "" && code != 0:
@@ -366,7 +369,7 @@ func TestLintRefusesAnUncoveredConversion(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"lint", repoCRDs, "--templates", dir, "-f", "../../config/samples/memcached.yaml"}
-	out, err, code := execute(t, args...)
+	out, code, err := execute(t, args...)
 	want := "templates/memcached: spec.driftPolicy of v1 is lost converting to v1alpha1 and back: convert it (_from-v1alpha1.yaml, _to-v1alpha1.yaml), or declare it dropped in _kind.yaml (conversion: {v1alpha1: {dropped: [spec.driftPolicy]}})"
 	if code != 2 || !strings.Contains(out, want) {
 		t.Fatalf("lint: exit %d (%v), want 2 and\n%s\ngot:\n%s", code, err, want, out)
@@ -383,7 +386,7 @@ func TestLintRefusesAnUncoveredConversion(t *testing.T) {
 	if err := os.WriteFile(declaration, append(declared, []byte("conversion:\n  v1alpha1: {dropped: [spec.driftPolicy]}\n")...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err, code := execute(t, args...); code != 0 {
+	if out, code, err := execute(t, args...); code != 0 {
 		t.Errorf("lint with the field declared dropped: exit %d (%v)\n%s", code, err, out)
 	}
 }
@@ -413,7 +416,7 @@ func TestLintRefusesABreakingChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"lint", repoCRDs, "--templates", dir, "--released", released, "-f", "../../config/samples/memcached.yaml"}
-	out, err, code := execute(t, args...)
+	out, code, err := execute(t, args...)
 	want := "templates/memcached: Memcached v1alpha1 spec.legacy: removed (or renamed): its values would be pruned, against the release (" + released + "): keep it compatible, or declare the change in _kind.yaml (breaking: {v1alpha1: [spec.legacy]})"
 	if code != 2 || !strings.Contains(out, want) {
 		t.Fatalf("lint: exit %d (%v), want 2 and\n%s\ngot:\n%s", code, err, want, out)
@@ -426,7 +429,7 @@ func TestLintRefusesABreakingChange(t *testing.T) {
 	if err := os.WriteFile(declaration, append(declared, []byte("breaking:\n  v1alpha1: [spec.legacy]\n")...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err, code := execute(t, args...); code != 0 {
+	if out, code, err := execute(t, args...); code != 0 {
 		t.Errorf("lint with the change declared: exit %d (%v)\n%s", code, err, out)
 	}
 }

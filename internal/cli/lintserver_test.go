@@ -65,11 +65,11 @@ func TestLintServer(t *testing.T) {
 			if err := os.WriteFile(file, []byte(tt.sample), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			offline, err, code := execute(t, "lint", repoCRDs, "-f", file)
+			offline, code, err := execute(t, "lint", repoCRDs, "-f", file)
 			if code != 0 {
 				t.Fatalf("offline lint: exit %d (%v), want 0: the case is for the server\n%s", code, err, offline)
 			}
-			out, err, code := execute(t, "lint", "--server", repoCRDs, "-f", file)
+			out, code, err := execute(t, "lint", "--server", repoCRDs, "-f", file)
 			all := out + errString(err)
 			if tt.want == "" {
 				if code != 0 {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/yaml"
@@ -377,13 +378,18 @@ func TestMigratesStoredResources(t *testing.T) {
 		}
 	}
 	// The new build's CRD over the released one.
-	crd := readCRD(t, "../../config/crd/bases/cache.example.com_memcacheds.yaml")
-	live := &apiextensionsv1.CustomResourceDefinition{}
-	if err := c.Get(t.Context(), types.NamespacedName{Name: crdName}, live); err != nil {
-		t.Fatal(err)
-	}
-	crd.ResourceVersion = live.ResourceVersion
-	if err := c.Update(t.Context(), crd); err != nil {
+	// The API server's CRD controllers write its status meanwhile: read it
+	// again on a conflict.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd := readCRD(t, "../../config/crd/bases/cache.example.com_memcacheds.yaml")
+		live := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(t.Context(), types.NamespacedName{Name: crdName}, live); err != nil {
+			return err
+		}
+		crd.ResourceVersion = live.ResourceVersion
+		return c.Update(t.Context(), crd)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	serveWebhook(t, c)

@@ -297,7 +297,7 @@ func (p *property) check(t *testing.T, res *unstructured.Unstructured, objs []*u
 		if applied.GetNamespace() != "" {
 			applied.SetNamespace(p.namespace)
 		}
-		err := p.client.Patch(t.Context(), applied, client.Apply, client.DryRunAll, client.FieldOwner("property-test"), client.ForceOwnership)
+		err := p.client.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(applied), client.DryRunAll, client.FieldOwner("property-test"), client.ForceOwnership)
 		if err != nil && !allocatedElsewhere(err) {
 			fail("%s %s: valid offline, refused by the API server: %v", o.GetKind(), o.GetName(), err)
 		}
@@ -538,7 +538,7 @@ func mustYAML(t *testing.T, v any) []byte {
 func decodeStream(t *testing.T, data []byte) []*unstructured.Unstructured {
 	t.Helper()
 	var out []*unstructured.Unstructured
-	for _, doc := range strings.Split(string(data), "\n---\n") {
+	for doc := range strings.SplitSeq(string(data), "\n---\n") {
 		o := map[string]any{}
 		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
 			t.Fatal(err)

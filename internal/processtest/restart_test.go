@@ -39,6 +39,17 @@ func (d *dryRuns) wrap(rt http.RoundTripper) http.RoundTripper {
 	})
 }
 
+// widgetReconciles is the number of Widget reconciles so far, of every
+// process this test process ran, whatever their result.
+func widgetReconciles(t *testing.T) int {
+	t.Helper()
+	n := 0.0
+	for _, result := range []string{"success", "error", "requeue", "requeue_after"} {
+		n += testutil.Metric(t, "controller_runtime_reconcile_total", map[string]string{"controller": "widget", "result": result})
+	}
+	return int(n)
+}
+
 func (d *dryRuns) list() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -58,7 +69,8 @@ func TestRestartSendsNoRequestPerConvergedObject(t *testing.T) {
 	}
 	first, stopFirst := context.WithCancel(t.Context())
 	defer stopFirst()
-	if err := testop.StartOperator(first, cluster.Config, scheme, []*render.Kind{kind}, nil); err != nil {
+	firstStopped, err := testop.RunOperator(first, cluster.Config, scheme, []*render.Kind{kind}, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
@@ -84,7 +96,7 @@ func TestRestartSendsNoRequestPerConvergedObject(t *testing.T) {
 		})
 	}
 	stopFirst()
-	time.Sleep(2 * time.Second) // the first process has stopped
+	waitStopped(t, "the first process", firstStopped)
 
 	// Another manager changes w-2's ConfigMap while no stencil runs.
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w-2-config"}}
@@ -92,6 +104,7 @@ func TestRestartSendsNoRequestPerConvergedObject(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	reconciled := widgetReconciles(t)
 	runs := &dryRuns{}
 	second, stopSecond := context.WithCancel(t.Context())
 	defer stopSecond()
@@ -107,7 +120,15 @@ func TestRestartSendsNoRequestPerConvergedObject(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(3 * time.Second) // every Widget has been reconciled (4 workers, 5 Widgets)
+	// Every Widget has been reconciled by the new process (each is queued
+	// once its cache has synced), and its reconciles have ended.
+	testutil.Eventually(t, time.Minute, "a reconcile of every Widget by the new process", func() error {
+		if got := widgetReconciles(t) - reconciled; got < n {
+			return fmt.Errorf("%d Widget reconciles, want at least %d", got, n)
+		}
+		return nil
+	})
+	testutil.Settle(t, time.Minute, time.Second, "the new process's Widget reconciles", func() int { return widgetReconciles(t) })
 	paths := runs.list()
 	t.Logf("dry runs of the new process: %q", paths)
 	for _, p := range paths {

@@ -196,8 +196,16 @@ func TestMovedResourceHasOneWriterAtATime(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	held := len(wa.of("/w-0"))
 	patch(`{"spec":{"message":"two"}}`)
-	time.Sleep(300 * time.Millisecond) // a is reconciling, its writes held back
+	testutil.Eventually(t, 30*time.Second, "a reconciling, its write held back", func() error {
+		for _, s := range wa.of("/w-0")[held:] {
+			if s.end.IsZero() {
+				return nil
+			}
+		}
+		return fmt.Errorf("no write of a's in flight")
+	})
 	// Moved, and no longer rendering its Service: b must prune an object
 	// that still carries a's label, which b's cache does not hold.
 	patch(`{"metadata":{"labels":{"stencil.dev/shard":"b"}},"spec":{"service":false}}`)
@@ -216,7 +224,23 @@ func TestMovedResourceHasOneWriterAtATime(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(7 * time.Second) // a's held-back writes end (two, one after the other), if it sent any
+	// a's held-back writes end (two, one after the other, if it sent any):
+	// none in flight, and none begun or ended for longer than the hold.
+	testutil.Eventually(t, time.Minute, "a's writes ended", func() error {
+		var last time.Time
+		for _, s := range wa.of("/w-0") {
+			if s.end.IsZero() {
+				return fmt.Errorf("a's write of %s in flight since %s", s.path, s.start.Format("15:04:05.000"))
+			}
+			if s.end.After(last) {
+				last = s.end
+			}
+		}
+		if quiet := time.Since(last); quiet < 4*time.Second {
+			return fmt.Errorf("a's last write ended %s ago", quiet.Round(time.Millisecond))
+		}
+		return nil
+	})
 	aSpans, bSpans := wa.of("/w-0"), wb.of("/w-0")
 	if len(aSpans) == 0 || len(bSpans) == 0 {
 		t.Fatalf("writes of a %d, of b %d: want both", len(aSpans), len(bSpans))

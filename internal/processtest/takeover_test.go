@@ -54,7 +54,8 @@ func TestDeadShardsClaimsAreTakenOver(t *testing.T) {
 
 	cCtx, stopC := context.WithCancel(t.Context())
 	defer stopC()
-	if err := testop.StartShard(cCtx, cluster.Config, scheme, []*render.Kind{kind}, shard.Shards{Name: "c", Known: known, Leases: leases}, nil); err != nil {
+	cStopped, err := testop.RunShard(cCtx, cluster.Config, scheme, []*render.Kind{kind}, shard.Shards{Name: "c", Known: known, Leases: leases}, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var widgets []*testv1alpha1.Widget
@@ -72,7 +73,7 @@ func TestDeadShardsClaimsAreTakenOver(t *testing.T) {
 		testutil.Eventually(t, time.Minute, w.Name+" Ready, claimed by c", readyAndClaimed(t, w, "c"))
 	}
 	stopC()
-	time.Sleep(time.Second) // c's last reconciles end
+	waitStopped(t, "shard c", cStopped) // c's last reconciles have ended
 
 	patch := func(w *testv1alpha1.Widget, p string) {
 		t.Helper()
@@ -149,7 +150,7 @@ func TestDeadShardsClaimsAreTakenOver(t *testing.T) {
 			t.Errorf("d wrote %s (%s), whose claim it must not take over", name, spans[0].path)
 		}
 	}
-	testutil.Eventually(t, 10*time.Second, "a ClaimTakenOver event", func() error {
+	testutil.Eventually(t, 30*time.Second, "a ClaimTakenOver event", func() error {
 		events := &eventsv1.EventList{}
 		if err := k8s.List(t.Context(), events, client.InNamespace(ns)); err != nil {
 			return err
@@ -162,6 +163,20 @@ func TestDeadShardsClaimsAreTakenOver(t *testing.T) {
 		}
 		return fmt.Errorf("no ClaimTakenOver event among %d", len(events.Items))
 	})
+}
+
+// waitStopped waits until the manager of what has stopped (its Start
+// returned, once its reconciles in flight had ended).
+func waitStopped(t *testing.T, what string, stopped <-chan error) {
+	t.Helper()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("%s stopped with %v", what, err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("%s has not stopped within a minute", what)
+	}
 }
 
 // renewLease renews lease every half second until ctx ends, then sends
@@ -186,6 +201,7 @@ func renewLease(ctx context.Context, lease *coordinationv1.Lease, last chan<- ti
 // (unless STENCIL_TEST_NO_CLAIMS runs the shards without claims, to see a
 // test fail without them).
 func readyAndClaimed(t *testing.T, w *testv1alpha1.Widget, shard string) func() error {
+	t.Helper()
 	return func() error {
 		if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(w), w); err != nil {
 			return err
@@ -204,6 +220,7 @@ func readyAndClaimed(t *testing.T, w *testv1alpha1.Widget, shard string) func() 
 // prunedByD: w's Service (which carried shard c's label) is gone, its
 // ConfigMap is labelled for shard d and w has no prune-pending mark.
 func prunedByD(t *testing.T, w *testv1alpha1.Widget) func() error {
+	t.Helper()
 	return func() error {
 		if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: w.Namespace, Name: w.Name}, &corev1.Service{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("Service: %w", err)

@@ -167,6 +167,7 @@ func decoration(t *testing.T, rs *appsv1.ReplicaSet) (string, bool) {
 
 // decorated: rs has pod-count=0, set by replicaset-podcount.
 func decorated(t *testing.T, rs *appsv1.ReplicaSet) func() error {
+	t.Helper()
 	return func() error {
 		if count, held := decoration(t, rs); count != "0" || !held {
 			return fmt.Errorf("%s: pod-count=%q, decorator's fields: %v", rs.Name, count, held)
@@ -178,6 +179,7 @@ func decorated(t *testing.T, rs *appsv1.ReplicaSet) func() error {
 // untouched: replicaset-podcount holds nothing on rs, and it has no
 // pod-count.
 func untouched(t *testing.T, rs *appsv1.ReplicaSet) func() error {
+	t.Helper()
 	return func() error {
 		if count, held := decoration(t, rs); count != "" || held {
 			return fmt.Errorf("%s: pod-count=%q, decorator's fields: %v", rs.Name, count, held)

@@ -111,7 +111,34 @@ func TestDecoratorObservesByOwner(t *testing.T) {
 		return fmt.Errorf("none among %d events", len(list.Items))
 	})
 	patch(`{"spec":{"template":{"spec":{"containers":[{"name":"c","image":"nginx:3"}]}}}}`)
-	time.Sleep(2 * time.Second) // the third ReplicaSet exists by now
+	// The decorator renders again once it has the third ReplicaSet: a new
+	// label on it, which its watch delivers after its creation, makes it
+	// render, and the render fails.
+	third := &appsv1.ReplicaSet{}
+	eventually(t, 30*time.Second, "the third ReplicaSet", func() error {
+		list := &appsv1.ReplicaSetList{}
+		if err := k8s.List(t.Context(), list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for i := range list.Items {
+			if c := list.Items[i].Spec.Template.Spec.Containers; len(c) == 1 && c[0].Image == "nginx:3" {
+				third = &list.Items[i]
+				return nil
+			}
+		}
+		return fmt.Errorf("%d ReplicaSets, none of nginx:3", len(list.Items))
+	})
+	failures := map[string]string{"kind": "revisions", "reason": "RenderFailed"}
+	failed := metric(t, "stencil_decorator_failures_total", failures)
+	if err := k8s.Patch(t.Context(), third, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"test.stencil.dev/nudge":"yes"}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "a failed render with the third ReplicaSet", func() error {
+		if n := metric(t, "stencil_decorator_failures_total", failures); n <= failed {
+			return fmt.Errorf("%v failed renders, as before", n)
+		}
+		return nil
+	})
 	if err := annotated("2")(); err != nil {
 		t.Errorf("after a failed render: %v, want the annotation as it was", err)
 	}

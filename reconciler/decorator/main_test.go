@@ -48,7 +48,10 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 var eventually = testutil.Eventually
 
 // newNamespace is a namespace of the test's own.
-func newNamespace(t *testing.T) string { return testutil.NewNamespace(t, k8s) }
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	return testutil.NewNamespace(t, k8s)
+}
 
 // metric is the value of a stencil metric's sample (see testutil.Metric).
 var metric = testutil.Metric

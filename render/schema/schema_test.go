@@ -104,8 +104,7 @@ spec: {image: nginx, nodePortNumber: 20}
 				}
 				return
 			}
-			var serr *schema.Error
-			if !errors.As(err, &serr) {
+			if _, ok := errors.AsType[*schema.Error](err); !ok {
 				t.Fatalf("want a *schema.Error naming %q, got %v", tt.want, err)
 			}
 			for _, w := range tt.want {

@@ -39,12 +39,15 @@ func RunOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, 
 // StartShard is StartOperator as one shard of several (see
 // shard.Shards).
 func StartShard(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, shards shard.Shards, wrap func(http.RoundTripper) http.RoundTripper) error {
-	if os.Getenv("STENCIL_TEST_NO_CLAIMS") != "" { // to see the test fail without claims
-		_, err := start(ctx, cfg, scheme, kinds, decorators{}, &shards, false, wrap)
-		return err
-	}
-	_, err := start(ctx, cfg, scheme, kinds, decorators{}, &shards, true, wrap)
+	_, err := RunShard(ctx, cfg, scheme, kinds, shards, wrap)
 	return err
+}
+
+// RunShard is StartShard that also tells when the manager stops, with
+// what error: the channel receives what its Start returned.
+func RunShard(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, kinds []*render.Kind, shards shard.Shards, wrap func(http.RoundTripper) http.RoundTripper) (<-chan error, error) {
+	claim := os.Getenv("STENCIL_TEST_NO_CLAIMS") == "" // set, to see the test fail without claims
+	return start(ctx, cfg, scheme, kinds, decorators{}, &shards, claim, wrap)
 }
 
 // StartWithDecorators is StartOperator with decorators too, each enabled
