@@ -138,8 +138,8 @@ func (r *Reconciler) reconcileLive(ctx context.Context, s *state) (o outcome) {
 		}
 	}
 	res := s.res
-	if len(res.applied)+len(res.pruned) > 0 {
-		ctrl.LoggerFrom(ctx).V(1).Info("Reconciled", "objects", s.applied.Tally(), "pruned", len(res.pruned), "cr", klog.KObj(s.cr))
+	if log := ctrl.LoggerFrom(ctx).V(1); log.Enabled() && len(res.applied)+len(res.pruned) > 0 {
+		log.Info("Reconciled", "objects", s.applied.Tally(), "pruned", len(res.pruned), "cr", klog.KObj(s.cr))
 	}
 	return lookAgain(nextLook(res, s.applied.Waiting))
 }

@@ -196,12 +196,19 @@ const (
 	Refused Action = "refused"
 )
 
-// Change is what Apply did with one desired object.
+// Change is what Apply did with one desired object: its kind, namespace
+// (empty: cluster-scoped) and name, and the action.
 type Change struct {
-	// Object is its kind, namespace and name ("ConfigMap ns/web"; a
-	// cluster-scoped one's kind and name).
-	Object string
-	Action Action
+	Kind, Namespace, Name string
+	Action                Action
+}
+
+// String is "configured ConfigMap ns/web".
+func (c Change) String() string {
+	if c.Namespace == "" {
+		return string(c.Action) + " " + c.Kind + " " + c.Name
+	}
+	return string(c.Action) + " " + c.Kind + " " + c.Namespace + "/" + c.Name
 }
 
 // ApplyOutcome is what apply did.
@@ -615,11 +622,7 @@ func (out ApplyOutcome) Tally() string {
 
 // change records what Apply did with d.
 func (out *ApplyOutcome) change(d *unstructured.Unstructured, action Action) {
-	object := d.GetKind() + " " + d.GetName()
-	if ns := d.GetNamespace(); ns != "" {
-		object = d.GetKind() + " " + ns + "/" + d.GetName()
-	}
-	out.Changes = append(out.Changes, Change{Object: object, Action: action})
+	out.Changes = append(out.Changes, Change{Kind: d.GetKind(), Namespace: d.GetNamespace(), Name: d.GetName(), Action: action})
 }
 
 // adoptionBody is the apply that adopts d's live object without touching

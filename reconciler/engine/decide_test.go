@@ -110,7 +110,7 @@ func TestAppliedAction(t *testing.T) {
 	}
 	out := ApplyOutcome{}
 	for _, a := range []Action{Configured, Unchanged, Configured, Skipped} {
-		out.Changes = append(out.Changes, Change{Object: "ConfigMap ns/web", Action: a})
+		out.Changes = append(out.Changes, Change{Kind: "ConfigMap", Namespace: "ns", Name: "web", Action: a})
 	}
 	if got, want := out.Tally(), "configured 2, unchanged 1, skipped 1"; got != want {
 		t.Errorf("Tally = %q, want %q", got, want)

@@ -113,7 +113,7 @@ func TestDriftIsReportedAndReverted(t *testing.T) {
 		if drift = append(drift, out.Drift...); len(drift) == 0 {
 			return errNotYet
 		}
-		if !slices.Contains(out.Changes, engine.Change{Object: "ConfigMap " + ns + "/web-config", Action: engine.Configured}) {
+		if !slices.Contains(out.Changes, engine.Change{Kind: "ConfigMap", Namespace: ns, Name: "web-config", Action: engine.Configured}) {
 			t.Errorf("the apply that reverted the drift: %v, want ConfigMap %s/web-config configured", out.Changes, ns)
 		}
 		return nil
@@ -144,11 +144,11 @@ func TestForeignObjectIsAConflict(t *testing.T) {
 	}
 	for _, c := range out.Changes {
 		want := engine.Created
-		if c.Object == "ConfigMap "+ns+"/web-config" {
+		if c.Kind == "ConfigMap" && c.Name == "web-config" {
 			want = engine.Skipped
 		}
 		if c.Action != want {
-			t.Errorf("%s: %s, want %s", c.Object, c.Action, want)
+			t.Errorf("%s, want %s", c, want)
 		}
 	}
 	if len(out.Changes) != len(desired) {
