@@ -105,21 +105,21 @@ type counter struct {
 func (c *counter) countPath(method, path string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := 0
-	for k, v := range c.byPath {
-		if strings.HasPrefix(k, method+" ") && strings.HasSuffix(k, path) {
-			n += v
-		}
-	}
-	return n
+	return matching(c.byPath, method, path)
 }
 
 // countDone is countPath for the requests that have ended.
 func (c *counter) countDone(method, path string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return matching(c.donePath, method, path)
+}
+
+// matching sums the counts of "VERB path" keys with method whose path ends
+// in path.
+func matching(byPath map[string]int, method, path string) int {
 	n := 0
-	for k, v := range c.donePath {
+	for k, v := range byPath {
 		if strings.HasPrefix(k, method+" ") && strings.HasSuffix(k, path) {
 			n += v
 		}
