@@ -287,7 +287,7 @@ func TestOrphanDeletionWhileStencilIsDown(t *testing.T) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
-	if err := testop.StartOperator(ctx, cluster.Config, k8s.Scheme(), []*render.Kind{kind}, wrap); err != nil {
+	if err := testop.StartOperator(ctx, cluster.Get(t).Config, k8s.Scheme(), []*render.Kind{kind}, wrap); err != nil {
 		t.Fatal(err)
 	}
 	ns := newNamespace(t)

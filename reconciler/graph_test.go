@@ -37,6 +37,7 @@ func startGadgets(t *testing.T) (*counter, context.CancelFunc) {
 // startGadgetKind is startGadgets with the Gadget kind's templates of def.
 func startGadgetKind(t *testing.T, def render.Definition) (*counter, context.CancelFunc) {
 	t.Helper()
+	cluster.Get(t)
 	kind, err := render.Load(def)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +45,7 @@ func startGadgetKind(t *testing.T, def render.Definition) (*counter, context.Can
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
 	c := &counter{}
-	if err := testop.StartOperator(ctx, cluster.Config, k8s.Scheme(), []*render.Kind{kind}, c.wrap); err != nil {
+	if err := testop.StartOperator(ctx, cluster.Get(t).Config, k8s.Scheme(), []*render.Kind{kind}, c.wrap); err != nil {
 		t.Fatal(err)
 	}
 	return c, stop

@@ -62,7 +62,7 @@ func TestHostileSpecsDoNotStallOthers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, err := client.New(cluster.Config, client.Options{Scheme: scheme})
+	c, err := client.New(cluster.Get(t).Config, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestHostileSpecsDoNotStallOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	limits := render.Limits{Time: 300 * time.Millisecond, Bytes: 1 << 20, Objects: 20, StatusBytes: 4 << 10}
-	if err := testop.StartOperator(t.Context(), cluster.Config, scheme, []*render.Kind{kind.WithLimits(limits)}, nil); err != nil {
+	if err := testop.StartOperator(t.Context(), cluster.Get(t).Config, scheme, []*render.Kind{kind.WithLimits(limits)}, nil); err != nil {
 		t.Fatal(err)
 	}
 	ns := newNamespace(t)

@@ -39,7 +39,11 @@ import (
 )
 
 var (
-	cluster *localcluster.Cluster
+	// cluster is the local control plane, with the operator of Widgets
+	// running on it. It starts when the first test asks for it (cluster.Get),
+	// so the pure tables (TestComputeStatus, TestBackoff, ...) run alone
+	// without one.
+	cluster = localcluster.Lazy{SetUp: startOperator}
 	// k8s is the tests' own client (cluster admin), separate from the operator's.
 	k8s client.Client
 	// requests counts the operator's API requests other than watches.
@@ -47,23 +51,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(localcluster.RunTests(testingM{m}, localcluster.Options{}, &cluster))
+	os.Exit(cluster.RunTests(m))
 }
 
-// testingM starts the operator once the cluster is up, for all tests.
-type testingM struct{ m *testing.M }
-
-func (t testingM) Run() int {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := startOperator(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "starting the operator:", err)
-		return 1
-	}
-	return t.m.Run()
-}
-
-func startOperator(ctx context.Context) error {
+// startOperator makes the tests' client, installs the test kinds' CRDs and
+// starts the operator of Widgets, once the control plane has started.
+func startOperator(ctx context.Context, c *localcluster.Cluster) error {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, testv1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
@@ -71,7 +64,7 @@ func startOperator(ctx context.Context) error {
 		}
 	}
 	var err error
-	if k8s, err = client.New(cluster.Config, client.Options{Scheme: scheme}); err != nil {
+	if k8s, err = client.New(c.Config, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
 	if err := testutil.InstallCRDs(ctx, k8s, testkind.CRDs()); err != nil {
@@ -81,7 +74,7 @@ func startOperator(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return testop.StartOperator(ctx, cluster.Config, scheme, []*render.Kind{kind}, requests.wrap)
+	return testop.StartOperator(ctx, c.Config, scheme, []*render.Kind{kind}, requests.wrap)
 }
 
 // counter counts requests by "VERB resource-path", leaving out watches, and
@@ -440,6 +433,7 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 // (and gone) when the test ends.
 func newNamespace(t *testing.T) string {
 	t.Helper()
+	cluster.Get(t)
 	ns := testutil.NewNamespace(t, k8s)
 	t.Cleanup(func() { deleteWidgets(t, ns) })
 	return ns
@@ -483,6 +477,7 @@ var garbageCollector struct {
 // Gadget, whose owners are deleted.
 func waitGarbageCollector(t *testing.T) {
 	t.Helper()
+	cluster.Get(t)
 	garbageCollector.Lock()
 	defer garbageCollector.Unlock()
 	if garbageCollector.collects {

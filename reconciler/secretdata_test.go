@@ -28,6 +28,7 @@ import (
 // (node plain).
 func startSecretGadgets(t *testing.T) {
 	t.Helper()
+	cluster.Get(t)
 	kind, err := render.Load(render.Definition{
 		GroupVersionKind: testv1alpha1.GroupVersion.WithKind("Gadget"),
 		New:              func() v1alpha1.Object { return &testv1alpha1.Gadget{} },
@@ -44,7 +45,7 @@ func startSecretGadgets(t *testing.T) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
-	if err := testop.StartOperator(ctx, cluster.Config, k8s.Scheme(), []*render.Kind{kind}, nil); err != nil {
+	if err := testop.StartOperator(ctx, cluster.Get(t).Config, k8s.Scheme(), []*render.Kind{kind}, nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -113,6 +113,7 @@ metadata:
 // it when the test ends.
 func installCRD(t *testing.T, src string) {
 	t.Helper()
+	cluster.Get(t)
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := yaml.Unmarshal([]byte(src), crd); err != nil {
 		t.Fatal(err)
@@ -244,6 +245,7 @@ metadata:
 // its resource becomes Ready. The Gadget CRD is deleted for the test and
 // installed again.
 func TestKindWhoseCRDAppears(t *testing.T) {
+	cluster.Get(t)
 	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "gadgets.test.stencil.dev"}}
 	if err := k8s.Delete(t.Context(), crd); err != nil {
 		t.Fatal(err)
@@ -259,7 +261,7 @@ func TestKindWhoseCRDAppears(t *testing.T) {
 		eventually(t, 60*time.Second, "the Gadget CRD installed again", reinstall)
 	})
 	eventually(t, 60*time.Second, "the Gadget type not served", func() error {
-		resources, err := discovery.NewDiscoveryClientForConfigOrDie(cluster.Config).ServerResourcesForGroupVersion(testv1alpha1.GroupVersion.String())
+		resources, err := discovery.NewDiscoveryClientForConfigOrDie(cluster.Get(t).Config).ServerResourcesForGroupVersion(testv1alpha1.GroupVersion.String())
 		if err != nil {
 			return err
 		}
@@ -285,7 +287,7 @@ metadata:
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
-	stopped, err := testop.RunOperator(ctx, cluster.Config, k8s.Scheme(), []*render.Kind{kind}, nil)
+	stopped, err := testop.RunOperator(ctx, cluster.Get(t).Config, k8s.Scheme(), []*render.Kind{kind}, nil)
 	if err != nil {
 		t.Fatal(err) // a missing CRD stops the operator
 	}
@@ -344,17 +346,17 @@ spec:
 // observed type under --shard is held by its labels, without the shard's.
 func TestCacheOfTypeServedLater(t *testing.T) {
 	gvk := schema.GroupVersionKind{Group: "late.stencil.dev", Version: "v1", Kind: "Thingamajig"}
-	httpClient, err := rest.HTTPClientFor(cluster.Config)
+	httpClient, err := rest.HTTPClientFor(cluster.Get(t).Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mapper, err := apiutil.NewDynamicRESTMapper(cluster.Config, httpClient)
+	mapper, err := apiutil.NewDynamicRESTMapper(cluster.Get(t).Config, httpClient)
 	if err != nil {
 		t.Fatal(err)
 	}
 	observed := &unstructured.Unstructured{}
 	observed.SetGroupVersionKind(gvk)
-	c, err := reconciler.NewCache(cluster.Config, cache.Options{
+	c, err := reconciler.NewCache(cluster.Get(t).Config, cache.Options{
 		HTTPClient: httpClient, Scheme: k8s.Scheme(), Mapper: mapper,
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{"shard": "a"}), // owned objects
 		ByObject:             map[client.Object]cache.ByObject{observed: {Label: labels.SelectorFromSet(labels.Set{"observed": "yes"})}},

@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"sync"
@@ -27,11 +26,13 @@ import (
 	"github.com/stencil-operator/stencil/render"
 )
 
-// The engine's tests run on one local control plane, without an operator:
-// each test drives an Applier of its own, over a cache as the operator's,
-// on the objects the Widget test kind renders.
+// The engine's tests that talk to Kubernetes run on one local control plane,
+// without an operator: each drives an Applier of its own (newHarness), over a
+// cache as the operator's, on the objects the Widget test kind renders. The
+// control plane starts when the first of them asks for it, so the unit tables
+// (TestDecide, TestOwnership, ...) run alone without one.
 var (
-	cluster *localcluster.Cluster
+	cluster = localcluster.Lazy{SetUp: setUp}
 	// k8s is the tests' own client (cluster admin), separate from the
 	// engine's; it plays the other field managers.
 	k8s    client.Client
@@ -40,27 +41,19 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(localcluster.RunTests(testingM{m}, localcluster.Options{}, &cluster))
+	os.Exit(cluster.RunTests(m))
 }
 
-type testingM struct{ m *testing.M }
-
-func (t testingM) Run() int {
-	if err := setUp(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "setting up:", err)
-		return 1
-	}
-	return t.m.Run()
-}
-
-func setUp(ctx context.Context) error {
+// setUp makes the tests' client and installs the test kinds' CRDs, once the
+// control plane has started.
+func setUp(ctx context.Context, c *localcluster.Cluster) error {
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, testv1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return err
 		}
 	}
 	var err error
-	if k8s, err = client.New(cluster.Config, client.Options{Scheme: scheme}); err != nil {
+	if k8s, err = client.New(c.Config, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
 	if err := testutil.InstallCRDs(ctx, k8s, testkind.CRDs()); err != nil {
@@ -82,7 +75,7 @@ type harness struct {
 func newHarness(t testing.TB) *harness {
 	t.Helper()
 	count := &requestCount{}
-	cfg := rest.CopyConfig(cluster.Config)
+	cfg := rest.CopyConfig(cluster.Get(t).Config)
 	cfg.WrapTransport = count.wrap
 	managed, err := labels.Parse(v1alpha1.LabelManagedBy + "=" + v1alpha1.ManagedByStencil)
 	if err != nil {
@@ -159,6 +152,7 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 // newNamespace is a namespace of the test's own.
 func newNamespace(t testing.TB) string {
 	t.Helper()
+	cluster.Get(t)
 	return testutil.NewNamespace(t, k8s)
 }
 
