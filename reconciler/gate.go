@@ -2,8 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/reconciler/rollout"
 )
 
@@ -104,18 +101,4 @@ func (r *Reconciler) settleRollout(ctx context.Context, cr v1alpha1.Object, res 
 	r.recorder.Eventf(cr, nil, corev1.EventTypeWarning, v1alpha1.ReasonRolloutHalted, "Rollout",
 		"Version %s of the templates reached this resource and %s; stencil halted its rollout to the other %s resources until this one is Ready or deleted. Fix it, or roll stencil back to the previous templates",
 		r.kind().Templates(), why, r.kind().GroupVersionKind().Kind)
-}
-
-// renderDigest is a digest of a render: every object's identity and desired
-// hash, in order.
-func renderDigest(objs []*unstructured.Unstructured) string {
-	h := sha256.New()
-	for _, o := range objs {
-		hash := o.GetAnnotations()[v1alpha1.AnnotationDesiredHash]
-		if engine.CreateOnly(o) {
-			hash = "" // never applied again: its render (a generated value) may differ every time
-		}
-		_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\n", o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName(), hash)
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:12]
 }

@@ -75,7 +75,8 @@ type state struct {
 	// writer writes the resource's objects: its ServiceAccount's client,
 	// or nil for stencil's own (set by the act-as phase).
 	writer client.Client
-	// digest is the render's digest (set by the gate).
+	// digest is the render's digest (set by the render phase): the gate
+	// compares it with the one in status, which records it.
 	digest string
 	// applied is what the apply phase reported.
 	applied engine.ApplyOutcome
@@ -171,6 +172,7 @@ func (r *Reconciler) renderPhase(ctx context.Context, s *state) outcome {
 		s.res.record(v1alpha1.ReasonEmptyRender, true, errEmptyRender)
 		return lookAgain(0)
 	}
+	s.digest = renderDigest(s.res.desired)
 	return goOn
 }
 
@@ -228,9 +230,12 @@ func (r *Reconciler) actAsPhase(ctx context.Context, s *state) outcome {
 // gatePhase asks the rollout gate whether this reconcile may apply what the
 // templates alone changed. While the resource waits for its turn, its
 // objects are held as the previous templates made them (hold.go) and
-// nothing is applied.
+// nothing is applied. Without pacing (--rollout-batch 0)
+// every reconcile goes on.
 func (r *Reconciler) gatePhase(ctx context.Context, s *state) outcome {
-	s.digest = renderDigest(s.res.desired)
+	if !r.rollout.Paces() {
+		return goOn
+	}
 	waiting, err := r.awaitTurn(ctx, s.cr, s.res, s.digest)
 	if err != nil {
 		return stopWith(err)
@@ -447,7 +452,7 @@ func (r *Reconciler) finish(ctx context.Context, s *state, o outcome) outcome {
 	if res.paced > 0 && o.err == nil {
 		o.after = soonest(o.after, res.paced)
 	}
-	if res.paced == 0 && werr == nil {
+	if res.paced == 0 && werr == nil && r.rollout.Paces() {
 		r.settleRollout(ctx, s.cr, res) // its status says how it went
 	}
 	return r.afterOthersWrote(s, o)

@@ -2,12 +2,17 @@ package reconciler
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -59,4 +64,18 @@ func (r *Reconciler) renderPlan(ctx context.Context, cr v1alpha1.Object) (*rende
 		return nil, &readFailure{err: err, inputs: reads}
 	}
 	return nil, err
+}
+
+// renderDigest is a digest of a render: every object's identity and desired
+// hash, in order.
+func renderDigest(objs []*unstructured.Unstructured) string {
+	h := sha256.New()
+	for _, o := range objs {
+		hash := o.GetAnnotations()[v1alpha1.AnnotationDesiredHash]
+		if engine.CreateOnly(o) {
+			hash = "" // never applied again: its render (a generated value) may differ every time
+		}
+		_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\n", o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName(), hash)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:12]
 }

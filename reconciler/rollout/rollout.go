@@ -144,8 +144,8 @@ func (g *Gate) version() string {
 	return g.templates
 }
 
-// paces reports whether the gate holds back template changes at all.
-func (g *Gate) paces() bool { return g != nil && g.Opts.Batch > 0 }
+// Paces reports whether the gate holds back template changes at all.
+func (g *Gate) Paces() bool { return g != nil && g.Opts.Batch > 0 }
 
 // TemplateChange reports whether desired (whose render has digest digest) brings a
 // change of the templates alone to a converged resource: one that was
@@ -154,7 +154,7 @@ func (g *Gate) paces() bool { return g != nil && g.Opts.Batch > 0 }
 // otherwise.
 func (g *Gate) TemplateChange(cr v1alpha1.Object, digest string) bool {
 	s := cr.StencilStatus()
-	if !g.paces() || s.Templates == "" || s.Templates == g.version() || s.RenderDigest == digest || cr.GetGeneration() != s.ObservedGeneration {
+	if !g.Paces() || s.Templates == "" || s.Templates == g.version() || s.RenderDigest == digest || cr.GetGeneration() != s.ObservedGeneration {
 		return false
 	}
 	return meta.IsStatusConditionTrue(s.Conditions, v1alpha1.ConditionReady)
@@ -164,7 +164,7 @@ func (g *Gate) TemplateChange(cr v1alpha1.Object, digest string) bool {
 // it a change of the templates alone (change), and lets every other one
 // pass.
 func (g *Gate) Admit(ctx context.Context, nn types.NamespacedName, generation int64, change bool) (Turn, error) {
-	if !g.paces() {
+	if !g.Paces() {
 		return Turn{}, nil
 	}
 	g.mu.Lock()
@@ -276,7 +276,7 @@ func (g *Gate) haltedBy() (types.NamespacedName, string, bool) {
 // a failure (failed, a sentence from DescribeFailure) halts the rollout. It
 // reports a halt that nn causes and that no event has told yet.
 func (g *Gate) Settle(nn types.NamespacedName, generation int64, ready bool, failed string) (string, bool) {
-	if !g.paces() {
+	if !g.Paces() {
 		return "", false
 	}
 	g.mu.Lock()
@@ -322,7 +322,7 @@ func DescribeFailure(reason, message string) string {
 
 // Forget drops a deleted resource.
 func (g *Gate) Forget(nn types.NamespacedName) {
-	if !g.paces() {
+	if !g.Paces() {
 		return
 	}
 	g.mu.Lock()
@@ -374,7 +374,7 @@ func (g *Gate) enqueue(nns []types.NamespacedName) {
 // Leave drops nn from the waiting resources; a reconcile that still waits
 // adds it again.
 func (g *Gate) Leave(nn types.NamespacedName) {
-	if !g.paces() {
+	if !g.Paces() {
 		return
 	}
 	g.mu.Lock()
