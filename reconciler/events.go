@@ -146,20 +146,20 @@ func (r *Reconciler) ownedObjectHandler(gvk schema.GroupVersionKind) handler.Eve
 	enqueue := handler.EnqueueRequestsFromMapFunc(r.ownerOf)
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if !r.applier.OwnWrite(gvk.String(), e.Object) || r.kind().HasGraph() {
+			if !r.applier.OwnWrite(gvk, e.Object) || r.kind().HasGraph() {
 				enqueue.Create(ctx, e, q)
 			}
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if !r.applier.OwnWrite(gvk.String(), e.ObjectNew) || r.kind().HasGraph() {
+			if !r.applier.OwnWrite(gvk, e.ObjectNew) || r.kind().HasGraph() {
 				enqueue.Update(ctx, e, q)
 			}
 		},
 		GenericFunc: enqueue.Generic,
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.applier.ForgetDeleted(gvk.String(), e.Object)
+			r.applier.ForgetDeleted(gvk, e.Object)
 			enqueue.Delete(ctx, e, q)
-			for _, req := range r.waiters.Take(engine.IDOf(gvk, e.Object.GetNamespace(), e.Object.GetName())) {
+			for _, req := range r.waiters.Take(engine.NewID(gvk, e.Object.GetNamespace(), e.Object.GetName())) {
 				q.Add(req)
 			}
 		},

@@ -52,7 +52,7 @@ func (r *Reconciler) judgeLive(ctx context.Context, d *unstructured.Unstructured
 	if m != nil {
 		rv = engine.ResourceVersion(&unstructured.Unstructured{Object: m})
 	}
-	if _, fresh := res.live[engine.IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())]; fresh {
+	if _, fresh := res.live[engine.IDOf(d)]; fresh {
 		h := r.judge(d, m)
 		r.applier.RememberHealth(d, rv, h)
 		return h, nil
@@ -89,7 +89,7 @@ func (r *Reconciler) judge(d *unstructured.Unstructured, m map[string]any) engin
 // does not hold it yet. Each object is converted once per reconcile (the
 // status template and health both read it).
 func (r *Reconciler) wholeMap(ctx context.Context, d *unstructured.Unstructured, res *result) (map[string]any, error) {
-	id := engine.IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())
+	id := engine.IDOf(d)
 	if m, ok := res.maps[id]; ok {
 		return m, nil
 	}
@@ -112,7 +112,7 @@ func (r *Reconciler) wholeMap(ctx context.Context, d *unstructured.Unstructured,
 		}
 	}
 	if res.maps == nil {
-		res.maps = map[string]map[string]any{}
+		res.maps = map[engine.ObjectID]map[string]any{}
 	}
 	res.maps[id] = m
 	return m, nil

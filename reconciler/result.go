@@ -21,7 +21,7 @@ type result struct {
 	generation int64
 	desired    []*unstructured.Unstructured
 	applied    []*unstructured.Unstructured
-	live       map[string]client.Object
+	live       map[engine.ObjectID]client.Object
 	// othersWrote: another writer changed an object (or the custom
 	// resource) while we wrote it.
 	othersWrote bool
@@ -42,8 +42,8 @@ type result struct {
 	// this much later (see statusPace).
 	paced time.Duration
 	// maps are the live objects of types cached whole that this reconcile
-	// read, by IDOf, as maps (nil: not in the cache).
-	maps map[string]map[string]any
+	// read, by engine.ObjectID, as maps (nil: not in the cache).
+	maps map[engine.ObjectID]map[string]any
 	// fights are the corrections that wait because another writer keeps
 	// changing the fields back.
 	fights []engine.DeferredCorrection

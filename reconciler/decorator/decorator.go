@@ -629,9 +629,9 @@ func (r *decoratorReconciler) forceApply(ctx context.Context, obj *unstructured.
 // prune deletes the children of parent (by the decorator's and the
 // parent's labels) that keep is not rendering any more.
 func (r *decoratorReconciler) prune(ctx context.Context, parent client.Object, keep []*unstructured.Unstructured) error {
-	wanted := map[string]bool{}
+	wanted := map[engine.ObjectID]bool{}
 	for _, c := range keep {
-		wanted[engine.IDOf(c.GroupVersionKind(), c.GetNamespace(), c.GetName())] = true
+		wanted[engine.IDOf(c)] = true
 	}
 	var errs []error
 	for _, t := range r.dec.Declaration().Owns {
@@ -644,7 +644,7 @@ func (r *decoratorReconciler) prune(ctx context.Context, parent client.Object, k
 		}
 		for i := range list.Items {
 			item := &list.Items[i]
-			if wanted[engine.IDOf(t.GroupVersionKind(), item.GetNamespace(), item.GetName())] || !r.isChild(item, parent.GetUID()) {
+			if wanted[engine.NewID(t.GroupVersionKind(), item.GetNamespace(), item.GetName())] || !r.isChild(item, parent.GetUID()) {
 				continue
 			}
 			uid := item.GetUID()

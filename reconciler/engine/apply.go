@@ -54,7 +54,7 @@ type Applier struct {
 	// refused remembers the object ids whose create-first apply was
 	// refused (they exist and are not in the cache: someone else's, as a
 	// rule): their next check reads first, rather than try again.
-	refused syncmap.Map[string, struct{}]
+	refused syncmap.Map[ObjectID, struct{}]
 	// noVersionOnCreate remembers the types whose API server refuses a
 	// create that names a version (see exists): their objects are read
 	// first and then applied as they are.
@@ -121,15 +121,6 @@ func (a *Applier) Types() CachedTypes { return a.types }
 // shown since cutoff (see OwnWrites.UnseenSince).
 func (a *Applier) UnseenSince(cutoff time.Time) []string { return a.writes.UnseenSince(cutoff) }
 
-// ObjectKey identifies a rendered object for the records the engine keeps
-// of it (its baseline, its health, a fight): its type, namespace and name,
-// and the UID of the resource that owns it (its owner label).
-type ObjectKey struct {
-	gvk            string
-	namespace, uid string
-	name           string
-}
-
 type baseline struct {
 	hash string
 	// owned is our manager's managedFields record right after the apply:
@@ -156,15 +147,6 @@ type appliedHealth struct {
 // looked up again: its events may have been missed (a watch that expired and
 // re-listed after the object was already deleted).
 const cacheGrace = 10 * time.Second
-
-// KeyOf is o's ObjectKey.
-func KeyOf(o *unstructured.Unstructured) ObjectKey {
-	return objectKeyOf(o.GroupVersionKind().String(), o)
-}
-
-func objectKeyOf(gvk string, o metav1.Object) ObjectKey {
-	return ObjectKey{gvk: gvk, namespace: o.GetNamespace(), name: o.GetName(), uid: o.GetLabels()[v1alpha1.LabelOwnerUID]}
-}
 
 // Action is what Apply did with one desired object, one word each, as
 // Flux's ssa.ChangeSet tells it.
@@ -220,7 +202,7 @@ type ApplyOutcome struct {
 	Applied []*unstructured.Unstructured
 	// Live are the API server's answers for the applied objects of types
 	// cached whole, by IDOf: fresher than the cache, for the status template.
-	Live  map[string]client.Object
+	Live  map[ObjectID]client.Object
 	Drift []v1alpha1.ObjectDrift
 	// Conflicts are the desired objects it left alone: they exist and are
 	// not this resource's.
@@ -328,7 +310,7 @@ func (v verdict) cachedVersion() uint64 {
 // It stops at any other error. After conflicts, immutable fields,
 // rejections or an error the caller must not prune.
 func (a *Applier) Apply(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) (ApplyOutcome, error) {
-	out := ApplyOutcome{Live: map[string]client.Object{}}
+	out := ApplyOutcome{Live: map[ObjectID]client.Object{}}
 	report := cr.StencilDriftPolicy() == v1alpha1.DriftReport
 	a.restoreBaselines(ctx, cr.StencilStatus().OwnedFields, desired)
 	for _, d := range desired {
@@ -371,7 +353,7 @@ func rejected(err error) bool {
 func (a *Applier) applyObject(ctx context.Context, d *unstructured.Unstructured, report bool, out *ApplyOutcome) error {
 	v, err := a.check(ctx, d)
 	if v.firstApply {
-		defer a.firstApplies.end(IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName()))
+		defer a.firstApplies.end(IDOf(d))
 	}
 	if err != nil {
 		return err
@@ -399,7 +381,7 @@ func (a *Applier) createFirstApply(ctx context.Context, d *unstructured.Unstruct
 	}
 	refused := exists(applyErr, d)
 	if refused {
-		a.refused.Store(IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName()), struct{}{})
+		a.refused.Store(IDOf(d), struct{}{})
 	}
 	if refusesVersionOnCreate(applyErr) {
 		a.noVersionOnCreate.Store(d.GroupVersionKind(), struct{}{})
@@ -569,7 +551,7 @@ func (a *Applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 		return err
 	}
 	if v.decision == create || v.resourceVersion != "" { // only a read-then-apply can follow a refusal
-		a.refused.Delete(IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName()))
+		a.refused.Delete(IDOf(d))
 	}
 	out.Applied = append(out.Applied, d)
 	out.change(d, appliedAction(v))
@@ -577,7 +559,7 @@ func (a *Applier) applyStale(ctx context.Context, d *unstructured.Unstructured, 
 		out.Adopted = append(out.Adopted, d.GetKind()+" "+quoted(d.GetNamespace(), d.GetName()))
 	}
 	if a.types.Whole[d.GroupVersionKind()] {
-		out.Live[IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())] = live
+		out.Live[IDOf(d)] = live
 	}
 	if leftOut != nil && !leftOut.Empty() {
 		drift, err := a.Report(ctx, d, leftOut)
@@ -753,7 +735,7 @@ func decide(d *unstructured.Unstructured, live client.Object, appliedNewer func(
 // creates d only if it does not exist, unless an earlier create of it was
 // refused or its type takes no create-first apply: then one read says.
 func (a *Applier) checkCreate(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
-	id := IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())
+	id := IDOf(d)
 	if creator, ok := a.firstApplies.begin(id, d.GetAnnotations()[v1alpha1.AnnotationOwner]); !ok {
 		c := conflictWith(d, &metav1.PartialObjectMetadata{})
 		c.holder = "it is being created for " + creator
@@ -818,8 +800,8 @@ func (a *Applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dr
 // OwnWrite reports whether o, as a watch delivered it, is our own apply's
 // result: the very version our last apply produced, or, while an apply is in
 // flight, any version (noted, and judged when the apply returns).
-func (a *Applier) OwnWrite(gvk string, o metav1.Object) bool {
-	key := objectKeyOf(gvk, o)
+func (a *Applier) OwnWrite(gvk schema.GroupVersionKind, o metav1.Object) bool {
+	key := keyOf(gvk, o)
 	return a.writes.Note(key, ResourceVersion(o), func() bool {
 		b, ok := a.baselines.Load(key)
 		return ok && b.resourceVersion != 0 && b.resourceVersion == ResourceVersion(o)
@@ -879,13 +861,13 @@ func (a *Applier) RememberHealth(d *unstructured.Unstructured, rv uint64, h Obje
 
 // ForgetDeleted drops the baseline of an object that was deleted, so that the
 // next reconcile applies it again instead of waiting for the cache.
-func (a *Applier) ForgetDeleted(gvk string, o metav1.Object) {
-	a.forgetKey(objectKeyOf(gvk, o))
+func (a *Applier) ForgetDeleted(gvk schema.GroupVersionKind, o metav1.Object) {
+	a.forgetKey(keyOf(gvk, o))
 }
 
 // forget drops the baseline of a pruned object.
-func (a *Applier) forget(gvk, namespace, name string, uid types.UID) {
-	a.forgetKey(ObjectKey{gvk: gvk, namespace: namespace, name: name, uid: string(uid)})
+func (a *Applier) forget(gvk schema.GroupVersionKind, namespace, name string, uid types.UID) {
+	a.forgetKey(ObjectKey{id: NewID(gvk, namespace, name), owner: string(uid)})
 }
 
 // forgetKey drops all this process remembers of one object.
@@ -894,4 +876,23 @@ func (a *Applier) forgetKey(key ObjectKey) {
 	a.baselines.Delete(key)
 	a.health.Delete(key)
 	a.fights.forget(key)
+}
+
+// writerKey carries, in a reconcile's context, the client that writes the
+// resource's objects.
+type writerKey struct{}
+
+// WithWriter is ctx carrying c as the client that writes the resource's
+// objects (see writer).
+func WithWriter(ctx context.Context, c client.Client) context.Context {
+	return context.WithValue(ctx, writerKey{}, c)
+}
+
+// writer is the client that writes the objects of the resource being
+// reconciled: its ServiceAccount's, else fallback (stencil's).
+func writer(ctx context.Context, fallback client.Client) client.Client {
+	if c, ok := ctx.Value(writerKey{}).(client.Client); ok {
+		return c
+	}
+	return fallback
 }

@@ -139,7 +139,7 @@ func TestForeignObjectIsAConflict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Conflicts) != 1 || out.Conflicts[0].ID != engine.IDOf(corev1.SchemeGroupVersion.WithKind("ConfigMap"), ns, "web-config") {
+	if len(out.Conflicts) != 1 || out.Conflicts[0].ID != engine.NewID(corev1.SchemeGroupVersion.WithKind("ConfigMap"), ns, "web-config") {
 		t.Errorf("conflicts = %v; want the ConfigMap web-config", engine.ConflictsError(out.Conflicts))
 	}
 	for _, c := range out.Changes {

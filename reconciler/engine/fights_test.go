@@ -10,7 +10,7 @@ import (
 
 func TestFights(t *testing.T) {
 	f := NewFights()
-	key := ObjectKey{gvk: "apps/v1, Kind=Deployment", namespace: "ns", name: "web"}
+	key := ObjectKey{id: ObjectID{Group: "apps", Kind: "Deployment", Namespace: "ns", Name: "web"}}
 	drift := v1alpha1.ObjectDrift{Kind: "Deployment", Namespace: "ns", Name: "web", Reverted: true,
 		Fields: []v1alpha1.FieldDrift{{Path: ".spec.replicas", Manager: "autoscaler"}}}
 	now := time.Now()
@@ -54,7 +54,7 @@ func TestFights(t *testing.T) {
 // window after the wait, and the waits keep doubling up to fightMax.
 func TestLongFightsKeepBackingOff(t *testing.T) {
 	f := NewFights()
-	key := ObjectKey{name: "web"}
+	key := ObjectKey{id: ObjectID{Name: "web"}}
 	at := time.Now()
 	for i := 1; i <= 12; i++ {
 		state, _ := f.Corrected(key, v1alpha1.ObjectDrift{Name: "web"}, at)

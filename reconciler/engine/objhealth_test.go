@@ -22,7 +22,7 @@ func TestPendingHealth(t *testing.T) {
 		if got := a.PendingHealth(d, 0); got != nil {
 			t.Errorf("pendingHealth = %+v for another version than the baseline's", got)
 		}
-		a.ForgetDeleted(d.GroupVersionKind().String(), d)
+		a.ForgetDeleted(d.GroupVersionKind(), d)
 		a.RememberHealth(d, 10, ObjectHealth{Message: "after the deletion"})
 		if got := a.PendingHealth(d, 0); got != nil {
 			t.Errorf("pendingHealth = %+v after the object was deleted", got)

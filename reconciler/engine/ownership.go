@@ -29,8 +29,8 @@ import (
 
 // Conflict is a rendered object that exists and is not this resource's.
 type Conflict struct {
-	// ID is the object's IDOf.
-	ID string
+	// ID is the object's identity.
+	ID ObjectID
 	// object names it, as in `ConfigMap "shared"`.
 	object string
 	// holder says whose it is, as in "it belongs to Widget ns/other".
@@ -130,7 +130,7 @@ func predecessorOf(live metav1.Object, d *unstructured.Unstructured) bool {
 // conflictWith describes live, which is in the way of d.
 func conflictWith(d *unstructured.Unstructured, live metav1.Object) Conflict {
 	gvk := d.GroupVersionKind()
-	c := Conflict{ID: IDOf(gvk, d.GetNamespace(), d.GetName()), object: gvk.Kind + " " + quoted(d.GetNamespace(), d.GetName()),
+	c := Conflict{ID: NewID(gvk, d.GetNamespace(), d.GetName()), object: gvk.Kind + " " + quoted(d.GetNamespace(), d.GetName()),
 		holder: holderOf(live), predecessor: predecessorOf(live, d), deleting: live.GetDeletionTimestamp() != nil, ours: ownedFor(live, d)}
 	if c.predecessor || c.deleting {
 		c.finalizers = live.GetFinalizers()
@@ -194,26 +194,26 @@ func holderOf(live metav1.Object) string {
 // cannot tell the two apart by manager: they share one field manager.)
 type FirstApplies struct {
 	mu   sync.Mutex
-	byID map[string]string // object id → owner annotation of the resource creating it
+	byID map[ObjectID]string // object id → owner annotation of the resource creating it
 }
 
 // begin starts owner's first apply of id, unless another resource's is
 // under way; then it returns that resource's owner annotation.
-func (c *FirstApplies) begin(id, owner string) (string, bool) {
+func (c *FirstApplies) begin(id ObjectID, owner string) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if creator, ok := c.byID[id]; ok && creator != owner {
 		return creator, false
 	}
 	if c.byID == nil {
-		c.byID = map[string]string{}
+		c.byID = map[ObjectID]string{}
 	}
 	c.byID[id] = owner
 	return owner, true
 }
 
 // end ends the first apply of id.
-func (c *FirstApplies) end(id string) {
+func (c *FirstApplies) end(id ObjectID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.byID, id)
@@ -223,16 +223,16 @@ func (c *FirstApplies) end(id string) {
 // in the way (another owner's), so that its deletion brings them back at once.
 type Waiters struct {
 	mu   sync.Mutex
-	byID map[string][]types.NamespacedName
+	byID map[ObjectID][]types.NamespacedName
 }
 
 // Add notes that nn waits for the object id, which another owner holds;
 // nn is noted once however often it waits.
-func (w *Waiters) Add(id string, nn types.NamespacedName) {
+func (w *Waiters) Add(id ObjectID, nn types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.byID == nil {
-		w.byID = map[string][]types.NamespacedName{}
+		w.byID = map[ObjectID][]types.NamespacedName{}
 	}
 	if !slices.Contains(w.byID[id], nn) {
 		w.byID[id] = append(w.byID[id], nn)
@@ -253,7 +253,7 @@ func (w *Waiters) Forget(nn types.NamespacedName) {
 }
 
 // Take returns the requests of the resources waiting for id, and forgets them.
-func (w *Waiters) Take(id string) []reconcile.Request {
+func (w *Waiters) Take(id ObjectID) []reconcile.Request {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	nns := w.byID[id]

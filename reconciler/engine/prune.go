@@ -33,9 +33,9 @@ func (a *Applier) Prune(ctx context.Context, cr v1alpha1.Object, desired []*unst
 // PruneFrom is prune, listing from the API server with fresh and only
 // cluster-scoped types with clusterOnly.
 func (a *Applier) PruneFrom(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured, fresh, clusterOnly bool) ([]v1alpha1.InventoryEntry, error) {
-	keep := map[string]bool{}
+	keep := map[ObjectID]bool{}
 	for _, d := range desired {
-		keep[IDOf(d.GroupVersionKind(), d.GetNamespace(), d.GetName())] = true
+		keep[IDOf(d)] = true
 	}
 	var pruned []v1alpha1.InventoryEntry
 	for _, gvk := range a.PruneTypes(cr, clusterOnly) {
@@ -44,7 +44,7 @@ func (a *Applier) PruneFrom(ctx context.Context, cr v1alpha1.Object, desired []*
 			return pruned, fmt.Errorf("listing %s to prune: %w", gvk.Kind, err)
 		}
 		for _, item := range items {
-			if keep[IDOf(gvk, item.GetNamespace(), item.GetName())] {
+			if keep[NewID(gvk, item.GetNamespace(), item.GetName())] {
 				continue
 			}
 			if item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled {
@@ -58,7 +58,7 @@ func (a *Applier) PruneFrom(ctx context.Context, cr v1alpha1.Object, desired []*
 			if err := a.deleteOwned(ctx, gvk, item); err != nil {
 				return pruned, err
 			}
-			a.forget(gvk.String(), item.GetNamespace(), item.GetName(), cr.GetUID())
+			a.forget(gvk, item.GetNamespace(), item.GetName(), cr.GetUID())
 			pruned = append(pruned, v1alpha1.InventoryEntry{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: item.GetNamespace(), Name: item.GetName()})
 		}
 	}
@@ -216,11 +216,4 @@ func Prunable(kind schema.GroupVersionKind, cr v1alpha1.Object, item metav1.Obje
 // EmptyRender.
 func EmptyRender(cr v1alpha1.Object, desired []*unstructured.Unstructured) bool {
 	return len(desired) == 0 && len(cr.StencilStatus().Inventory) > 0
-}
-
-// IDOf is the id of the object of type gvk named name in namespace,
-// whatever its version: group/kind/namespace/name. Claims, conflicts and
-// ApplyOutcome.Live name objects by it.
-func IDOf(gvk schema.GroupVersionKind, namespace, name string) string {
-	return gvk.Group + "/" + gvk.Kind + "/" + namespace + "/" + name
 }
