@@ -15,15 +15,17 @@
 //     annotation when cluster-scoped), or on a person's request
 //     (adoption); else it is a Conflict. Claims let one owner at a time
 //     create an object name.
-//   - Hand-over (handover.go): fields a template hands over are applied
+//   - Hand-over (fields.go): fields a template hands over are applied
 //     once and then left to the manager that takes them.
 //   - Immutable fields (immutable.go): when an apply is refused for a field
 //     that cannot change, the object is deleted and created anew, but only
 //     when its template allows it (stencil.dev/force) and it holds no data
 //     or the template allows losing it; else the refusal is reported.
-//   - Drift (drift.go, fields.go): which fields another manager took, as
-//     kubectl diff would show them; fights (fights.go) pace the corrections
-//     of an object another writer keeps changing back.
+//   - Drift (fields.go): which fields another manager took, as kubectl
+//     diff would show them; fights (fights.go) pace the corrections of an
+//     object another writer keeps changing back.
+//   - Identity (id.go): ObjectID names an object whatever its version;
+//     ObjectKey adds the UID of its owner, for what the engine remembers.
 //   - Own writes (ownwrites.go): the watch events of the engine's own
 //     applies are told from others', so they wake nobody.
 //   - Prune (prune.go): deletes the owner's objects that the render no

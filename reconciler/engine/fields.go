@@ -1,16 +1,32 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
+	"github.com/pmezard/go-difflib/difflib"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/client-go/applyconfigurations"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
 	"sigs.k8s.io/structured-merge-diff/v6/value"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
+
+// This file is what stencil's field manager owns on an object: its
+// managedFields record, the fields it lost (drift) and the report of them,
+// the fields a template hands over, and the part of a live object the
+// record holds.
 
 // OwnedRecord is what managedFields records of the fields that manager owns
 // through Apply on the object itself (not a subresource): the FieldsV1 JSON
@@ -243,4 +259,204 @@ func matches(item any, pe fieldpath.PathElement) bool {
 		}
 	}
 	return true
+}
+
+// Hand-over fields (v1alpha1.AnnotationHandOver): a template sets them
+// until another field manager takes one; from then on stencil leaves it to
+// that manager. It is never drift, and stencil's applies leave it out, so
+// that server-side apply neither reverts nor removes it.
+
+// HandOver is the set of fields d's template hands over; nil when none.
+func HandOver(d *unstructured.Unstructured) *fieldpath.Set {
+	value := d.GetAnnotations()[v1alpha1.AnnotationHandOver]
+	if value == "" {
+		return nil
+	}
+	set := &fieldpath.Set{}
+	for spec := range strings.SplitSeq(value, ",") {
+		var path fieldpath.Path
+		for name := range strings.SplitSeq(strings.TrimSpace(spec), ".") {
+			if name != "" {
+				path = append(path, fieldpath.PathElement{FieldName: &name})
+			}
+		}
+		if len(path) > 0 {
+			set.Insert(path)
+		}
+	}
+	return set
+}
+
+// WithoutHandedOver is body without the fields at or under the hand-over
+// paths that another manager holds now (a copy when anything is left out).
+// Only those very fields go, never a whole subtree: what stencil alone
+// still sets under a handed-over map stays in the apply, so server-side
+// apply keeps it. The key fields of list items stay too.
+func WithoutHandedOver(body, d *unstructured.Unstructured, entries []metav1.ManagedFieldsEntry) (*unstructured.Unstructured, error) {
+	fields := HandOver(d)
+	if fields == nil {
+		return body, nil
+	}
+	theirs, err := othersFields(entries, FieldManager)
+	if err != nil || theirs.Empty() {
+		return body, err
+	}
+	taken := theirs.Leaves().Difference(theirs.Leaves().RecursiveDifference(fields))
+	out := body
+	taken.Iterate(func(p fieldpath.Path) {
+		if isItemKey(p) || isMetadata(p) {
+			return
+		}
+		if _, found := valueAt(out.Object, p); !found {
+			return
+		}
+		if out == body {
+			out = body.DeepCopy()
+		}
+		removeAt(out.Object, p)
+	})
+	return out, nil
+}
+
+// ErrNotOurs says that an object in the way of a rendered one is not the
+// resource's.
+var ErrNotOurs = errors.New("not this resource's")
+
+// PreviewBody is what a reconcile would apply for d onto live (nil: not
+// there yet), for previews of an apply: nothing (false) for a create-only
+// object that exists, or one on its way out; an error for an object that
+// is not the resource's (stencil leaves it alone: OwnershipConflict); else
+// d without the fields handed over to another manager and, under drift
+// policy Report, without those other managers hold.
+func PreviewBody(d, live *unstructured.Unstructured, report bool) (*unstructured.Unstructured, bool, error) {
+	switch {
+	case live == nil:
+		return d, true, nil
+	case !ownedFor(live, d) && !adoptedBy(live, d):
+		return nil, false, fmt.Errorf("%w: %s (%s); stencil leaves it alone, with reason %s", ErrNotOurs, conflictWith(d, live).object, holderOf(live), v1alpha1.ReasonOwnershipConflict)
+	case CreateOnly(d) || live.GetDeletionTimestamp() != nil:
+		return nil, false, nil
+	}
+	body := d
+	var err error
+	if report {
+		body, _, err = withoutOthersFields(d, live.GetManagedFields(), FieldManager)
+	}
+	if err == nil {
+		body, err = WithoutHandedOver(body, d, live.GetManagedFields())
+	}
+	return body, err == nil, err
+}
+
+// masked replaces the values of Secret data in drift reports.
+const masked = "(masked)"
+
+// Report describes the drift of d: for each field our manager lost whose
+// live value differs from the desired one, the two values, who holds it now
+// and since when, and a short unified diff. A field another manager holds
+// with the very value the template sets is not drift. It reads the full
+// live object, once per drifted object; no Fields means no drift.
+func (a *Applier) Report(ctx context.Context, d *unstructured.Unstructured, missing *fieldpath.Set) (v1alpha1.ObjectDrift, error) {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(d.GroupVersionKind())
+	if err := a.reader.Get(ctx, client.ObjectKeyFromObject(d), live); err != nil {
+		return v1alpha1.ObjectDrift{}, fmt.Errorf("reading drifted %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	}
+	report := v1alpha1.ObjectDrift{
+		APIVersion: d.GetAPIVersion(),
+		Kind:       d.GetKind(),
+		Namespace:  d.GetNamespace(),
+		Name:       d.GetName(),
+	}
+	secret := d.GetKind() == "Secret" && d.GroupVersionKind().Group == ""
+	missing.Leaves().Iterate(func(path fieldpath.Path) {
+		if len(report.Fields) == v1alpha1.MaxDriftFields {
+			return // fieldpath.Set.All ignores a break: its range loop would panic
+		}
+		f := v1alpha1.FieldDrift{Path: Cut(path.String(), v1alpha1.MaxPathBytes)}
+		var inDesired, inLive bool
+		f.Desired, inDesired = valueAt(d.Object, path)
+		f.Live, inLive = valueAt(live.Object, path)
+		if inDesired && inLive && f.Desired == f.Live {
+			return
+		}
+		if secret {
+			f.Desired, f.Live = mask(f.Desired), mask(f.Live)
+		}
+		f.Desired, f.Live = Cut(f.Desired, v1alpha1.MaxValueBytes), Cut(f.Live, v1alpha1.MaxValueBytes)
+		f.Manager, f.Time = holder(live.GetManagedFields(), path.Copy(), FieldManager)
+		report.Fields = append(report.Fields, f)
+	})
+	report.Diff = fieldDiff(report)
+	return report, nil
+}
+
+func mask(v string) string {
+	if v == "" {
+		return ""
+	}
+	return masked
+}
+
+// fieldDiff is a unified diff of the drifted fields (their values already
+// cut to MaxValueBytes), desired against live, cut to MaxDiffBytes.
+func fieldDiff(o v1alpha1.ObjectDrift) string {
+	var desired, live []string
+	for _, f := range o.Fields {
+		desired = append(desired, f.Path+": "+orAbsent(f.Desired)+"\n")
+		live = append(live, f.Path+": "+orAbsent(f.Live)+"\n")
+	}
+	diff, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: desired, B: live,
+		FromFile: "desired/" + o.Kind + "/" + o.Name,
+		ToFile:   "live/" + o.Kind + "/" + o.Name,
+		Context:  0,
+	})
+	if err != nil {
+		return ""
+	}
+	return Cut(strings.TrimSuffix(diff, "\n"), v1alpha1.MaxDiffBytes)
+}
+
+func orAbsent(v string) string {
+	if v == "" {
+		return "(absent)"
+	}
+	return v
+}
+
+// builtinTypes converts built-in objects to typed values, for extraction:
+// parsed once, on first use (the schemas cost memory).
+var builtinTypes = sync.OnceValue(func() managedfields.TypeConverter {
+	return applyconfigurations.NewTypeConverter(clientgoscheme.Scheme)
+})
+
+// ExtractOwned is the part of full that the record owned holds, with
+// full's UID as the apply's precondition; nil when full's type has no
+// built-in schema.
+func ExtractOwned(full *unstructured.Unstructured, owned []string) (*unstructured.Unstructured, error) {
+	// status (never ours) and managedFields out first: a field a newer API
+	// server added there is not in client-go's schemas, and would fail the
+	// conversion.
+	trimmed := full.DeepCopy()
+	delete(trimmed.Object, "status")
+	trimmed.SetManagedFields(nil)
+	tv, err := builtinTypes().ObjectToTyped(trimmed, typed.AllowDuplicates)
+	if err != nil {
+		return nil, nil //nolint:nilerr // no schema: reported, never corrected
+	}
+	set, err := parseRecord(owned)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := tv.ExtractItems(set.Leaves(), typed.WithAppendKeyFields()).AsValue().Unstructured().(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("extracting the fields stencil owns: not an object")
+	}
+	obj := &unstructured.Unstructured{Object: m}
+	obj.SetGroupVersionKind(full.GroupVersionKind())
+	obj.SetNamespace(full.GetNamespace())
+	obj.SetName(full.GetName())
+	obj.SetUID(full.GetUID())
+	return obj, nil
 }
