@@ -80,6 +80,9 @@ type state struct {
 	digest string
 	// applied is what the apply phase reported.
 	applied engine.ApplyOutcome
+	// next is when to look again even if no event comes (0: only when one
+	// comes), once every phase went on (set by the blocked phase).
+	next time.Duration
 }
 
 // begin is the state of a reconcile of cr.
@@ -142,7 +145,7 @@ func (r *Reconciler) reconcileLive(ctx context.Context, s *state) (o outcome) {
 	if log := ctrl.LoggerFrom(ctx).V(1); log.Enabled() && len(res.applied)+len(res.pruned) > 0 {
 		log.Info("Reconciled", "objects", s.applied.Tally(), "pruned", len(res.pruned), "cr", klog.KObj(s.cr))
 	}
-	return lookAgain(nextLook(res, s.applied.Waiting))
+	return lookAgain(s.next)
 }
 
 // The phases, in order.
@@ -312,11 +315,14 @@ func (r *Reconciler) tellAdopted(ctx context.Context, cr v1alpha1.Object, adopte
 
 // blockedPhase stops, and nothing is pruned, when the apply had to leave an
 // object short of its desired state (see leaveBlocked); else it records
-// what this reconcile applied in full.
+// what this reconcile applied in full, and when to look again (a fight's
+// wait, the cache behind an apply).
 func (r *Reconciler) blockedPhase(ctx context.Context, s *state) outcome {
-	if retry, blocked := r.leaveBlocked(ctx, s.cr, s.res, s.applied); blocked {
+	retry, blocked := r.leaveBlocked(ctx, s.cr, s.res, s.applied)
+	if blocked {
 		return lookAgain(retry)
 	}
+	s.next = retry
 	s.res.templates, s.res.renderDigest = r.kind().Templates(), s.digest
 	s.res.ownedFields = r.applier.OwnedDigest(s.res.desired)
 	return goOn

@@ -315,22 +315,30 @@ func (a *Applier) Apply(ctx context.Context, cr v1alpha1.Object, desired []*unst
 	a.restoreBaselines(ctx, cr.StencilStatus().OwnedFields, desired)
 	for _, d := range desired {
 		err := a.applyObject(ctx, d, report || CreateOnly(d), &out)
-		if fields := immutableFields(err); len(fields) > 0 {
-			if err := a.recreate(ctx, d, fields, err, &out); err != nil {
-				return out, err
-			}
+		if err == nil {
 			continue
 		}
-		if rejected(err) {
-			out.Rejected = append(out.Rejected, err)
-			out.change(d, Refused)
-			continue
-		}
-		if err != nil {
+		if err := a.refusedApply(ctx, d, err, &out); err != nil {
 			return out, err
 		}
 	}
 	return out, nil
+}
+
+// refusedApply handles an apply of d that failed with err: an immutable
+// field recreates d when its template allows it; an object the API server
+// rejected as invalid is reported, and the others applied still. Any other
+// error stops the apply.
+func (a *Applier) refusedApply(ctx context.Context, d *unstructured.Unstructured, err error, out *ApplyOutcome) error {
+	if fields := immutableFields(err); len(fields) > 0 {
+		return a.recreate(ctx, d, fields, err, out)
+	}
+	if rejected(err) {
+		out.Rejected = append(out.Rejected, err)
+		out.change(d, Refused)
+		return nil
+	}
+	return err
 }
 
 // rejected: the API server refused the object itself as invalid (422) or
@@ -455,51 +463,6 @@ func (a *Applier) createFirst(d *unstructured.Unstructured) bool {
 // gives an object this version: it is the largest a version can be
 // (etcd's revisions, and kine's, count up from 1).
 const absentVersion = "18446744073709551615"
-
-// onDrift handles the fields d's verdict found missing: it reports them,
-// and corrects them unless report; in a fight it corrects only when the
-// wait is over, and shows the fight meanwhile. It returns whether d must be
-// applied (write), and whether its correction waits (deferred).
-func (a *Applier) onDrift(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) (write, deferred bool, err error) {
-	now, key := time.Now(), KeyOf(d)
-	if v.missing == nil || v.missing.Empty() {
-		if f, fighting := a.fights.calm(key, now); fighting {
-			out.Deferred = append(out.Deferred, f) // still shown until it is over
-		}
-		return v.stale(), false, nil
-	}
-	if f, fighting := a.fights.Fighting(key, now); fighting && !report {
-		if now.Before(f.Until) {
-			out.Deferred = append(out.Deferred, f)
-			return false, true, nil
-		}
-		// The fight goes on: correct again, without a new report.
-		f, _ = a.fights.Corrected(key, f.Drift, now)
-		out.Deferred = append(out.Deferred, f)
-		out.FightCorrections++
-		return true, false, nil
-	}
-	drift, err := a.Report(ctx, d, v.missing)
-	if err != nil {
-		return false, false, err
-	}
-	drift.Reverted = !report
-	switch {
-	case len(drift.Fields) == 0:
-	case !drift.Reverted:
-		out.Drift = append(out.Drift, drift)
-	default:
-		f, started := a.fights.Corrected(key, drift, now)
-		if started {
-			out.FightsStarted++
-			out.FightCorrections++
-			out.Deferred = append(out.Deferred, f)
-		} else {
-			out.Drift = append(out.Drift, drift)
-		}
-	}
-	return v.stale() || !report, false, nil
-}
 
 // applyStale applies d. Under policy Report it leaves out the fields that
 // other managers hold (a new render must not revert what Report only
@@ -701,9 +664,9 @@ func decide(d *unstructured.Unstructured, live client.Object, appliedNewer func(
 		}
 		return verdict{decision: create}
 	}
-	hash := d.GetAnnotations()[v1alpha1.AnnotationDesiredHash]
+	hash, owned := d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], ownedFor(live, d)
 	switch {
-	case !ownedFor(live, d) && !adoptedBy(live, d):
+	case !owned && !adoptedBy(live, d):
 		c := conflictWith(d, live)
 		return verdict{decision: leave, conflict: &c}
 	case live.GetDeletionTimestamp() != nil:
@@ -711,7 +674,7 @@ func decide(d *unstructured.Unstructured, live client.Object, appliedNewer func(
 		// only update what is about to go. Its deletion brings us back.
 		c := conflictWith(d, live)
 		return verdict{decision: leave, conflict: &c}
-	case !ownedFor(live, d):
+	case !owned:
 		return verdict{decision: adopt, live: live, resourceVersion: live.GetResourceVersion()}
 	case CreateOnly(d) && live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != hash:
 		return verdict{decision: compare, live: live} // against what created it (createOnlyDrift)
