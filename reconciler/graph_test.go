@@ -81,6 +81,7 @@ func deleteGadgets(t *testing.T, ns string) {
 
 func createGadget(t *testing.T, ns, name string, spec testv1alpha1.GadgetSpec) {
 	t.Helper()
+	cluster.Get(t)
 	g := &testv1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
 	if err := k8s.Create(t.Context(), g); err != nil {
 		t.Fatal(err)
@@ -89,6 +90,7 @@ func createGadget(t *testing.T, ns, name string, spec testv1alpha1.GadgetSpec) {
 
 func createSettings(t *testing.T, ns, name, greeting string) {
 	t.Helper()
+	cluster.Get(t)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"greeting": greeting}}
 	if err := k8s.Create(t.Context(), cm); err != nil {
 		t.Fatal(err)

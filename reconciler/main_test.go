@@ -356,6 +356,7 @@ func (c *counter) seenAt(resource, namespace, name string) int64 {
 // or the last writes' own events have reached it.
 func waitSeen(t *testing.T, c *counter, objs ...client.Object) {
 	t.Helper()
+	cluster.Get(t)
 	for _, o := range objs {
 		if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(o), o); err != nil {
 			t.Fatal(err)
@@ -471,8 +472,8 @@ var garbageCollector struct {
 // collector handles the deletion of Widgets and Gadgets (it deletes their
 // dependents), for a test whose deadlines count on it. The collector
 // learns of custom resource types only when it next reads the API
-// server's discovery (every 30 s), so, right after TestMain installed the
-// CRDs (a test run alone), it would take its time within the test's own
+// server's discovery (every 30 s), so, right after the first test's
+// cluster.Get installed the CRDs (a test run alone), it would take its time within the test's own
 // deadline. The probe: a ConfigMap owned by a Widget and one owned by a
 // Gadget, whose owners are deleted.
 func waitGarbageCollector(t *testing.T) {
@@ -540,6 +541,7 @@ var eventually = testutil.Eventually
 // getWidget reads a Widget.
 func getWidget(t *testing.T, ns, name string) *testv1alpha1.Widget {
 	t.Helper()
+	cluster.Get(t)
 	w := &testv1alpha1.Widget{}
 	if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, w); err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 
 func createWidget(t *testing.T, ns, name string, spec testv1alpha1.WidgetSpec) *testv1alpha1.Widget {
 	t.Helper()
+	cluster.Get(t)
 	w := &testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
 	if err := k8s.Create(t.Context(), w); err != nil {
 		t.Fatal(err)

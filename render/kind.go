@@ -209,8 +209,16 @@ func Load(def Definition) (*Kind, error) {
 	if len(k.declaration.Owns) == 0 {
 		return nil, fmt.Errorf("kind %s: %s declares no owned types", name, declarationFile)
 	}
+	owned := map[schema.GroupKind]string{}
 	for _, t := range k.declaration.Owns {
-		k.owns[t.GroupVersionKind()] = t
+		gvk := t.GroupVersionKind()
+		if v, twice := owned[gvk.GroupKind()]; twice {
+			// One object is one object at any version: stencil keeps its
+			// records of it by group and kind, and one informer per type.
+			return nil, fmt.Errorf("kind %s: %s declares owned type %s twice (versions %s and %s); declare one version", name, declarationFile, gvk.GroupKind(), v, gvk.Version)
+		}
+		owned[gvk.GroupKind()] = gvk.Version
+		k.owns[gvk] = t
 	}
 	for _, t := range k.declaration.Observes {
 		if t.Optional {

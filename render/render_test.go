@@ -83,6 +83,19 @@ func TestLoadRejectsBadTemplates(t *testing.T) {
 	}
 }
 
+// TestLoadRejectsAnOwnedTypeAtTwoVersions: one object is one object at any
+// version, so a kind declares each owned group and kind once.
+func TestLoadRejectsAnOwnedTypeAtTwoVersions(t *testing.T) {
+	files := fstest.MapFS{
+		"_kind.yaml": {Data: []byte("owns: [{apiVersion: autoscaling/v1, kind: HorizontalPodAutoscaler}, {apiVersion: autoscaling/v2, kind: HorizontalPodAutoscaler}]")},
+		"x.yaml":     {Data: []byte("a: b")},
+	}
+	_, err := render.Load(render.Definition{GroupVersionKind: testv1alpha1.GroupVersion.WithKind("Widget"), Templates: files})
+	if err == nil || !strings.Contains(err.Error(), "declares owned type HorizontalPodAutoscaler.autoscaling twice (versions v1 and v2)") {
+		t.Fatalf("Load: %v; want the owned type declared twice", err)
+	}
+}
+
 // TestRenderIsDeterministic renders the same input many times.
 func TestRenderIsDeterministic(t *testing.T) {
 	kind := mustLoad(t)

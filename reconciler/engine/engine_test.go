@@ -23,6 +23,7 @@ import (
 // point at it) and returns it with its render.
 func newWidget(t testing.TB, ns string, spec testv1alpha1.WidgetSpec) (*testv1alpha1.Widget, []*unstructured.Unstructured) {
 	t.Helper()
+	cluster.Get(t)
 	w := &testv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: spec}
 	if err := k8s.Create(t.Context(), w); err != nil {
 		t.Fatal(err)
@@ -200,6 +201,7 @@ func TestPruneDeletesOnlyWhatIsOwned(t *testing.T) {
 // k8sGone is nil when the object ns/name is gone.
 func k8sGone(t testing.TB, obj client.Object, ns, name string) error {
 	t.Helper()
+	cluster.Get(t)
 	err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, obj)
 	if apierrors.IsNotFound(err) {
 		return nil
