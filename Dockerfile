@@ -5,7 +5,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 GOTOOLCHAIN=local go build -trimpath -ldflags="-s -w" -o /out/stencil .
+RUN CGO_ENABLED=0 GOTOOLCHAIN=local go build -trimpath -tags fieldsv1string -ldflags="-s -w" -o /out/stencil .
 
 # Minimal base, no shell, non-root.
 FROM gcr.io/distroless/static-debian12:nonroot
