@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unique"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -125,10 +124,10 @@ func (a *Applier) UnseenSince(cutoff time.Time) []string { return a.writes.Unsee
 type baseline struct {
 	hash string
 	// owned is our manager's managedFields record right after the apply:
-	// compact, and compared byte for byte before anything is parsed. Its
-	// strings are interned (see interned); handles keeps them so.
-	owned   []string
-	handles []unique.Handle[string]
+	// compact, and compared byte for byte before anything is parsed. In a
+	// binary built with apimachinery's fieldsv1string tag (make build), it
+	// is the very string the cached object's record holds: one copy.
+	owned []string
 	// leftOut are desired fields left out of the apply because other managers
 	// hold them (policy Report): drift, though our manager never owned them.
 	leftOut *fieldpath.Set
@@ -755,8 +754,7 @@ func (a *Applier) applyOne(ctx context.Context, d *unstructured.Unstructured, dr
 	if err := writer(ctx, a.client).Patch(ctx, live, client.RawPatch(types.ApplyPatchType, body), opts...); err != nil {
 		return nil, fmt.Errorf("applying %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
-	b := baseline{hash: d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], leftOut: leftOut}
-	b.owned, b.handles = interned(OwnedRecord(live.GetManagedFields(), FieldManager))
+	b := baseline{hash: d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: OwnedRecord(live.GetManagedFields(), FieldManager), leftOut: leftOut}
 	if !dryRun {
 		b.resourceVersion, b.appliedAt = ResourceVersion(live), time.Now()
 	}

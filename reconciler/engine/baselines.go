@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash"
 	"slices"
-	"unique"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -76,8 +75,7 @@ func (a *Applier) restoreBaselines(ctx context.Context, recorded string, desired
 		if err != nil || !ownedFor(live, d) {
 			return
 		}
-		found[i] = baseline{hash: live.GetAnnotations()[v1alpha1.AnnotationDesiredHash]}
-		found[i].owned, found[i].handles = interned(OwnedRecord(live.GetManagedFields(), FieldManager))
+		found[i] = baseline{hash: live.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: OwnedRecord(live.GetManagedFields(), FieldManager)}
 		WriteOwned(h, d, found[i].hash, found[i].owned)
 	}
 	if "sha256:"+hex.EncodeToString(h.Sum(nil))[:32] != recorded {
@@ -97,26 +95,4 @@ func (a *Applier) knowsBaselines(desired []*unstructured.Unstructured) bool {
 		_, ok := a.baselines.Load(KeyOf(d))
 		return !ok && !CreateOnly(d)
 	})
-}
-
-// Records are shared. Objects rendered by one template mostly carry the same
-// record of our manager's fields (the field set of one shape), so each
-// record string a baseline keeps is interned: a thousand ConfigMaps of one
-// shape keep one copy, held while a baseline holds its handle. The binary
-// is built with apimachinery's fieldsv1string tag (Makefile, Dockerfile),
-// which interns every FieldsV1 the same way, the cache's included: the
-// baseline's record is then the very string the cached object holds.
-
-// interned is record with its strings made canonical, and the handles that
-// keep them so.
-func interned(record []string) ([]string, []unique.Handle[string]) {
-	if len(record) == 0 {
-		return record, nil
-	}
-	handles := make([]unique.Handle[string], len(record))
-	for i, r := range record {
-		handles[i] = unique.Make(r)
-		record[i] = handles[i].Value()
-	}
-	return record, handles
 }
