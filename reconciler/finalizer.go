@@ -106,8 +106,12 @@ func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) ([]v1alph
 	case orphaning:
 		// Deleted with propagationPolicy Orphan (kubectl delete
 		// --cascade=orphan): every object stays; the garbage collector
-		// removes their ownerReferences.
-		r.leaveOrphans(ctx, cr)
+		// removes the ownerReferences of those it knows of, stencil those
+		// of the others.
+		var released int
+		if released, err = r.releaseOrphans(ctx, cr); err == nil {
+			r.leaveOrphans(ctx, cr, released)
+		}
 	case r.kind().HasGraph():
 		if pruned, err = r.deleteInOrder(ctx, cr); isStageLeft(err) {
 			return pruned, err

@@ -336,3 +336,124 @@ func TestOrphanDeletionWhileStencilIsDown(t *testing.T) {
 		t.Error("the orphaned ClusterRole was deleted: the deletion asked that every object stay")
 	}
 }
+
+// thingCRD is the CRD of a type of group %s, new to the garbage collector.
+const thingCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: things.%[1]s
+spec:
+  group: %[1]s
+  names: {kind: Thing, listKind: ThingList, plural: things, singular: thing}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`
+
+// TestOrphanDeletionOfObjectsTheCollectorHasNotSeen: a resource deleted
+// with propagationPolicy Orphan keeps the objects the garbage collector
+// did not know of when it orphaned the others. Here they are of a type
+// whose CRD was installed since the collector last looked for types (it
+// looks every 30 seconds); an object created a moment before the deletion
+// is another case. The collector orphans only what its graph holds, and
+// once it learns of the others it deletes those whose owner is gone
+// (before the fix, this test's Thing was deleted 30 seconds later):
+// stencil, whose finalizer holds the resource, removes the ownerReferences
+// the collector left, so that none is left once the resource is gone.
+func TestOrphanDeletionOfObjectsTheCollectorHasNotSeen(t *testing.T) {
+	for attempt := 1; ; attempt++ {
+		thing, exercised := orphanBeforeTheCollectorLooks(t)
+		if !exercised {
+			if attempt == 3 {
+				t.Fatal("the garbage collector learnt of each new type before the deletion, three times: the case was not tested")
+			}
+			t.Logf("attempt %d: the garbage collector learnt of the new type before the deletion; again with another type", attempt)
+			continue
+		}
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(thing.GroupVersionKind())
+		switch {
+		case !exists(t, got, thing.GetNamespace(), thing.GetName()) || got.GetUID() != thing.GetUID() || got.GetDeletionTimestamp() != nil:
+			t.Fatal("the Thing was deleted; an orphaned object must stay")
+		case len(got.GetOwnerReferences()) > 0:
+			t.Errorf("the Thing still has ownerReferences %v once the Gadget is gone: the garbage collector will delete it", got.GetOwnerReferences())
+		}
+		if cm := (&corev1.ConfigMap{}); !exists(t, cm, thing.GetNamespace(), "o") || len(cm.OwnerReferences) > 0 {
+			t.Errorf("the ConfigMap was deleted or kept its ownerReferences (%v)", cm.OwnerReferences)
+		}
+		return
+	}
+}
+
+// orphanBeforeTheCollectorLooks installs a new type, runs a graph Gadget
+// kind that owns it and ConfigMaps, and deletes a Gadget with
+// propagationPolicy Orphan. It returns the Gadget's Thing, and whether a
+// probe Thing whose owner does not exist (the collector deletes it once it
+// knows the type) was still there once the Gadget was gone,
+// so that the collector did not know the type when it orphaned.
+func orphanBeforeTheCollectorLooks(t *testing.T) (thing *unstructured.Unstructured, exercised bool) {
+	t.Helper()
+	group := fmt.Sprintf("gc%d.stencil.dev", time.Now().UnixNano())
+	installCRD(t, fmt.Sprintf(thingCRD, group))
+	def := testkind.Gadget()
+	def.Templates = fstest.MapFS{
+		"_kind.yaml": {Data: fmt.Appendf(nil, `owns:
+- {apiVersion: v1, kind: ConfigMap}
+- {apiVersion: %s/v1, kind: Thing}
+graph:
+  config: {}
+  thing: {after: [config]}
+`, group)},
+		"config.yaml": {Data: []byte(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Name | quote }}
+`)},
+		"thing.yaml": {Data: fmt.Appendf(nil, `apiVersion: %s/v1
+kind: Thing
+metadata:
+  name: {{ .Name | quote }}
+`, group)},
+	}
+	_, stop := startGadgetKind(t, def)
+	defer stop()
+	ns := newGadgetNamespace(t)
+	thingOf := func(name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: "v1", Kind: "Thing"})
+		u.SetNamespace(ns)
+		u.SetName(name)
+		return u
+	}
+	probe := thingOf("probe")
+	probe.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "absent", UID: "00000000-0000-0000-0000-000000000000"}})
+	if err := k8s.Create(t.Context(), probe); err != nil {
+		t.Fatal(err)
+	}
+	createGadget(t, ns, "o", testv1alpha1.GadgetSpec{})
+	eventually(t, 30*time.Second, "the Gadget Ready", func() error {
+		return gadgetCondition(t, ns, "o", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled)
+	})
+	g := &testv1alpha1.Gadget{}
+	if err := k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "o"}, g); err != nil {
+		t.Fatal(err)
+	}
+	thing = thingOf("o")
+	if !exists(t, thing, ns, "o") || len(thing.GetOwnerReferences()) != 1 || thing.GetOwnerReferences()[0].UID != g.UID {
+		t.Fatalf("the Thing's ownerReferences are %v, want the Gadget's", thing.GetOwnerReferences())
+	}
+	if err := k8s.Delete(t.Context(), g, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the Gadget gone", func() error {
+		if err := k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "o"}, g); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (finalizers %v): %w", g.Finalizers, err)
+		}
+		return nil
+	})
+	return thing, exists(t, probe, ns, "probe")
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -69,41 +70,81 @@ func (r *Reconciler) orphaning(ctx context.Context, cr v1alpha1.Object) (bool, e
 // cache: each type's informer has its own watch, so the resource's cache
 // may show the finalizer gone while an object's cache still shows the
 // ownerReference the collector removed before it. The collector removes the
-// ownerReference to cr from every object before it removes its finalizer,
-// so the namespaced objects stencil rendered for cr (owner label and owner
-// annotation: the cluster's controllers copy labels into what they make,
-// not annotations; kept ones, prune disabled, never had one) have none
-// left, and at least one exists. One object whose ownerReference a person
-// removed (to keep it) is not enough: the others still have theirs.
+// ownerReference to cr from every object it knows of before it removes its
+// finalizer, so at least one of the namespaced objects stencil rendered for
+// cr has none left. Not every one: the collector orphans only the objects
+// its graph holds, and an object created a moment before the deletion, or
+// of a type whose CRD it has not discovered yet (it looks every 30
+// seconds), still has its ownerReference. One object without it is enough,
+// then: when in doubt, stencil keeps. A normal deletion misread this way
+// (a person removed an object's ownerReference by hand) leaves the
+// resource's objects in place rather than deleting what was asked to stay.
 func (r *Reconciler) orphanedObjects(ctx context.Context, cr v1alpha1.Object) (bool, error) {
+	objs, err := r.renderedObjects(ctx, cr)
+	for _, o := range objs {
+		if metav1.GetControllerOf(o) == nil {
+			return true, nil
+		}
+	}
+	return false, err
+}
+
+// renderedObjects are the namespaced objects stencil rendered for cr, as
+// the API server holds them: owner label and owner annotation (the
+// cluster's controllers copy labels into what they make, not annotations);
+// kept ones (prune disabled) never had an ownerReference and are left out.
+func (r *Reconciler) renderedObjects(ctx context.Context, cr v1alpha1.Object) ([]client.Object, error) {
 	owner := v1alpha1.OwnerAnnotation(r.kind().GroupVersionKind(), cr.GetNamespace(), cr.GetName())
-	without := 0
+	var out []client.Object
 	for _, t := range r.kind().Declaration().Owns {
 		if t.ClusterScoped || !r.types.served(t.GroupVersionKind()) {
 			continue // not served: there is no such object, nor an informer to ask
 		}
 		items, err := r.applier.ListToPrune(ctx, cr, t.GroupVersionKind(), true)
 		if err != nil {
-			return false, fmt.Errorf("listing %s to see whether they were orphaned: %w", t.Kind, err)
+			return out, fmt.Errorf("listing %s to see whether they were orphaned: %w", t.Kind, err)
 		}
 		for _, item := range items {
-			if item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled || item.GetAnnotations()[v1alpha1.AnnotationOwner] != owner {
-				continue
-			}
-			switch ref := metav1.GetControllerOf(item); {
-			case ref == nil:
-				without++
-			case ref.UID == cr.GetUID():
-				return false, nil
+			if item.GetAnnotations()[v1alpha1.AnnotationPrune] != v1alpha1.PruneDisabled && item.GetAnnotations()[v1alpha1.AnnotationOwner] == owner {
+				out = append(out, item)
 			}
 		}
 	}
-	return without > 0, nil
+	return out, nil
+}
+
+// releaseOrphans removes the ownerReference to cr from each of its
+// namespaced objects that still holds one, before stencil removes its
+// finalizer: the garbage collector orphaned only the objects its graph
+// held (see orphanedObjects), and once cr is gone it deletes any object
+// whose owner no longer exists. Each patch carries the object's
+// resourceVersion (a merge patch replaces the whole list) and keeps every
+// other ownerReference.
+func (r *Reconciler) releaseOrphans(ctx context.Context, cr v1alpha1.Object) (int, error) {
+	objs, err := r.renderedObjects(ctx, cr)
+	if err != nil {
+		return 0, err
+	}
+	released := 0
+	for _, o := range objs {
+		refs := o.GetOwnerReferences()
+		kept := slices.DeleteFunc(slices.Clone(refs), func(ref metav1.OwnerReference) bool { return ref.UID == cr.GetUID() })
+		if len(kept) == len(refs) {
+			continue
+		}
+		patch := client.MergeFromWithOptions(o.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
+		o.SetOwnerReferences(kept)
+		if err := r.client.Patch(ctx, o, patch); err != nil && !apierrors.IsNotFound(err) {
+			return released, fmt.Errorf("removing the ownerReference of %s %s/%s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetNamespace(), o.GetName(), err)
+		}
+		released++
+	}
+	return released, nil
 }
 
 // leaveOrphans says that cr's objects stay.
-func (r *Reconciler) leaveOrphans(ctx context.Context, cr v1alpha1.Object) {
-	ctrl.LoggerFrom(ctx).Info("Deleted with propagationPolicy Orphan; leaving every object in place", "cr", klog.KObj(cr))
+func (r *Reconciler) leaveOrphans(ctx context.Context, cr v1alpha1.Object, released int) {
+	ctrl.LoggerFrom(ctx).Info("Deleted with propagationPolicy Orphan; leaving every object in place", "cr", klog.KObj(cr), "ownerReferencesRemoved", released)
 	r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Orphaned", "Delete",
 		"Deleted with propagationPolicy Orphan: stencil leaves every object of this resource in place and removes only its own finalizer")
 }
