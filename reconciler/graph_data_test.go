@@ -360,13 +360,13 @@ spec:
 // whose CRD was installed since the collector last looked for types (it
 // looks every 30 seconds); an object created a moment before the deletion
 // is another case. The collector orphans only what its graph holds, and
-// once it learns of the others it deletes those whose owner is gone
-// (before the fix, this test's Thing was deleted 30 seconds later):
+// once it learns of the others it deletes those whose owner is gone:
 // stencil, whose finalizer holds the resource, removes the ownerReferences
-// the collector left, so that none is left once the resource is gone.
+// the collector left, so that none is left once the resource is gone, and
+// the Thing is still there once the collector knows its type.
 func TestOrphanDeletionOfObjectsTheCollectorHasNotSeen(t *testing.T) {
 	for attempt := 1; ; attempt++ {
-		thing, exercised := orphanBeforeTheCollectorLooks(t)
+		thing, probe, exercised := orphanBeforeTheCollectorLooks(t)
 		if !exercised {
 			if attempt == 3 {
 				t.Fatal("the garbage collector learnt of each new type before the deletion, three times: the case was not tested")
@@ -380,10 +380,19 @@ func TestOrphanDeletionOfObjectsTheCollectorHasNotSeen(t *testing.T) {
 		case !exists(t, got, thing.GetNamespace(), thing.GetName()) || got.GetUID() != thing.GetUID() || got.GetDeletionTimestamp() != nil:
 			t.Fatal("the Thing was deleted; an orphaned object must stay")
 		case len(got.GetOwnerReferences()) > 0:
-			t.Errorf("the Thing still has ownerReferences %v once the Gadget is gone: the garbage collector will delete it", got.GetOwnerReferences())
+			t.Fatalf("the Thing still has ownerReferences %v once the Gadget is gone: the garbage collector will delete it", got.GetOwnerReferences())
 		}
 		if cm := (&corev1.ConfigMap{}); !exists(t, cm, thing.GetNamespace(), "o") || len(cm.OwnerReferences) > 0 {
 			t.Errorf("the ConfigMap was deleted or kept its ownerReferences (%v)", cm.OwnerReferences)
+		}
+		eventually(t, 90*time.Second, "the garbage collector deleted the probe (it knows the type now)", func() error {
+			if exists(t, probe, probe.GetNamespace(), probe.GetName()) {
+				return errors.New("the probe is still there")
+			}
+			return nil
+		})
+		if !exists(t, got, thing.GetNamespace(), thing.GetName()) || got.GetUID() != thing.GetUID() || got.GetDeletionTimestamp() != nil {
+			t.Fatal("the garbage collector deleted the Thing; an orphaned object must stay")
 		}
 		return
 	}
@@ -391,12 +400,13 @@ func TestOrphanDeletionOfObjectsTheCollectorHasNotSeen(t *testing.T) {
 
 // orphanBeforeTheCollectorLooks installs a new type, runs a graph Gadget
 // kind that owns it and ConfigMaps, and deletes a Gadget with
-// propagationPolicy Orphan. It returns the Gadget's Thing, and whether a
-// probe Thing whose owner does not exist (the collector deletes it once it
-// knows the type) was still there once the Gadget was gone,
+// propagationPolicy Orphan. It returns the Gadget's Thing, a probe Thing
+// whose owner does not exist (the collector deletes it once it knows the
+// type), and whether the probe was still there once the Gadget was gone,
 // so that the collector did not know the type when it orphaned.
-func orphanBeforeTheCollectorLooks(t *testing.T) (thing *unstructured.Unstructured, exercised bool) {
+func orphanBeforeTheCollectorLooks(t *testing.T) (thing, probe *unstructured.Unstructured, exercised bool) {
 	t.Helper()
+	waitGarbageCollector(t) // it knows Gadgets: it orphans them
 	group := fmt.Sprintf("gc%d.stencil.dev", time.Now().UnixNano())
 	installCRD(t, fmt.Sprintf(thingCRD, group))
 	def := testkind.Gadget()
@@ -429,7 +439,7 @@ metadata:
 		u.SetName(name)
 		return u
 	}
-	probe := thingOf("probe")
+	probe = thingOf("probe")
 	probe.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "absent", UID: "00000000-0000-0000-0000-000000000000"}})
 	if err := k8s.Create(t.Context(), probe); err != nil {
 		t.Fatal(err)
@@ -455,5 +465,5 @@ metadata:
 		}
 		return nil
 	})
-	return thing, exists(t, probe, ns, "probe")
+	return thing, probe, exists(t, thingOf("probe"), ns, "probe")
 }

@@ -2,12 +2,15 @@ package reconciler
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,13 +24,15 @@ import (
 // finalizer with the deletion, and the garbage collector removes the
 // objects' ownerReferences, then that finalizer. stencil deletes nothing
 // then, not even the objects no ownerReference ties to the resource
-// (cluster-scoped ones) or a graph's, which it otherwise deletes itself,
-// and removes only its own finalizer.
+// (cluster-scoped ones) or a graph's, which it otherwise deletes itself.
+// It marks the resource, removes the ownerReferences the collector left
+// (see releaseOrphans), then its own finalizer.
 //
 // The garbage collector may be done, and its finalizer gone, before the
 // resource's reconcile reads it: every update event of the resource is
-// looked at for the finalizer, and the objects tell too (a namespaced
-// object of the resource without its ownerReference was orphaned).
+// looked at for the finalizer, stencil's mark tells after a restart, and
+// the objects tell too (a namespaced object of the resource without its
+// ownerReference, and none with it, was orphaned).
 
 // noteOrphaning remembers a resource deleted with propagationPolicy
 // Orphan, by UID, until it is gone.
@@ -52,6 +57,9 @@ func (r *Reconciler) forgetOrphaning(e event.DeleteEvent) bool {
 // orphaning: cr is being deleted with propagationPolicy Orphan.
 func (r *Reconciler) orphaning(ctx context.Context, cr v1alpha1.Object) (bool, error) {
 	r.noteOrphaning(cr)
+	if cr.GetAnnotations()[v1alpha1.AnnotationOrphaning] == "true" {
+		r.orphans.Store(cr.GetUID(), struct{}{})
+	}
 	if _, ok := r.orphans.Load(cr.GetUID()); ok {
 		return true, nil
 	}
@@ -71,80 +79,121 @@ func (r *Reconciler) orphaning(ctx context.Context, cr v1alpha1.Object) (bool, e
 // may show the finalizer gone while an object's cache still shows the
 // ownerReference the collector removed before it. The collector removes the
 // ownerReference to cr from every object it knows of before it removes its
-// finalizer, so at least one of the namespaced objects stencil rendered for
-// cr has none left. Not every one: the collector orphans only the objects
-// its graph holds, and an object created a moment before the deletion, or
-// of a type whose CRD it has not discovered yet (it looks every 30
-// seconds), still has its ownerReference. One object without it is enough,
-// then: when in doubt, stencil keeps. A normal deletion misread this way
-// (a person removed an object's ownerReference by hand) leaves the
-// resource's objects in place rather than deleting what was asked to stay.
+// finalizer, so the namespaced objects stencil rendered for cr (owner label
+// and owner annotation: the cluster's controllers copy labels into what
+// they make, not annotations; kept ones, prune disabled, never had one)
+// have none left, and at least one exists. One object whose ownerReference
+// a person removed (to keep it, under drift policy Report) is not enough:
+// the others still have theirs. Once stencil acts on an orphaning it marks
+// the resource (see releaseOrphans), so this look is only for a deletion
+// that stencil did not see at all.
 func (r *Reconciler) orphanedObjects(ctx context.Context, cr v1alpha1.Object) (bool, error) {
-	objs, err := r.renderedObjects(ctx, cr)
-	for _, o := range objs {
-		if metav1.GetControllerOf(o) == nil {
-			return true, nil
-		}
-	}
-	return false, err
-}
-
-// renderedObjects are the namespaced objects stencil rendered for cr, as
-// the API server holds them: owner label and owner annotation (the
-// cluster's controllers copy labels into what they make, not annotations);
-// kept ones (prune disabled) never had an ownerReference and are left out.
-func (r *Reconciler) renderedObjects(ctx context.Context, cr v1alpha1.Object) ([]client.Object, error) {
 	owner := v1alpha1.OwnerAnnotation(r.kind().GroupVersionKind(), cr.GetNamespace(), cr.GetName())
-	var out []client.Object
+	without := 0
 	for _, t := range r.kind().Declaration().Owns {
 		if t.ClusterScoped || !r.types.served(t.GroupVersionKind()) {
 			continue // not served: there is no such object, nor an informer to ask
 		}
 		items, err := r.applier.ListToPrune(ctx, cr, t.GroupVersionKind(), true)
 		if err != nil {
-			return out, fmt.Errorf("listing %s to see whether they were orphaned: %w", t.Kind, err)
+			return false, fmt.Errorf("listing %s to see whether they were orphaned: %w", t.Kind, err)
 		}
 		for _, item := range items {
-			if item.GetAnnotations()[v1alpha1.AnnotationPrune] != v1alpha1.PruneDisabled && item.GetAnnotations()[v1alpha1.AnnotationOwner] == owner {
-				out = append(out, item)
+			if item.GetAnnotations()[v1alpha1.AnnotationPrune] == v1alpha1.PruneDisabled || item.GetAnnotations()[v1alpha1.AnnotationOwner] != owner {
+				continue
+			}
+			switch ref := metav1.GetControllerOf(item); {
+			case ref == nil:
+				without++
+			case ref.UID == cr.GetUID():
+				return false, nil
 			}
 		}
 	}
-	return out, nil
+	return without > 0, nil
 }
 
-// releaseOrphans removes the ownerReference to cr from each of its
-// namespaced objects that still holds one, before stencil removes its
-// finalizer: the garbage collector orphaned only the objects its graph
-// held (see orphanedObjects), and once cr is gone it deletes any object
-// whose owner no longer exists. Each patch carries the object's
-// resourceVersion (a merge patch replaces the whole list) and keeps every
-// other ownerReference.
+// releaseOrphans marks cr as orphaning (AnnotationOrphaning), then removes
+// the ownerReference to cr from each of its objects that still holds one,
+// before stencil removes its finalizer: the garbage collector orphans only
+// the objects its graph holds, and an object created a moment before the
+// deletion, or of a type whose CRD it has not discovered yet (it looks
+// every 30 seconds), keeps its ownerReference; once cr is gone the
+// collector deletes it, as it deletes any object whose owner is gone. It
+// looks at every type cr's objects may be of (the inventory's too) and at
+// every object with cr's owner label, as the collector would. It returns
+// how many it released.
 func (r *Reconciler) releaseOrphans(ctx context.Context, cr v1alpha1.Object) (int, error) {
-	objs, err := r.renderedObjects(ctx, cr)
-	if err != nil {
+	if err := r.markOrphaning(ctx, cr); err != nil {
 		return 0, err
 	}
 	released := 0
-	for _, o := range objs {
-		refs := o.GetOwnerReferences()
-		kept := slices.DeleteFunc(slices.Clone(refs), func(ref metav1.OwnerReference) bool { return ref.UID == cr.GetUID() })
-		if len(kept) == len(refs) {
-			continue
+	for _, gvk := range r.applier.PruneTypes(cr, false) {
+		items, err := r.applier.ListToPrune(ctx, cr, gvk, true)
+		if err != nil {
+			return released, fmt.Errorf("listing %s to leave them in place: %w", gvk.Kind, err)
 		}
-		patch := client.MergeFromWithOptions(o.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
-		o.SetOwnerReferences(kept)
-		if err := r.client.Patch(ctx, o, patch); err != nil && !apierrors.IsNotFound(err) {
-			return released, fmt.Errorf("removing the ownerReference of %s %s/%s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetNamespace(), o.GetName(), err)
+		for _, item := range items {
+			ok, err := r.releaseObject(ctx, cr, item)
+			if err != nil {
+				return released, err
+			}
+			if ok {
+				released++
+			}
 		}
-		released++
 	}
 	return released, nil
+}
+
+// markOrphaning sets AnnotationOrphaning on cr, with cr's resourceVersion
+// as a precondition (a merge patch of metadata, as the finalizer's).
+func (r *Reconciler) markOrphaning(ctx context.Context, cr v1alpha1.Object) error {
+	if cr.GetAnnotations()[v1alpha1.AnnotationOrphaning] == "true" {
+		return nil
+	}
+	patch := finalizersPatch(cr)
+	ann := maps.Clone(cr.GetAnnotations())
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[v1alpha1.AnnotationOrphaning] = "true"
+	cr.SetAnnotations(ann)
+	if err := r.client.Patch(ctx, cr, patch); err != nil {
+		return fmt.Errorf("marking the resource as orphaning: %w", err)
+	}
+	return nil
+}
+
+// releaseObject removes obj's ownerReference to cr, if it has one, with a JSON
+// patch that first tests that reference's UID at its index: no other
+// ownerReference is touched, and a list changed meanwhile fails the patch
+// (the retry lists again).
+func (r *Reconciler) releaseObject(ctx context.Context, cr v1alpha1.Object, obj client.Object) (bool, error) {
+	i := slices.IndexFunc(obj.GetOwnerReferences(), func(ref metav1.OwnerReference) bool { return ref.UID == cr.GetUID() })
+	if i < 0 {
+		return false, nil
+	}
+	path := fmt.Sprintf("/metadata/ownerReferences/%d", i)
+	ops, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": path + "/uid", "value": cr.GetUID()},
+		{"op": "remove", "path": path},
+	})
+	if err == nil {
+		err = r.client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, ops))
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("removing the ownerReference of %s %s/%s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	return true, nil
 }
 
 // leaveOrphans says that cr's objects stay.
 func (r *Reconciler) leaveOrphans(ctx context.Context, cr v1alpha1.Object, released int) {
 	ctrl.LoggerFrom(ctx).Info("Deleted with propagationPolicy Orphan; leaving every object in place", "cr", klog.KObj(cr), "ownerReferencesRemoved", released)
 	r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Orphaned", "Delete",
-		"Deleted with propagationPolicy Orphan: stencil leaves every object of this resource in place and removes only its own finalizer")
+		"Deleted with propagationPolicy Orphan: stencil leaves every object of this resource in place, removes the ownerReferences to it that the garbage collector left (%d), then its own finalizer", released)
 }

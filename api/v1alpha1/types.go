@@ -293,6 +293,12 @@ const (
 	// removes it after that prune: a new leader that takes over in between
 	// does the same prune.
 	AnnotationPrunePending = "stencil.dev/prune-pending"
+	// AnnotationOrphaning, on a custom resource being deleted with
+	// propagationPolicy Orphan, is set (to "true") by stencil when it
+	// first acts on that deletion, before it removes any ownerReference:
+	// once the garbage collector has removed its orphan finalizer, it is
+	// what tells a restarted stencil that the objects stay.
+	AnnotationOrphaning = "stencil.dev/orphaning"
 	// AnnotationClaimLease, on a custom resource, names the leader Lease
 	// of the shard that holds its claim, set with the claim by a process
 	// that elects its leader. Only such a claim is taken over when that
