@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -93,6 +94,19 @@ func stencilContender(cfg config) *contender {
 			return append([]string{"--metrics-bind-address=" + metrics, "--pprof-bind-address=" + pprof, "--health-probe-bind-address=0"}, cfg.stencilArgs...)
 		}}
 	c.reconciles, c.depth = controllerRuntimeMetrics("myweb")
+	return c
+}
+
+// aloneContender is stencil with one sample kind, built from the public API
+// as a project that `stencil init` makes is (hack/bench/onekind): what a
+// user's operator of that kind costs, where bin/stencil runs every sample
+// kind.
+func aloneContender(cfg config, kind string, web webKind) *contender {
+	c := &contender{name: "stencil (" + kind + " alone)", user: "stencil-alone", binary: filepath.Join(cfg.bin, "onekind"), web: web, pprof: true,
+		args: func(metrics, pprof string) []string {
+			return append([]string{kind, "--metrics-bind-address=" + metrics, "--pprof-bind-address=" + pprof, "--health-probe-bind-address=0"}, cfg.stencilArgs...)
+		}}
+	c.reconciles, c.depth = controllerRuntimeMetrics(strings.ToLower(kind))
 	return c
 }
 

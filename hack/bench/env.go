@@ -45,7 +45,7 @@ kind: Policy
 omitStages: [RequestReceived]
 rules:
 - level: Metadata
-  users: [stencil, stencil-chart, rawapply, crbaseline, kro, myweb-apply, myweb-get-update, helm-operator]
+  users: [stencil, stencil-alone, stencil-chart, rawapply, crbaseline, kro, myweb-apply, myweb-get-update, helm-operator]
 - level: None
 `
 

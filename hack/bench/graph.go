@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -95,12 +96,10 @@ func runGraph(ctx context.Context, cfg config) error {
 	return nil
 }
 
-// graphContenders: stencil, and kro with its chart's defaults and with
-// stencil's limits.
+// graphContenders: stencil, stencil with AppStack alone, and kro with its
+// chart's defaults and with stencil's limits (-contenders: those named).
 func graphContenders(ctx context.Context, cfg config) ([]*contender, error) {
-	s := stencilContender(cfg)
-	s.reconciles, s.depth = controllerRuntimeMetrics("appstack")
-	s.web = webKind{gvk: stacksv1alpha1.GroupVersion.WithKind("AppStack"), converged: func(u *unstructured.Unstructured) bool {
+	appStack := webKind{gvk: stacksv1alpha1.GroupVersion.WithKind("AppStack"), converged: func(u *unstructured.Unstructured) bool {
 		var conditions []metav1.Condition
 		raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 		js, _ := json.Marshal(raw)
@@ -108,10 +107,34 @@ func graphContenders(ctx context.Context, cfg config) ([]*contender, error) {
 		ready := meta.FindStatusCondition(conditions, v1alpha1.ConditionReady)
 		return ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == u.GetGeneration()
 	}}
-	contenders := []*contender{s}
-	if len(cfg.only) == 1 && cfg.only[0] == s.name {
-		return contenders, nil // kro need not be built
+	s := stencilContender(cfg)
+	s.reconciles, s.depth = controllerRuntimeMetrics("appstack")
+	s.web = appStack
+	contenders := []*contender{s, aloneContender(cfg, "AppStack", appStack)}
+	if len(cfg.only) == 0 || slices.ContainsFunc(cfg.only, func(name string) bool { return strings.HasPrefix(name, "kro") }) {
+		kros, err := graphKros(ctx, cfg) // else kro need not be built
+		if err != nil {
+			return nil, err
+		}
+		contenders = append(contenders, kros...)
 	}
+	if len(cfg.only) == 0 {
+		return contenders, nil
+	}
+	var kept []*contender
+	for _, c := range contenders {
+		if slices.Contains(cfg.only, c.name) {
+			kept = append(kept, c)
+		}
+	}
+	if len(kept) == 0 {
+		return nil, fmt.Errorf("-contenders: none of %v is a graph contender (stencil, stencil (AppStack alone), %s, %s)", cfg.only, kroSettings[0].name, kroSettings[1].name)
+	}
+	return kept, nil
+}
+
+// graphKros are kro with the AppStack graph, with each of kroSettings.
+func graphKros(ctx context.Context, cfg config) ([]*contender, error) {
 	kro := filepath.Join(cfg.bin, "kro")
 	if _, err := os.Stat(kro); err != nil {
 		return nil, fmt.Errorf("kro is not built (`PEERS=1 hack/tools/install.sh` builds it): %w", err)
@@ -120,6 +143,7 @@ func graphContenders(ctx context.Context, cfg config) ([]*contender, error) {
 	if err != nil {
 		return nil, err
 	}
+	var out []*contender
 	for _, setting := range kroSettings {
 		c := kroContender(cfg, kro, crds, setting.name, setting.args)
 		c.web.gvk = kroAppStackGVK
@@ -129,23 +153,9 @@ func graphContenders(ctx context.Context, cfg config) ([]*contender, error) {
 			}
 			return defineKro(ctx, e, kro, kroAppStackRGD, "kroappstacks.kro.run", func() error { return probeAppStack(ctx, e.admin, kroAppStackGVK) })
 		}
-		contenders = append(contenders, c)
+		out = append(out, c)
 	}
-	if len(cfg.only) > 0 {
-		var kept []*contender
-		for _, c := range contenders {
-			for _, name := range cfg.only {
-				if c.name == name {
-					kept = append(kept, c)
-				}
-			}
-		}
-		if len(kept) == 0 {
-			return nil, fmt.Errorf("-contenders: none of %v is a graph contender (stencil, %s, %s)", cfg.only, kroSettings[0].name, kroSettings[1].name)
-		}
-		contenders = kept
-	}
-	return contenders, nil
+	return out, nil
 }
 
 // appStacks are the n resources of kind gvk, spread over the namespaces,

@@ -67,7 +67,7 @@ func main() {
 	flag.DurationVar(&cfg.quiet, "quiet", time.Minute, "Steady-state window in which stencil's requests are counted.")
 	flag.IntVar(&cfg.driftChanges, "drift-changes", 100, "Changes by another field manager that stencil must revert.")
 	flag.IntVar(&cfg.profileAt, "heap-profile-n", 1000, "N at which to take stencil's heap profile (0: none).")
-	flag.IntVar(&cfg.cpuProfileAt, "cpu-profile-n", 0, "N at which to take a CPU profile of stencil and kube-apiserver from stencil's start (0: none).")
+	flag.IntVar(&cfg.cpuProfileAt, "cpu-profile-n", 0, "N at which to take a CPU profile of stencil (and of each contender that serves pprof) and of kube-apiserver from the contender's start (0: none).")
 	flag.IntVar(&cfg.cpuProfileSeconds, "cpu-profile-seconds", 10, "How long the CPU profiles of -cpu-profile-n run.")
 	flag.StringVar(&cfg.out, "out", "docs/benchmarks", "Folder for results.md, results.json, converge.svg and the heap profile.")
 	flag.BoolVar(&cfg.peers, "peers", false, "Run the peers instead: the raw + status floor, stencil, the hand-written MyWeb operator (both variants), kro (built by `PEERS=1 hack/tools/install.sh`) and the Helm operator (-helm-operator), one run each per N.")
@@ -152,7 +152,9 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	bins := programs{rawapply: filepath.Join(cfg.bin, "rawapply"), crbaseline: filepath.Join(cfg.bin, "crbaseline")}
-	if err := errors.Join(goBuild(ctx, bins.rawapply, "./hack/bench/rawapply"), goBuild(ctx, bins.crbaseline, "./hack/bench/crbaseline")); err != nil {
+	// onekind is built as `make build` builds bin/stencil.
+	if err := errors.Join(goBuild(ctx, bins.rawapply, "./hack/bench/rawapply"), goBuild(ctx, bins.crbaseline, "./hack/bench/crbaseline"),
+		goBuild(ctx, filepath.Join(cfg.bin, "onekind"), "./hack/bench/onekind", "-tags", "fieldsv1string")); err != nil {
 		return err
 	}
 	if cfg.graph {
@@ -223,8 +225,8 @@ func measure(ctx context.Context, cfg config, n int, bins programs) (row, error)
 	return row{N: n, Raw: combine(raws), RawStatus: combine(rawStatuses), Stencil: combine(stencils), ControllerRuntime: floor}, nil
 }
 
-func goBuild(ctx context.Context, out, pkg string) error {
-	cmd := command(ctx, "go", "build", "-o", out, pkg)
+func goBuild(ctx context.Context, out, pkg string, flags ...string) error {
+	cmd := command(ctx, "go", append(append([]string{"build"}, flags...), "-o", out, pkg)...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as `make build` builds stencil
 	return cmd.Run()
 }

@@ -59,11 +59,11 @@ func measureOperator(ctx context.Context, cfg config, n int, c *contender, full 
 	}
 	defer func() { err = errors.Join(err, op.stop()) }()
 	var profiled chan error
-	if full && c.stencil && n == cfg.cpuProfileAt {
+	if full && c.pprof && n == cfg.cpuProfileAt {
 		profiled = make(chan error, 2)
 		go func() { profiled <- op.cpuProfile(ctx, cfg.out, n, cfg.cpuProfileSeconds) }()
 		go func() {
-			profiled <- e.profileAPIServer(ctx, cfg.out, fmt.Sprintf("apiserver-stencil-%d", n), cfg.cpuProfileSeconds)
+			profiled <- e.profileAPIServer(ctx, cfg.out, fmt.Sprintf("apiserver-%s-%d", c.user, n), cfg.cpuProfileSeconds)
 		}()
 	}
 	r, converged, err := observeConvergence(ctx, e, w, op, n, controlPlane)
@@ -429,7 +429,11 @@ func (op *operator) cpuProfile(ctx context.Context, out string, n, seconds int) 
 		return fmt.Errorf("CPU profile: %w", err)
 	}
 	defer func() { _ = body.Close() }()
-	return saveTo(filepath.Join(out, fmt.Sprintf("cpu-%d.pb.gz", n)), body)
+	path := filepath.Join(out, fmt.Sprintf("cpu-%d.pb.gz", n))
+	if !op.contender.stencil {
+		path = filepath.Join(out, fmt.Sprintf("cpu-%s-%d.pb.gz", op.contender.user, n))
+	}
+	return saveTo(path, body)
 }
 
 func saveTo(path string, r io.Reader) error {

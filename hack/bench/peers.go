@@ -113,7 +113,7 @@ func runPeers(ctx context.Context, cfg config, bins programs) error {
 }
 
 // peerContenders are the operators the peers bench runs, in order: stencil,
-// the hand-written operator (both variants), kro (both settings) and, when
+// stencil with MyWeb alone, the hand-written operator (both variants), kro (both settings) and, when
 // its binary is given, the Helm operator.
 func peerContenders(ctx context.Context, cfg config) ([]*contender, error) {
 	kro := filepath.Join(cfg.bin, "kro")
@@ -126,6 +126,7 @@ func peerContenders(ctx context.Context, cfg config) ([]*contender, error) {
 	}
 	contenders := []*contender{
 		stencilContender(cfg),
+		aloneContender(cfg, "MyWeb", myWebKindOf),
 		handwrittenContender(cfg, handwritten.VariantApply),
 		handwrittenContender(cfg, handwritten.VariantGetUpdate),
 	}
