@@ -88,7 +88,7 @@ func isStageLeft(err error) bool {
 	return ok
 }
 
-var errCleanedUp = errors.New("stencil deleted the resource's cluster-scoped objects and removed its finalizer")
+var errCleanedUp = errors.New("stencil finished its cleanup and removed its finalizer")
 
 // finalize deletes the cluster-scoped objects of a custom resource being
 // deleted (namespaced ones go with it through their ownerReference), then

@@ -368,8 +368,8 @@ func TestOrphanDeletionOfObjectsTheCollectorHasNotSeen(t *testing.T) {
 	for attempt := 1; ; attempt++ {
 		thing, probe, exercised := orphanBeforeTheCollectorLooks(t)
 		if !exercised {
-			if attempt == 3 {
-				t.Fatal("the garbage collector learnt of each new type before the deletion, three times: the case was not tested")
+			if attempt == 5 {
+				t.Fatal("the garbage collector learnt of each new type before the deletion, five times: the case was not tested")
 			}
 			t.Logf("attempt %d: the garbage collector learnt of the new type before the deletion; again with another type", attempt)
 			continue

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,9 +38,16 @@ import (
 // noteOrphaning remembers a resource deleted with propagationPolicy
 // Orphan, by UID, until it is gone.
 func (r *Reconciler) noteOrphaning(obj client.Object) {
-	if obj.GetDeletionTimestamp() != nil && slices.Contains(obj.GetFinalizers(), metav1.FinalizerOrphanDependents) {
+	if isOrphaning(obj) {
 		r.orphans.Store(obj.GetUID(), struct{}{})
 	}
+}
+
+// isOrphaning: obj is being deleted and carries the orphan finalizer, or
+// stencil's mark of an orphaning it acted on.
+func isOrphaning(obj client.Object) bool {
+	return obj.GetDeletionTimestamp() != nil &&
+		(slices.Contains(obj.GetFinalizers(), metav1.FinalizerOrphanDependents) || obj.GetAnnotations()[v1alpha1.AnnotationOrphaning] == "true")
 }
 
 func (r *Reconciler) noteOrphaningOnCreate(e event.CreateEvent) bool {
@@ -57,10 +65,18 @@ func (r *Reconciler) forgetOrphaning(e event.DeleteEvent) bool {
 // orphaning: cr is being deleted with propagationPolicy Orphan.
 func (r *Reconciler) orphaning(ctx context.Context, cr v1alpha1.Object) (bool, error) {
 	r.noteOrphaning(cr)
-	if cr.GetAnnotations()[v1alpha1.AnnotationOrphaning] == "true" {
-		r.orphans.Store(cr.GetUID(), struct{}{})
-	}
 	if _, ok := r.orphans.Load(cr.GetUID()); ok {
+		return true, nil
+	}
+	// The cache may hold an older copy (a restart's first list): the
+	// finalizer and the mark as the API server holds them, before anything
+	// is deleted.
+	live := cr.DeepCopyObject().(client.Object)
+	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(cr), live); err != nil && !apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("reading the resource to see whether it is orphaning: %w", err)
+	}
+	if live.GetUID() == cr.GetUID() && isOrphaning(live) {
+		r.orphans.Store(cr.GetUID(), struct{}{})
 		return true, nil
 	}
 	orphaned, err := r.orphanedObjects(ctx, cr)
@@ -167,28 +183,39 @@ func (r *Reconciler) markOrphaning(ctx context.Context, cr v1alpha1.Object) erro
 
 // releaseObject removes obj's ownerReference to cr, if it has one, with a JSON
 // patch that first tests that reference's UID at its index: no other
-// ownerReference is touched, and a list changed meanwhile fails the patch
-// (the retry lists again).
+// ownerReference is touched. When the list changed meanwhile (the garbage
+// collector removed the reference too) the test fails the patch; the
+// object is read again and, if it still has the reference, patched again.
 func (r *Reconciler) releaseObject(ctx context.Context, cr v1alpha1.Object, obj client.Object) (bool, error) {
-	i := slices.IndexFunc(obj.GetOwnerReferences(), func(ref metav1.OwnerReference) bool { return ref.UID == cr.GetUID() })
-	if i < 0 {
-		return false, nil
-	}
-	path := fmt.Sprintf("/metadata/ownerReferences/%d", i)
-	ops, err := json.Marshal([]map[string]any{
-		{"op": "test", "path": path + "/uid", "value": cr.GetUID()},
-		{"op": "remove", "path": path},
+	var released bool
+	err := retry.OnError(retry.DefaultRetry, apierrors.IsInvalid, func() error {
+		i := slices.IndexFunc(obj.GetOwnerReferences(), func(ref metav1.OwnerReference) bool { return ref.UID == cr.GetUID() })
+		if i < 0 {
+			return nil
+		}
+		path := fmt.Sprintf("/metadata/ownerReferences/%d", i)
+		ops, err := json.Marshal([]map[string]any{
+			{"op": "test", "path": path + "/uid", "value": cr.GetUID()},
+			{"op": "remove", "path": path},
+		})
+		if err == nil {
+			err = r.client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, ops))
+		}
+		if apierrors.IsInvalid(err) {
+			if gerr := r.reader.Get(ctx, client.ObjectKeyFromObject(obj), obj); gerr != nil {
+				return gerr
+			}
+		}
+		released = err == nil
+		return err
 	})
-	if err == nil {
-		err = r.client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, ops))
-	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("removing the ownerReference of %s %s/%s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetNamespace(), obj.GetName(), err)
 	}
-	return true, nil
+	return released, nil
 }
 
 // leaveOrphans says that cr's objects stay.

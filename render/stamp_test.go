@@ -151,6 +151,12 @@ func TestStampStripsControlKeys(t *testing.T) {
 			gone:     []string{v1alpha1.AnnotationClaimLease},
 		},
 		{
+			name:     "an orphaning mark",
+			template: `{apiVersion: v1, kind: ConfigMap, metadata: {name: a, annotations: {stencil.dev/orphaning: "true"}}}`,
+			at:       "metadata.annotations",
+			gone:     []string{v1alpha1.AnnotationOrphaning},
+		},
+		{
 			name: "ownerLabels in a pod template",
 			template: `{apiVersion: apps/v1, kind: Deployment, metadata: {name: a}, spec: {selector: {matchLabels: {app: a}},
   template: {metadata: {labels: {{ ownerLabels . | toJson }}}, spec: ` + podSpec + `}}}`,
