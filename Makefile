@@ -86,7 +86,7 @@ bench-decorators: tools build ## Measure a decorator: the heap its cache of 2,00
 	go run ./hack/decobench -scale=10000
 
 .PHONY: bench-peers
-bench-peers: tools build ## Measure stencil beside the hand-written operator (both variants), kro, the Helm operator (built from hack/tools) and the raw + status floor, one run each per N (default 100, 500, 1000, 5000: about 80 minutes on 2 cores), then the graph workload (bench-graph); writes docs/benchmarks/peers/ and docs/benchmarks/graph/.
+bench-peers: tools build ## Measure stencil (and stencil with one kind, as stencil init builds it) beside the hand-written operator (both variants), kro, the Helm operator (built from hack/tools) and the raw + status floor, one run each per N (default 100, 500, 1000, 5000: about 80 minutes on 2 cores), then the graph workload (bench-graph); writes docs/benchmarks/peers/ and docs/benchmarks/graph/.
 	PEERS=1 hack/tools/install.sh $(BIN)
 	go run ./hack/bench -peers -n $(if $(N),$(N),100$(comma)500$(comma)1000$(comma)5000) -out docs/benchmarks/peers $(BENCH_ARGS)
 	go run ./hack/bench -graph -n 100,500,1000 -quiet 30s -out docs/benchmarks/graph $(BENCH_ARGS)
