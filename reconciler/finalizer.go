@@ -26,7 +26,7 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, cr v1alpha1.Object, de
 	if controllerutil.ContainsFinalizer(cr, finalizer) || !anyClusterScoped(desired) && !r.kind().HasGraph() {
 		return nil
 	}
-	patch := finalizersPatch(cr)
+	patch := lockedMetadataPatch(cr)
 	controllerutil.AddFinalizer(cr, finalizer)
 	if err := r.client.Patch(ctx, cr, patch); err != nil {
 		return fmt.Errorf("adding finalizer: %w", err)
@@ -34,10 +34,11 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, cr v1alpha1.Object, de
 	return nil
 }
 
-// finalizersPatch is a merge patch from cr that carries cr's resourceVersion:
-// a merge patch replaces the whole finalizers list, so without the lock it
-// would drop a finalizer that another controller added meanwhile.
-func finalizersPatch(cr v1alpha1.Object) client.Patch {
+// lockedMetadataPatch is a merge patch from cr that carries cr's
+// resourceVersion (for its finalizers and stencil's marks): a merge patch
+// replaces the whole finalizers list, so without the lock it would drop a
+// finalizer that another controller added meanwhile.
+func lockedMetadataPatch(cr v1alpha1.Object) client.Patch {
 	return client.MergeFromWithOptions(cr.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
 }
 
@@ -122,7 +123,7 @@ func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) ([]v1alph
 	if err != nil {
 		return pruned, fmt.Errorf("cleaning up before deletion: %w", err)
 	}
-	patch := finalizersPatch(cr)
+	patch := lockedMetadataPatch(cr)
 	controllerutil.RemoveFinalizer(cr, finalizer)
 	if err := r.client.Patch(ctx, cr, patch); err != nil && !apierrors.IsNotFound(err) {
 		return pruned, fmt.Errorf("removing finalizer: %w", err)

@@ -163,12 +163,12 @@ func (r *Reconciler) releaseOrphans(ctx context.Context, cr v1alpha1.Object) (in
 }
 
 // markOrphaning sets AnnotationOrphaning on cr, with cr's resourceVersion
-// as a precondition (a merge patch of metadata, as the finalizer's).
+// as a precondition (lockedMetadataPatch).
 func (r *Reconciler) markOrphaning(ctx context.Context, cr v1alpha1.Object) error {
 	if cr.GetAnnotations()[v1alpha1.AnnotationOrphaning] == "true" {
 		return nil
 	}
-	patch := finalizersPatch(cr)
+	patch := lockedMetadataPatch(cr)
 	ann := maps.Clone(cr.GetAnnotations())
 	if ann == nil {
 		ann = map[string]string{}
