@@ -14,7 +14,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
@@ -196,18 +195,13 @@ func decode(out []byte, more func(decoded int) error) ([]*unstructured.Unstructu
 		if err != nil {
 			return nil, fmt.Errorf("reading output document %d: %w", n, err)
 		}
-		js, err := yaml.YAMLToJSON(doc)
+		o, err := decodeDocument(doc)
 		if err != nil {
-			return nil, fmt.Errorf("output document %d is not valid YAML: %w", n, err)
+			return nil, fmt.Errorf("output document %d is %w", n, err)
 		}
-		if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
-			continue
+		if o != nil {
+			objs = append(objs, o)
 		}
-		o := &unstructured.Unstructured{}
-		if err := o.UnmarshalJSON(js); err != nil {
-			return nil, fmt.Errorf("output document %d is not a Kubernetes object: %w", n, err)
-		}
-		objs = append(objs, o)
 	}
 }
 
