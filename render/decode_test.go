@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -55,9 +56,7 @@ func TestDecodeDocumentIsTheJSONRoundTrip(t *testing.T) {
 	for name, doc := range decodeCases {
 		docs[name] = []byte(doc)
 	}
-	for name, doc := range expectedDocuments(t) {
-		docs[name] = doc
-	}
+	maps.Copy(docs, expectedDocuments(t))
 	for name, doc := range docs {
 		t.Run(name, func(t *testing.T) { sameAsJSONRoundTrip(t, doc) })
 	}
@@ -72,6 +71,7 @@ func FuzzDecodeDocument(f *testing.F) {
 }
 
 func sameAsJSONRoundTrip(t *testing.T, doc []byte) {
+	t.Helper()
 	got, err := decodeDocument(doc)
 	want, wantErr := decodeDocumentViaJSON(doc)
 	if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
@@ -87,16 +87,17 @@ func sameAsJSONRoundTrip(t *testing.T, doc []byte) {
 
 // expectedDocuments are the documents of every sample kind's expected
 // render (templates/*/tests/*/expected.yaml): what templates write.
-func expectedDocuments(t testing.TB) map[string][]byte {
+func expectedDocuments(tb testing.TB) map[string][]byte {
+	tb.Helper()
 	files, err := filepath.Glob("../templates/*/tests/*/expected.yaml")
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no expected renders found: %v", err)
+		tb.Fatalf("no expected renders found: %v", err)
 	}
 	docs := map[string][]byte{}
 	for _, file := range files {
 		raw, err := os.ReadFile(file)
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
 		for n := 1; ; n++ {
@@ -105,7 +106,7 @@ func expectedDocuments(t testing.TB) map[string][]byte {
 				break
 			}
 			if err != nil {
-				t.Fatalf("%s: %v", file, err)
+				tb.Fatalf("%s: %v", file, err)
 			}
 			docs[fmt.Sprintf("%s#%d", file, n)] = doc
 		}
