@@ -2,7 +2,6 @@ package render
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"unicode/utf8"
 
@@ -11,8 +10,10 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// errUncommon: a YAML value that toJSONValue leaves to the JSON round trip.
-var errUncommon = errors.New("a value the direct conversion leaves to the JSON round trip")
+// maxDirectDepth bounds the nesting the direct conversion follows; deeper
+// documents take the JSON round trip, whose decoder refuses nesting past
+// 10,000 levels.
+const maxDirectDepth = 1000
 
 // decodeDocument is one output document as an object, nil for an empty
 // document. It is what sigs.k8s.io/yaml's YAMLToJSON, then
@@ -21,6 +22,8 @@ var errUncommon = errors.New("a value the direct conversion leaves to the JSON r
 // converted to the JSON types directly. A document holding a value whose
 // JSON round trip is not a plain copy (a float, a non-string key, a
 // string that is not UTF-8, a kindless object, ...) takes that round trip.
+// Both start from go.yaml.in/yaml/v2, the parser sigs.k8s.io/yaml uses; the
+// tests hold the two to the same results.
 func decodeDocument(doc []byte) (*unstructured.Unstructured, error) {
 	var parsed any
 	if err := yamlv2.Unmarshal(doc, &parsed); err != nil {
@@ -33,8 +36,8 @@ func decodeDocument(doc []byte) (*unstructured.Unstructured, error) {
 	if !ok {
 		return decodeDocumentViaJSON(doc)
 	}
-	obj, err := toJSONObject(top)
-	if err != nil {
+	obj, ok := toJSONObject(top, 1)
+	if !ok {
 		return decodeDocumentViaJSON(doc)
 	}
 	o := &unstructured.Unstructured{Object: obj}
@@ -60,51 +63,58 @@ func decodeDocumentViaJSON(doc []byte) (*unstructured.Unstructured, error) {
 	return o, nil
 }
 
-// toJSONObject is m with string keys and JSON-typed values, or errUncommon.
-func toJSONObject(m map[any]any) (map[string]any, error) {
+// toJSONObject is m with string keys and JSON-typed values; false when some
+// key or value is not one toJSONValue converts.
+func toJSONObject(m map[any]any, depth int) (map[string]any, bool) {
+	if depth > maxDirectDepth {
+		return nil, false
+	}
 	out := make(map[string]any, len(m))
 	for k, v := range m {
 		key, ok := k.(string)
 		if !ok || !utf8.ValidString(key) {
-			return nil, errUncommon
+			return nil, false
 		}
-		jv, err := toJSONValue(v)
-		if err != nil {
-			return nil, err
+		if out[key], ok = toJSONValue(v, depth+1); !ok {
+			return nil, false
 		}
-		out[key] = jv
 	}
-	return out, nil
+	return out, true
 }
 
-// toJSONValue is v as a JSON decoder that keeps integers (k8s.io's
-// util/json) gives it back after encoding/json wrote it: strings, booleans,
-// nulls and integers as they are (int64), maps and lists converted in
-// depth. Anything else is errUncommon.
-func toJSONValue(v any) (any, error) {
+// toJSONValue is v as it comes back from a JSON encoding and k8s.io's
+// util/json decoding (which keeps integers): strings, booleans, nulls and
+// integers (as int64) unchanged, maps and lists converted in depth. Other
+// values (floats, integers beyond int64, bytes, times) are not converted:
+// false.
+func toJSONValue(v any, depth int) (any, bool) {
 	switch v := v.(type) {
 	case nil, bool, int64:
-		return v, nil
+		return v, true
 	case string:
-		if !utf8.ValidString(v) {
-			return nil, errUncommon // encoding/json replaces each bad byte
-		}
-		return v, nil
+		return v, utf8.ValidString(v) // encoding/json replaces each bad byte
 	case int:
-		return int64(v), nil
+		return int64(v), true
 	case map[any]any:
-		return toJSONObject(v)
+		return toJSONObject(v, depth)
 	case []any:
-		out := make([]any, len(v))
-		for i, item := range v {
-			jv, err := toJSONValue(item)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = jv
-		}
-		return out, nil
-	default: // float64, uint64 and whatever else the parser returns
-		return nil, errUncommon
+		return toJSONList(v, depth)
+	default:
+		return nil, false
 	}
+}
+
+// toJSONList is l with JSON-typed items, as toJSONValue.
+func toJSONList(l []any, depth int) ([]any, bool) {
+	if depth > maxDirectDepth {
+		return nil, false
+	}
+	out := make([]any, len(l))
+	for i, item := range l {
+		var ok bool
+		if out[i], ok = toJSONValue(item, depth+1); !ok {
+			return nil, false
+		}
+	}
+	return out, true
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -56,6 +57,14 @@ func TestDecodeDocumentIsTheJSONRoundTrip(t *testing.T) {
 	for name, doc := range decodeCases {
 		docs[name] = []byte(doc)
 	}
+	for _, depth := range [][2]int{{0, maxDirectDepth - 2}, {0, maxDirectDepth + 1}, {3000, 8000}} {
+		// Nesting past what the direct conversion follows, and past what
+		// the JSON decoder accepts (10,000: the round trip's error), in
+		// block lists ("- - ...") then flow lists ("[[...]]"), which the
+		// YAML parser counts apart.
+		nested := strings.Repeat("- ", depth[0]) + strings.Repeat("[", depth[1]) + strings.Repeat("]", depth[1])
+		docs[fmt.Sprintf("nested %d+%d deep", depth[0], depth[1])] = []byte("apiVersion: v1\nkind: A\nspec:\n" + nested + "\n")
+	}
 	maps.Copy(docs, expectedDocuments(t))
 	for name, doc := range docs {
 		t.Run(name, func(t *testing.T) { sameAsJSONRoundTrip(t, doc) })
@@ -72,17 +81,26 @@ func FuzzDecodeDocument(f *testing.F) {
 
 func sameAsJSONRoundTrip(t *testing.T, doc []byte) {
 	t.Helper()
-	got, err := decodeDocument(doc)
 	want, wantErr := decodeDocumentViaJSON(doc)
+	if again, _ := decodeDocumentViaJSON(doc); !sameObject(want, again) {
+		// Keys that differ in YAML but not as strings ({1: a, "1": b}):
+		// which value the round trip keeps depends on map order.
+		t.Skip("the JSON round trip itself differs from run to run")
+	}
+	got, err := decodeDocument(doc)
 	if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
 		t.Fatalf("error %v, the JSON round trip's %v", err, wantErr)
 	}
-	if (got == nil) != (want == nil) {
-		t.Fatalf("object %v, the JSON round trip's %v", got, want)
+	if !sameObject(got, want) {
+		t.Errorf("object\n%#v\nthe JSON round trip's\n%#v", got, want)
 	}
-	if got != nil && !reflect.DeepEqual(got.Object, want.Object) {
-		t.Errorf("object\n%#v\nthe JSON round trip's\n%#v", got.Object, want.Object)
+}
+
+func sameObject(a, b *unstructured.Unstructured) bool {
+	if a == nil || b == nil {
+		return a == b
 	}
+	return reflect.DeepEqual(a.Object, b.Object)
 }
 
 // expectedDocuments are the documents of every sample kind's expected
