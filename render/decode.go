@@ -2,7 +2,9 @@ package render
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 
 	yamlv2 "go.yaml.in/yaml/v2"
@@ -38,6 +40,9 @@ func decodeDocument(doc []byte) (*unstructured.Unstructured, error) {
 	}
 	obj, ok := toJSONObject(top, 1)
 	if !ok {
+		if err := sameKeys(top); err != nil {
+			return nil, fmt.Errorf("not valid YAML: %w", err)
+		}
 		return decodeDocumentViaJSON(doc)
 	}
 	o := &unstructured.Unstructured{Object: obj}
@@ -45,6 +50,82 @@ func decodeDocument(doc []byte) (*unstructured.Unstructured, error) {
 		return decodeDocumentViaJSON(doc) // for the decoder's own error
 	}
 	return o, nil
+}
+
+// errSameKeys: two keys of one map, different in YAML, are one JSON key.
+var errSameKeys = errors.New("keys that are one as JSON")
+
+// sameKeys finds two keys of one map in v that differ in YAML but are one
+// key once written as JSON ({1: a, "1": b}, {true: a, "true": b}): which
+// value the JSON round trip keeps would change from one render to the
+// next.
+func sameKeys(v any) error {
+	switch v := v.(type) {
+	case map[any]any:
+		seen := map[string]any{}
+		for k, item := range v {
+			if s, ok := jsonKey(k); ok {
+				if other, dup := seen[s]; dup {
+					a, b := describeKey(other), describeKey(k)
+					a, b = min(a, b), max(a, b)
+					return fmt.Errorf("%w: the map keys %s and %s are both %q", errSameKeys, a, b, s)
+				}
+				seen[s] = k
+			}
+			if err := sameKeys(item); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, item := range v {
+			if err := sameKeys(item); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// jsonKey is the JSON key sigs.k8s.io/yaml writes for the YAML key k;
+// false for the keys it refuses.
+func jsonKey(k any) (string, bool) {
+	switch k := k.(type) {
+	case string:
+		return k, true
+	case int:
+		return strconv.Itoa(k), true
+	case int64:
+		return strconv.FormatInt(k, 10), true
+	case bool:
+		return strconv.FormatBool(k), true
+	case float64:
+		switch s := strconv.FormatFloat(k, 'g', -1, 32); s {
+		case "+Inf":
+			return ".inf", true
+		case "-Inf":
+			return "-.inf", true
+		case "NaN":
+			return ".nan", true
+		default:
+			return s, true
+		}
+	default:
+		return "", false
+	}
+}
+
+// describeKey is a YAML key with its type, for an error.
+func describeKey(k any) string {
+	switch k := k.(type) {
+	case string:
+		return fmt.Sprintf("string %q", k)
+	case bool:
+		return fmt.Sprintf("boolean %t", k)
+	case float64:
+		return "float " + strconv.FormatFloat(k, 'g', -1, 64)
+	default:
+		return fmt.Sprintf("integer %v", k)
+	}
 }
 
 // decodeDocumentViaJSON is decodeDocument through JSON bytes.
