@@ -2,9 +2,13 @@ package render
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	yamlv2 "go.yaml.in/yaml/v2"
@@ -40,45 +44,45 @@ func decodeDocument(doc []byte) (*unstructured.Unstructured, error) {
 	}
 	obj, ok := toJSONObject(top, 1)
 	if !ok {
-		if err := sameKeys(top); err != nil {
-			return nil, fmt.Errorf("not valid YAML: %w", err)
+		if err := keyCollision(top, ""); err != nil {
+			return nil, fmt.Errorf("ambiguous: %w", err)
 		}
 		return decodeDocumentViaJSON(doc)
 	}
 	o := &unstructured.Unstructured{Object: obj}
-	if o.GetKind() == "" {
+	if o.GroupVersionKind().Kind == "" { // no kind, or an apiVersion that does not parse
 		return decodeDocumentViaJSON(doc) // for the decoder's own error
 	}
 	return o, nil
 }
 
 // errSameKeys: two keys of one map, different in YAML, are one JSON key.
-var errSameKeys = errors.New("keys that are one as JSON")
+var errSameKeys = errors.New("two keys of one map are one key in JSON")
 
-// sameKeys finds two keys of one map in v that differ in YAML but are one
-// key once written as JSON ({1: a, "1": b}, {true: a, "true": b}): which
-// value the JSON round trip keeps would change from one render to the
-// next.
-func sameKeys(v any) error {
+// keyCollision finds, in v, two keys of one map that differ in YAML but are
+// one key once written as JSON ({1: a, "1": b}, {true: a, "true": b}),
+// with different values: which value the JSON round trip keeps would
+// change from one render to the next. path is where v is, for the error.
+// Keys are visited in order, so a document always gets the same error.
+func keyCollision(v any, path string) error {
 	switch v := v.(type) {
 	case map[any]any:
-		seen := map[string]any{}
-		for k, item := range v {
-			if s, ok := jsonKey(k); ok {
-				if other, dup := seen[s]; dup {
-					a, b := describeKey(other), describeKey(k)
-					a, b = min(a, b), max(a, b)
-					return fmt.Errorf("%w: the map keys %s and %s are both %q", errSameKeys, a, b, s)
-				}
-				seen[s] = k
+		keys := jsonKeys(v)
+		for i := 1; i < len(keys); i++ {
+			a, b := keys[i-1], keys[i]
+			if a.json == b.json && !reflect.DeepEqual(v[a.yaml], v[b.yaml]) {
+				return fmt.Errorf("%w: at %s, %s and %s are both %q, with different values (quote the key you mean)",
+					errSameKeys, cmp.Or(path, "the top level"), a.desc, b.desc, a.json)
 			}
-			if err := sameKeys(item); err != nil {
+		}
+		for _, k := range keys {
+			if err := keyCollision(v[k.yaml], strings.TrimPrefix(path+"."+k.json, ".")); err != nil {
 				return err
 			}
 		}
 	case []any:
-		for _, item := range v {
-			if err := sameKeys(item); err != nil {
+		for i, item := range v {
+			if err := keyCollision(item, fmt.Sprintf("%s[%d]", path, i)); err != nil {
 				return err
 			}
 		}
@@ -86,12 +90,33 @@ func sameKeys(v any) error {
 	return nil
 }
 
+// yamlKey is a YAML map key, the JSON key it becomes and its description.
+type yamlKey struct {
+	yaml       any
+	json, desc string
+}
+
+// jsonKeys are m's keys that sigs.k8s.io/yaml writes as JSON, ordered by
+// their JSON key, then their description.
+func jsonKeys(m map[any]any) []yamlKey {
+	keys := make([]yamlKey, 0, len(m))
+	for k := range m {
+		if s, ok := jsonKey(k); ok {
+			keys = append(keys, yamlKey{yaml: k, json: s, desc: describeKey(k)})
+		}
+	}
+	slices.SortFunc(keys, func(a, b yamlKey) int {
+		return cmp.Or(strings.Compare(a.json, b.json), strings.Compare(a.desc, b.desc))
+	})
+	return keys
+}
+
 // jsonKey is the JSON key sigs.k8s.io/yaml writes for the YAML key k;
 // false for the keys it refuses.
 func jsonKey(k any) (string, bool) {
 	switch k := k.(type) {
 	case string:
-		return k, true
+		return validUTF8(k), true
 	case int:
 		return strconv.Itoa(k), true
 	case int64:
@@ -112,6 +137,19 @@ func jsonKey(k any) (string, bool) {
 	default:
 		return "", false
 	}
+}
+
+// validUTF8 is s as encoding/json writes it: each byte that is not UTF-8
+// replaced by U+FFFD.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s { // an invalid byte ranges as utf8.RuneError, alone
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // describeKey is a YAML key with its type, for an error.

@@ -43,6 +43,7 @@ var decodeCases = map[string]string{
 	"no kind":             "apiVersion: v1\nmetadata: {name: a}\n",
 	"kind not a string":   "apiVersion: v1\nkind: 5\n",
 	"a list":              "- a\n- b\n",
+	"apiVersion unparsed": "apiVersion: apps/v1/\nkind: Deployment\n",
 	"a scalar":            "just text\n",
 	"not YAML":            "apiVersion: v1\nkind: A\nspec: {a: [}\n",
 	"tabs":                "apiVersion: v1\nkind: A\n\tspec: {}\n",
@@ -72,14 +73,22 @@ func TestDecodeDocumentIsTheJSONRoundTrip(t *testing.T) {
 }
 
 // TestDecodeDocumentRefusesKeysThatAreOneAsJSON: a map whose keys differ
-// in YAML but are one as JSON is an error, not an object whose value for
-// that key changes from one render to the next.
+// in YAML but are one as JSON, with different values, is an error, not an
+// object whose value for that key changes from one render to the next.
 func TestDecodeDocumentRefusesKeysThatAreOneAsJSON(t *testing.T) {
 	for name, tc := range map[string]struct{ doc, message string }{
-		"integer and string": {"apiVersion: v1\nkind: A\nspec: {1: a, \"1\": b}\n", `the map keys integer 1 and string "1" are both "1"`},
-		"boolean and string": {"apiVersion: v1\nkind: A\nspec: {yes: a, \"true\": b}\n", `the map keys boolean true and string "true" are both "true"`},
-		"the same values":    {"apiVersion: v1\nkind: A\nspec: {1: a, \"1\": a}\n", `the map keys integer 1 and string "1" are both "1"`},
-		"float and integer":  {"apiVersion: v1\nkind: A\nspec: {x: [{0: a, 0.0: b}]}\n", `the map keys float 0 and integer 0 are both "0"`},
+		"integer and string": {"apiVersion: v1\nkind: A\nspec: {1: a, \"1\": b}\n",
+			`at spec, integer 1 and string "1" are both "1", with different values`},
+		"boolean and string": {"apiVersion: v1\nkind: A\nspec: {yes: a, \"true\": b}\n",
+			`at spec, boolean true and string "true" are both "true"`},
+		"float and integer, in a list": {"apiVersion: v1\nkind: A\nspec: {x: [{0: a, 0.0: b}]}\n",
+			`at spec.x[0], float 0 and integer 0 are both "0"`},
+		"bytes that are not UTF-8": {"apiVersion: v1\nkind: A\ndata: {!!binary /w==: a, !!binary /g==: b}\n",
+			"at data, string \"\\xfe\" and string \"\\xff\" are both \"\ufffd\""},
+		"the first of two, in order": {"apiVersion: v1\nkind: A\nspec: {2: a, \"2\": b, 1: c, \"1\": d}\nzz: {1: a, \"1\": b}\n",
+			`at spec, integer 1 and string "1" are both "1"`},
+		"at the top": {"apiVersion: v1\nkind: A\n1: a\n\"1\": b\n",
+			`at the top level, integer 1 and string "1"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			for range 20 { // the same error, whatever the map order
@@ -90,8 +99,11 @@ func TestDecodeDocumentRefusesKeysThatAreOneAsJSON(t *testing.T) {
 			}
 		})
 	}
-	if _, err := decodeDocument([]byte("apiVersion: v1\nkind: A\nspec: {1: a, 2: b, \"3\": c, 1.5: d}\n")); err != nil {
-		t.Errorf("keys that stay apart as JSON: %v", err)
+	for _, doc := range []string{
+		"apiVersion: v1\nkind: A\nspec: {1: a, 2: b, \"3\": c, 1.5: d}\n", // apart as JSON
+		"apiVersion: v1\nkind: A\nspec: {1: a, \"1\": a}\n",               // one key, one value
+	} {
+		sameAsJSONRoundTrip(t, []byte(doc))
 	}
 }
 
