@@ -142,6 +142,7 @@ func (k *Kind) execution(bytes int, name string) (*execution, error) {
 		return nil, err
 	}
 	run.b.capabilities = &Capabilities{APIVersions: APIVersions{k: k}}
+	run.b.own, run.b.tplValues = k.own, k.tplValues
 	return run, nil
 }
 

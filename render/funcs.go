@@ -18,6 +18,7 @@ import (
 // so templates cannot call them.
 var impure = []string{
 	"ago", "date", "dateInZone", "dateModify", "mustDateModify", "htmlDate", "htmlDateInZone", "now", "unixEpoch",
+	"date_in_zone", "date_modify", "must_date_modify", // the same, under sprig's older names
 	"randAlphaNum", "randAlpha", "randAscii", "randNumeric", "randInt", "randBytes", "shuffle", "uuidv4",
 	"env", "expandenv", "getHostByName",
 	"bcrypt", "htpasswd", "encryptAES",
@@ -33,7 +34,9 @@ func funcs(t *template.Template) template.FuncMap {
 	for _, name := range impure {
 		delete(fm, name)
 	}
-	fm[tick] = func() string { return "" } // metered checks the time in it
+	fm[tick] = func() string { return "" }       // metered checks the time in it
+	fm[fnPrinted] = func(v any) any { return v } // and the printed values in these
+	fm[fnPrintedLine] = func(v any) any { return v }
 	fm["toYaml"] = toYaml
 	fm["required"] = required
 	fm["ownerLabels"] = ownerLabels

@@ -72,7 +72,20 @@ type Declaration struct {
 	// changes none of them. The garbage collector reads the owner at this
 	// version: it must stay served.
 	OwnerVersion string `json:"ownerVersion,omitempty"`
+	// Tpl says which strings the tpl function runs as templates: "own",
+	// the kind's own only (its chart's values and files: the default for
+	// chart kinds, whose resources' values are a tenant's data), or "any",
+	// its resources' values too (the default for other kinds, whose
+	// templates pass a spec field to tpl only on purpose). Under "own", a
+	// resource's value with template actions fails the render.
+	Tpl string `json:"tpl,omitempty"`
 }
+
+// The values of [Declaration.Tpl].
+const (
+	TplOwn = "own"
+	TplAny = "any"
+)
 
 // VersionConversion is what a kind declares about converting between one
 // of its versions and the hub.
@@ -191,6 +204,15 @@ type Kind struct {
 	// spokes are the kind's versions other than the hub, which its
 	// conversion templates convert (see [Kind.Convert]).
 	spokes []string
+	// own are the kind's own strings, which tpl runs and which may print
+	// a YAML document marker (see [Kind.ownStrings]).
+	own map[string]bool
+	// tplValues: tpl runs its resources' values too (Declaration.Tpl).
+	tplValues bool
+	// behaviour are, by template file, the annotations of stencil's that
+	// change how it applies an object (stencil.dev/prune, ssa, force,
+	// hand-over) that the file or a helper writes: a value cannot add one.
+	behaviour map[string][]string
 }
 
 // Load parses a kind's folder once: every template with missingkey=error and
@@ -239,12 +261,19 @@ func Load(def Definition) (*Kind, error) {
 	if k.chart, err = loadChart(def.Templates); err != nil {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
+	if k.tplValues, err = tplValues(k.declaration.Tpl, k.chart != nil); err != nil {
+		return nil, fmt.Errorf("kind %s: %s: %w", name, declarationFile, err)
+	}
+	k.own = k.chart.ownStrings()
 	tmpl, manifests, entries, err := parseFolder(name, def.Templates, declarationFile, k.chartName())
 	if err != nil {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
 	k.tmpl = tmpl
 	k.runs = newExecutions(tmpl)
+	if k.behaviour, err = behaviourWritten(def.Templates, entries); err != nil {
+		return nil, fmt.Errorf("kind %s: %w", name, err)
+	}
 	k.status = tmpl.Lookup(statusFile) != nil
 	k.kustomize = slices.Contains(manifests, kustomizationFile)
 	k.manifests = slices.DeleteFunc(manifests, func(f string) bool { return f == kustomizationFile })
@@ -368,7 +397,7 @@ func parseFolder(name string, fsys fs.FS, declaration, chartName string) (tmpl *
 		}
 	}
 	slices.Sort(manifests)
-	if err := addTicks(tmpl); err != nil {
+	if err := instrument(tmpl.Templates()...); err != nil {
 		return nil, nil, nil, err
 	}
 	for _, file := range manifests {

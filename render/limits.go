@@ -79,6 +79,12 @@ type budget struct {
 	// capabilities are what the capabilities function returns (nil
 	// outside a kind's templates).
 	capabilities *Capabilities
+	// own are the kind's own strings (a chart's values and files) that
+	// may print a YAML document marker and that tpl runs whatever the
+	// kind's tpl policy (see [Kind.ownStrings]).
+	own map[string]bool
+	// tplValues: tpl runs any string, the values' too (a kind's tpl: any).
+	tplValues bool
 }
 
 // reset starts an execution of at most bytes (the limit named name) within
@@ -167,11 +173,14 @@ func meteredFuncs(c *template.Template, b *budget) template.FuncMap {
 	maps.Copy(fm, meteredStringFuncs(b))
 	maps.Copy(fm, meteredSequenceFuncs(b))
 	maps.Copy(fm, meteredDictFuncs(b))
+	maps.Copy(fm, guardedFuncs(b))
+	maps.Copy(fm, printedFuncs(b))
 	maps.Copy(fm, graphFuncs(b))
 	fm[fnCapabilities] = capabilitiesFunc(b)
-	maps.Copy(fm, chargedAfter(b, shallowSize, stringFuncs...))
-	maps.Copy(fm, chargedAfter(b, shallowSize, listFuncs...))
-	maps.Copy(fm, chargedAfter(b, func(v any) int { return deepSize(v, b.left) }, deepFuncs...))
+	maps.Copy(fm, chargedAfter(b, nil, shallowSize, stringFuncs...))
+	maps.Copy(fm, chargedAfter(b, b.fitsArgs, shallowSize, printingFuncs...))
+	maps.Copy(fm, chargedAfter(b, nil, shallowSize, listFuncs...))
+	maps.Copy(fm, chargedAfter(b, nil, func(v any) int { return deepSize(v, b.left) }, deepFuncs...))
 	return fm
 }
 
@@ -220,8 +229,14 @@ func meteredStringFuncs(b *budget) template.FuncMap {
 		"regexReplaceAllLiteral": func(regex, src, repl string) (string, error) {
 			return b.regexReplace(regex, src, repl, true)
 		},
+		"mustRegexReplaceAll": func(regex, src, repl string) (string, error) {
+			return b.regexReplace(regex, src, repl, false)
+		},
+		"mustRegexReplaceAllLiteral": func(regex, src, repl string) (string, error) {
+			return b.regexReplace(regex, src, repl, true)
+		},
 		"join": func(sep string, v any) (string, error) {
-			if err := b.spendCount(float64(listLen(v)), len(sep)); err != nil {
+			if err := b.fits(listLen(v)*len(sep), v); err != nil {
 				return "", err
 			}
 			return sprigCounted().join(sep, v), nil
@@ -235,12 +250,10 @@ func meteredStringFuncs(b *budget) template.FuncMap {
 			return sprigCounted().wrapWith(l, sep, str), nil
 		},
 		"printf": func(format string, args ...any) (string, error) {
-			if strings.Contains(format, "*") { // a width or precision from an argument
-				for _, a := range args {
-					if n, ok := a.(int); ok && n > b.left {
-						return "", b.overBytes()
-					}
-				}
+			// Widths and precisions, literal or from an argument, are
+			// measured with the arguments, before fmt allocates them.
+			if err := b.fits(len(format)+formatWidths(format, args), args...); err != nil {
+				return "", err
 			}
 			out := fmt.Sprintf(format, args...)
 			return out, b.spend(len(out))
@@ -297,25 +310,20 @@ func meteredSequenceFuncs(b *budget) template.FuncMap {
 	}
 }
 
-// meteredDictFuncs are the functions that add to a dict in place (set and
-// the merges) or copy one (deepCopy): they charge b what they add or copy.
+// meteredDictFuncs are the functions that copy a dict (deepCopy): they
+// charge b what they copy. (set and the merges, which add to a dict in
+// place, are guardedFuncs.)
 func meteredDictFuncs(b *budget) template.FuncMap {
 	return template.FuncMap{
-		"set": func(d map[string]any, key string, value any) (map[string]any, error) {
-			return sprigCounted().set(d, key, value), b.spend(elemBytes) // in place: one entry more
-		},
-		"deepCopy":           b.copyCharged(sprigCounted().deepCopy),
-		"mustDeepCopy":       b.copyCharged(sprigCounted().mustDeepCopy),
-		"merge":              b.mergeCharged(sprigCounted().merge),
-		"mergeOverwrite":     b.mergeCharged(sprigCounted().mergeOverwrite),
-		"mustMerge":          b.mergeCharged(sprigCounted().mustMerge),
-		"mustMergeOverwrite": b.mergeCharged(sprigCounted().mustMergeOverwrite),
+		"deepCopy":     b.copyCharged(sprigCounted().deepCopy),
+		"mustDeepCopy": b.copyCharged(sprigCounted().mustDeepCopy),
 	}
 }
 
 // stringFuncs return strings that grow with their input: they are charged
-// their length, after they return.
-var stringFuncs = []string{"print", "println", "cat", "quote", "squote", "toYaml", "toJson", "toPrettyJson", "toRawJson", "b64enc", "b32enc", "wrap", "nospace", "upper", "lower", "title", "trim"}
+// their length, after they return. (The functions that print a value of
+// any shape are printingFuncs, measured before too.)
+var stringFuncs = []string{"b64enc", "b32enc", "wrap", "nospace", "upper", "lower", "title", "trim"}
 
 // listFuncs build a list or a dict, a copy however it is made: they are
 // charged elemBytes an element or entry of what they return, after they
@@ -324,8 +332,8 @@ var stringFuncs = []string{"print", "println", "cat", "quote", "squote", "toYaml
 // place, are charged what they add; until and untilStep what they will
 // allocate, before they do.)
 var listFuncs = []string{
-	"list", "tuple", "dict", "append", "push", "prepend", "concat", "rest", "initial", "reverse", "uniq", "without", "compact",
-	"mustAppend", "mustPush", "mustPrepend", "mustRest", "mustInitial", "mustReverse", "mustUniq", "mustWithout", "mustCompact",
+	"list", "tuple", "dict", "append", "push", "prepend", "concat", "rest", "initial", "reverse", "compact",
+	"mustAppend", "mustPush", "mustPrepend", "mustRest", "mustInitial", "mustReverse", "mustCompact",
 	"keys", "values", "pluck", "pick", "omit", "sortAlpha", "toStrings",
 	"splitList", "split", "splitn", "regexFindAll", "mustRegexFindAll", "regexSplit", "mustRegexSplit",
 }
@@ -451,11 +459,12 @@ func listLen(v any) int {
 }
 
 // chargedAfter wraps the named functions of sprig's library (and
-// text/template's print and println) so that what they return is charged
-// to b, cost(result) bytes: their output grows with their input, so a loop
-// that feeds one's output back in (doubling a string, or a list) runs out
-// of budget instead of memory.
-func chargedAfter(b *budget, cost func(any) int, names ...string) template.FuncMap {
+// text/template's print, println, html, js and urlquery) so that what they
+// return is charged to b, cost(result) bytes: their output grows with
+// their input, so a loop that feeds one's output back in (doubling a
+// string, or a list) runs out of budget instead of memory. before, when
+// not nil, checks the arguments first.
+func chargedAfter(b *budget, before func([]reflect.Value) error, cost func(any) int, names ...string) template.FuncMap {
 	lib := sprigCounted().all
 	fm := template.FuncMap{}
 	errType := reflect.TypeFor[error]()
@@ -466,6 +475,12 @@ func chargedAfter(b *budget, cost func(any) int, names ...string) template.FuncM
 			fn = reflect.ValueOf(fmt.Sprint)
 		case "println":
 			fn = reflect.ValueOf(fmt.Sprintln)
+		case "html":
+			fn = reflect.ValueOf(template.HTMLEscaper)
+		case "js":
+			fn = reflect.ValueOf(template.JSEscaper)
+		case "urlquery":
+			fn = reflect.ValueOf(template.URLQueryEscaper)
 		default:
 			if lib[name] == nil {
 				continue
@@ -479,6 +494,11 @@ func chargedAfter(b *budget, cost func(any) int, names ...string) template.FuncM
 		}
 		wrapped := reflect.FuncOf(ins, []reflect.Type{t.Out(0), errType}, t.IsVariadic())
 		fm[name] = reflect.MakeFunc(wrapped, func(args []reflect.Value) []reflect.Value {
+			if before != nil {
+				if err := before(args); err != nil {
+					return []reflect.Value{reflect.Zero(t.Out(0)), reflect.ValueOf(&err).Elem()}
+				}
+			}
 			var out []reflect.Value
 			if t.IsVariadic() {
 				out = fn.CallSlice(args)
@@ -574,12 +594,19 @@ func mustForm(merge func(map[string]any, ...map[string]any) any) func(map[string
 // that writes nothing and calls nothing (a range over a huge integer).
 const tick = "stencilTick"
 
-// addTicks puts a call of tick first in every template of t and in the body
-// of every range, at load time.
-func addTicks(t *template.Template) error { return addTicksTo(t.Templates()...) }
+// instrument prepares templates ts for a render's execution, at load
+// time: the print checks (see [addPrintChecks]) and the time checks (see
+// [addTicks]).
+func instrument(ts ...*template.Template) error {
+	if err := addPrintChecks(ts...); err != nil {
+		return err
+	}
+	return addTicks(ts...)
+}
 
-// addTicksTo is addTicks for the templates ts only.
-func addTicksTo(ts ...*template.Template) error {
+// addTicks puts a call of tick first in every template of ts and in the
+// body of every range.
+func addTicks(ts ...*template.Template) error {
 	probe, err := template.New("tick").Funcs(template.FuncMap{tick: func() string { return "" }}).Parse("{{" + tick + "}}")
 	if err != nil {
 		return fmt.Errorf("preparing the render time check: %w", err)
@@ -597,7 +624,7 @@ func addTicksTo(ts ...*template.Template) error {
 
 // addRule parses src, a template that _kind.yaml holds (a readyWhen rule,
 // an input's name or selector), into the kind's set t as name, with
-// addTicks' time checks: it runs in a render's execution, within the
+// instrument's print and time checks: it runs in a render's execution, within the
 // render's limits, as the templates of the kind's files do. It may not
 // define templates, which would replace the set's own.
 func addRule(t *template.Template, name, src string) error {
@@ -620,7 +647,7 @@ func addRule(t *template.Template, name, src string) error {
 	if err != nil {
 		return err
 	}
-	return addTicksTo(added)
+	return instrument(added)
 }
 
 // rule runs the template name that addRule parsed over data, within what
@@ -668,10 +695,22 @@ func walkRanges(n parse.Node, f func(*parse.RangeNode)) {
 
 // tpl is Helm's tpl: src, a string of the values, executed as a template
 // of the set c (its named templates are there to include) with data as
-// dot, charged to b like an include.
+// dot, charged to b like an include. A string of the values is data: tpl
+// runs it only when it is the kind's own (b.own: its chart's values and
+// files) or the kind lets its resources' values be templates (tpl: any);
+// otherwise a src with template actions fails the render, and one without
+// is returned as it is, as Helm does. What a src that is not the kind's own
+// writes may not start a YAML document (see [startsDocument]).
 func (b *budget) tpl(c *template.Template, src string, data any) (string, error) {
 	if b.depth >= maxIncludeDepth {
 		return "", &LimitError{Limit: "include depth", Max: strconv.Itoa(maxIncludeDepth)}
+	}
+	own := b.own[src]
+	if !strings.Contains(src, "{{") {
+		return src, b.checkTplOutput(src, own)
+	}
+	if !own && !b.tplValues {
+		return "", fmt.Errorf("tpl: a value of the resource holds template actions (%.60q): values are data, and this kind runs only its chart's own values as templates (set tpl: any in _kind.yaml to run its resources' values too; docs/tenancy.md)", src)
 	}
 	t, err := c.Clone()
 	if err != nil {
@@ -685,10 +724,11 @@ func (b *budget) tpl(c *template.Template, src string, data any) (string, error)
 	if calls, err := graphCalls(t, "tpl"); err != nil || slices.ContainsFunc(calls, func(c graphCall) bool { return c.fn != "include" || b.scope != nil }) {
 		return "", errors.New("tpl: a template made of values may not call object, objects, input or generate, nor, in a graph, include a computed name")
 	}
-	// Every template the source defines runs under the time check too.
+	// Every template the source defines runs under the time and print
+	// checks too.
 	for _, d := range t.Templates() {
 		if orig := c.Lookup(d.Name()); orig == nil || orig.Tree != d.Tree {
-			if err := addTicksTo(d); err != nil {
+			if err := instrument(d); err != nil {
 				return "", err
 			}
 		}
@@ -702,5 +742,17 @@ func (b *budget) tpl(c *template.Template, src string, data any) (string, error)
 		}
 		return "", fmt.Errorf("tpl: %w", err)
 	}
+	if err := b.checkTplOutput(w.String(), own); err != nil {
+		return "", err
+	}
 	return w.String(), b.spend(w.Len())
+}
+
+// checkTplOutput refuses what tpl made of a src that is not the kind's own
+// (own false) when it starts a YAML document.
+func (b *budget) checkTplOutput(out string, own bool) error {
+	if own || !startsDocument(out, true) {
+		return nil
+	}
+	return errors.New("tpl: a value of the resource holds a YAML document marker (--- or ...) at the start of a line: values are data and cannot add a document")
 }

@@ -232,6 +232,9 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 		}
 		for _, d := range docs {
 			setSource(d, n.file)
+			if err := k.checkBehaviour(d); err != nil {
+				return nil, err
+			}
 			markNode(d, n, k.graph.stage[name])
 			if err := k.finishObject(d, gr.owner, v, seen); err != nil {
 				if scope.read != "" {

@@ -1,0 +1,606 @@
+package render
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"path"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"text/template"
+	"text/template/parse"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+// A spec is data that a stranger writes, and the templates print it, copy
+// it and, through tpl, may run it. The guards here keep one render within
+// its budget before anything is allocated, whatever the values hold:
+//
+//   - every function that prints a value (print, printf, toYaml, toJson,
+//     quote…) and every value a template prints is measured first: the
+//     size it would print (a list shared with itself counts every time it
+//     is printed) is charged against what is left of the budget, and a
+//     value nested deeper than maxNesting is refused (the only way a
+//     structure could hold itself, were one built, is endless nesting);
+//   - set and the merges refuse to make a dict hold itself;
+//   - the functions whose work grows with the square of a list (uniq,
+//     without) are charged that work;
+//   - a printed value may not start a YAML document, so a value cannot add
+//     an object to the output (see [startsDocument]).
+//
+// TestEveryFunctionIsBounded holds the template library to this: each of
+// its functions is either guarded here or in limits.go, or listed in
+// linearFuncs as costing no more than its arguments, which are charged.
+
+// maxNesting is how deep a value a template may print or copy: deeper than
+// any object the API server stores (its JSON decoder stops at 10,000, and
+// no schema we know of nests past 30), shallow enough that walking it
+// cannot exhaust a goroutine's stack.
+const maxNesting = 1000
+
+// nestingError is a value too deep to print or copy.
+func nestingError() error {
+	return &LimitError{Limit: "value nesting", Max: strconv.Itoa(maxNesting) + " levels; a value nested deeper, or one that holds itself"}
+}
+
+// printedSize is about how many bytes printing v writes, as YAML, JSON or
+// Go's fmt does (each element of a list or dict costs its indentation at
+// its depth, its key and a few bytes of punctuation), counted to just past
+// limit and no further. It fails for a value nested deeper than
+// maxNesting. It walks without recursion, so no value can exhaust the
+// stack.
+func printedSize(v any, limit int) (int, error) {
+	type frame struct {
+		v     reflect.Value
+		depth int
+	}
+	n := 0
+	stack := []frame{{reflect.ValueOf(v), 0}}
+	for len(stack) > 0 && n <= limit {
+		f := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		rv := f.v
+		for (rv.Kind() == reflect.Interface || rv.Kind() == reflect.Pointer) && !rv.IsNil() {
+			rv = rv.Elem()
+		}
+		switch rv.Kind() {
+		case reflect.String:
+			n += rv.Len() + 2
+			continue
+		case reflect.Slice, reflect.Array, reflect.Map, reflect.Struct:
+		default:
+			n += 8
+			continue
+		}
+		if f.depth >= maxNesting {
+			return n, nestingError()
+		}
+		each := 2*f.depth + 4
+		switch rv.Kind() {
+		case reflect.Slice, reflect.Array:
+			n += 2 + each*rv.Len()
+			for i := rv.Len() - 1; i >= 0 && n <= limit; i-- {
+				stack = append(stack, frame{rv.Index(i), f.depth + 1})
+			}
+		case reflect.Map:
+			n += 2 + each*rv.Len()
+			for it := rv.MapRange(); it.Next() && n <= limit; {
+				if k := it.Key(); k.Kind() == reflect.String {
+					n += k.Len()
+				}
+				stack = append(stack, frame{it.Value(), f.depth + 1})
+			}
+		case reflect.Struct:
+			n += 2 + each*rv.NumField()
+			for i := range rv.NumField() {
+				stack = append(stack, frame{rv.Field(i), f.depth + 1})
+			}
+		}
+	}
+	return n, nil
+}
+
+// fits fails when printing vs, and extra bytes besides, would write more
+// than is left of b's budget, or a value is nested too deep. It charges
+// nothing: what is printed is charged when it is written or returned.
+func (b *budget) fits(extra int, vs ...any) error {
+	n := extra
+	for _, v := range vs {
+		size, err := printedSize(v, b.left-n)
+		if err != nil {
+			return err
+		}
+		if n += size; n > b.left {
+			return b.overBytes()
+		}
+	}
+	return b.check()
+}
+
+// formatWidths is the sum of the widths and precisions that format writes
+// its arguments at, literal ("%99d") or taken from args ("%*d"): what
+// printf may write beyond its arguments' own size.
+func formatWidths(format string, args []any) int {
+	n := 0
+	for i := 0; i < len(format); i++ {
+		if format[i] != '%' {
+			continue
+		}
+		for i++; i < len(format) && strings.IndexByte("+-# 0123456789.*[]", format[i]) >= 0; i++ {
+			switch c := format[i]; {
+			case c >= '0' && c <= '9':
+				j := i
+				for j < len(format) && format[j] >= '0' && format[j] <= '9' {
+					j++
+				}
+				w, err := strconv.Atoi(format[i:j])
+				if err != nil { // past an int: more than any budget
+					w = int(^uint(0) >> 2)
+				}
+				n = min(n+w, int(^uint(0)>>2))
+				i = j - 1
+			case c == '*':
+				for _, a := range args {
+					if w, ok := a.(int); ok {
+						n = min(n+max(w, -w), int(^uint(0)>>2))
+					}
+				}
+			}
+		}
+	}
+	return n
+}
+
+// printingFuncs are the functions that print their arguments, whole, into
+// a string: each is measured (see [budget.fits]) before it runs, and
+// charged what it returns after. Their implementations are text/template's
+// and sprig's.
+var printingFuncs = []string{
+	"print", "println", "printf", "html", "js", "urlquery",
+	"cat", "quote", "squote", "toString", "toStrings", "join",
+	"toYaml", "toJson", "mustToJson", "toPrettyJson", "mustToPrettyJson", "toRawJson", "mustToRawJson",
+}
+
+// fitsArgs is fits for a function's arguments, as chargedAfter hands them.
+func (b *budget) fitsArgs(args []reflect.Value) error {
+	vs := make([]any, 0, len(args))
+	for _, a := range args {
+		if a.IsValid() && a.CanInterface() {
+			vs = append(vs, a.Interface())
+		}
+	}
+	return b.fits(0, vs...)
+}
+
+// guardedFuncs are the functions that build or compare structures, whose
+// cost is not their result's: set and the merges, which must not make a
+// dict hold itself, and uniq and without, whose work is the square of a
+// list's length.
+func guardedFuncs(b *budget) template.FuncMap {
+	return template.FuncMap{
+		"set": func(d map[string]any, key string, value any) (map[string]any, error) {
+			if err := b.spend(elemBytes); err != nil { // in place: one entry more
+				return nil, err
+			}
+			if reaches(value, map[uintptr]bool{reflect.ValueOf(d).Pointer(): true}) {
+				return nil, fmt.Errorf("set: the value set under %q holds the dict it is set into; a value may not hold itself", key)
+			}
+			return sprigCounted().set(d, key, value), nil
+		},
+		"merge":              b.mergeGuarded(sprigCounted().merge),
+		"mergeOverwrite":     b.mergeGuarded(sprigCounted().mergeOverwrite),
+		"mustMerge":          b.mergeGuarded(sprigCounted().mustMerge),
+		"mustMergeOverwrite": b.mergeGuarded(sprigCounted().mustMergeOverwrite),
+		"uniq":               b.squareCharged("uniq", func(l any) (any, error) { return sprigCounted().all["uniq"].(func(any) []any)(l), nil }),
+		"mustUniq":           b.squareCharged("mustUniq", func(l any) (any, error) { return sprigCounted().all["mustUniq"].(func(any) ([]any, error))(l) }),
+		// derivePassword runs scrypt (32 MiB, tens of milliseconds): the
+		// render's time is checked before each.
+		"derivePassword": func(counter uint32, passwordType, password, user, site string) (string, error) {
+			if err := b.check(); err != nil {
+				return "", err
+			}
+			return sprigCounted().all["derivePassword"].(func(uint32, string, string, string, string) string)(counter, passwordType, password, user, site), nil
+		},
+		"without": func(l any, omit ...any) ([]any, error) {
+			if err := b.spendWork(listLen(l), len(omit)); err != nil {
+				return nil, err
+			}
+			return sprigCounted().all["without"].(func(any, ...any) []any)(l, omit...), nil
+		},
+		"mustWithout": func(l any, omit ...any) ([]any, error) {
+			if err := b.spendWork(listLen(l), len(omit)); err != nil {
+				return nil, err
+			}
+			return sprigCounted().all["mustWithout"].(func(any, ...any) ([]any, error))(l, omit...)
+		},
+	}
+}
+
+// spendWork refuses a comparison of n elements with m each (uniq compares
+// every element with those before it) that would take longer than writing
+// what is left of the budget: a comparison costs about what a byte does.
+func (b *budget) spendWork(n, m int) error {
+	if float64(n)*float64(m) > float64(b.left) {
+		return b.overBytes()
+	}
+	return b.check()
+}
+
+// squareCharged is uniq (or mustUniq), which compares each element of a
+// list with every element kept before it, charged that work first.
+func (b *budget) squareCharged(name string, uniq func(any) (any, error)) func(any) (any, error) {
+	return func(l any) (any, error) {
+		if err := b.spendWork(listLen(l), listLen(l)); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		out, err := uniq(l)
+		if err != nil {
+			return nil, err
+		}
+		return out, b.spend(shallowSize(out))
+	}
+}
+
+// mergeGuarded is merge (or mergeOverwrite, or their must forms), charged
+// the entries it adds, refusing a merge that would make a dict hold itself.
+func (b *budget) mergeGuarded(merge func(map[string]any, ...map[string]any) (any, error)) func(map[string]any, ...map[string]any) (any, error) {
+	charged := b.mergeCharged(merge)
+	return func(dst map[string]any, srcs ...map[string]any) (any, error) {
+		if mergeHoldsItself(dst, srcs) {
+			return nil, errors.New("merge: a source holds the dict merged into, or a dict within it that the merge changes; a value may not hold itself")
+		}
+		return charged(dst, srcs...)
+	}
+}
+
+// mergeHoldsItself reports whether merging srcs into dst as sprig does
+// (mergo: a key whose value is a dict in both merges into dst's; any other
+// value of a source may be set in dst) would make a dict hold itself: a
+// value the merge may set reaches a dict the merge changes. Any cycle the
+// merge made would pass through such a value.
+func mergeHoldsItself(dst map[string]any, srcs []map[string]any) bool {
+	type pair struct{ d, s uintptr }
+	changed, seen := map[uintptr]bool{}, map[pair]bool{}
+	var added []any
+	stack := make([]pair, 0, len(srcs))
+	maps := map[uintptr]map[string]any{}
+	push := func(d, s map[string]any) {
+		p := pair{reflect.ValueOf(d).Pointer(), reflect.ValueOf(s).Pointer()}
+		if !seen[p] {
+			seen[p] = true
+			maps[p.d], maps[p.s] = d, s
+			stack = append(stack, p)
+		}
+	}
+	for _, src := range srcs {
+		push(dst, src)
+	}
+	for len(stack) > 0 {
+		p := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		changed[p.d] = true
+		d, s := maps[p.d], maps[p.s]
+		for k, v := range s {
+			dv, inDst := d[k].(map[string]any)
+			sv, isDict := v.(map[string]any)
+			if inDst && isDict {
+				push(dv, sv)
+				continue
+			}
+			added = append(added, v)
+		}
+	}
+	return slices.ContainsFunc(added, func(v any) bool { return reaches(v, changed) })
+}
+
+// reaches reports whether v is, or holds at any depth, one of dicts.
+func reaches(v any, dicts map[uintptr]bool) bool {
+	return walkDistinct(v, func(rv reflect.Value) bool {
+		return rv.Kind() == reflect.Map && dicts[rv.Pointer()]
+	})
+}
+
+// walkDistinct calls found on every list and dict of v, each once however
+// often v holds it, until found returns true; it reports whether one did.
+func walkDistinct(v any, found func(reflect.Value) bool) bool {
+	type seenKey struct {
+		ptr uintptr
+		len int
+	}
+	seen := map[seenKey]bool{}
+	stack := []reflect.Value{reflect.ValueOf(v)}
+	for len(stack) > 0 {
+		rv := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for (rv.Kind() == reflect.Interface || rv.Kind() == reflect.Pointer) && !rv.IsNil() {
+			rv = rv.Elem()
+		}
+		if k := rv.Kind(); k != reflect.Map && k != reflect.Slice || rv.IsNil() {
+			continue
+		}
+		key := seenKey{rv.Pointer(), rv.Len()}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		if found(rv) {
+			return true
+		}
+		if rv.Kind() == reflect.Slice {
+			for i := range rv.Len() {
+				stack = append(stack, rv.Index(i))
+			}
+			continue
+		}
+		for it := rv.MapRange(); it.Next(); {
+			stack = append(stack, it.Value())
+		}
+	}
+	return false
+}
+
+// Names of the functions that instrument puts in the templates' actions.
+const (
+	// fnPrinted checks a value an action prints in the middle of a line.
+	fnPrinted = "stencilPrinted"
+	// fnPrintedLine checks a value an action prints at the start of a
+	// line.
+	fnPrintedLine = "stencilPrintedLine"
+)
+
+// printedFuncs are the functions fnPrinted and fnPrintedLine of an
+// execution charging b: they pass the value on, to be printed as
+// text/template prints it, when it fits what is left of the budget and,
+// printed, starts no YAML document. own are the strings of the kind's own
+// (its chart's files) that may.
+func printedFuncs(b *budget) template.FuncMap {
+	check := func(v any, lineStart bool) (any, error) {
+		switch x := v.(type) {
+		case string:
+			if startsDocument(x, lineStart) && !b.own[x] {
+				return v, errors.New("a printed value holds a YAML document marker (--- or ...) at the start of a line: values are data and cannot add a document; quote the value in the template (| quote) or indent it (| nindent)")
+			}
+			return v, nil
+		case nil, bool, int, int64, float64:
+			return v, nil
+		}
+		return v, b.fits(0, v)
+	}
+	return template.FuncMap{
+		fnPrinted:     func(v any) (any, error) { return check(v, false) },
+		fnPrintedLine: func(v any) (any, error) { return check(v, true) },
+	}
+}
+
+// startsDocument reports whether s, printed into a template's output, could
+// start or end a YAML document: a line of s that is a marker ("---" or
+// "..." alone, or before a space or a comment), or a last line that the
+// next value could complete into one ("-", "--", ".", ".."). The first line
+// counts only when s is printed at the start of a line (lineStart).
+func startsDocument(s string, lineStart bool) bool {
+	if !strings.Contains(s, "\n") && !lineStart {
+		return false
+	}
+	lines := strings.Split(s, "\n")
+	if !lineStart {
+		lines = lines[1:]
+	}
+	for i, line := range lines {
+		line = strings.TrimRight(line, "\r")
+		if isMarker(line) || i == len(lines)-1 && isMarkerPrefix(line) {
+			return true
+		}
+	}
+	return false
+}
+
+func isMarker(line string) bool {
+	if !strings.HasPrefix(line, "---") && !strings.HasPrefix(line, "...") {
+		return false
+	}
+	rest := line[3:]
+	return rest == "" || rest[0] == ' ' || rest[0] == '\t' || rest[0] == '#'
+}
+
+func isMarkerPrefix(line string) bool {
+	switch line {
+	case "-", "--", ".", "..":
+		return true
+	}
+	return false
+}
+
+// addPrintChecks ends the pipeline of every action of ts that prints (one
+// that declares no variable) with fnPrinted, or fnPrintedLine when the
+// action starts a line of the template: the value is checked before
+// text/template prints it. An include's output is left as it is: the
+// values its template printed were checked there.
+func addPrintChecks(ts ...*template.Template) error {
+	calls := map[string]*parse.CommandNode{}
+	for _, fn := range []string{fnPrinted, fnPrintedLine} {
+		probe, err := template.New("check").Funcs(template.FuncMap{fn: func(v any) any { return v }}).Parse("{{ . | " + fn + " }}")
+		if err != nil {
+			return fmt.Errorf("preparing the print checks: %w", err)
+		}
+		pipe := probe.Root.Nodes[0].(*parse.ActionNode).Pipe
+		calls[fn] = pipe.Cmds[len(pipe.Cmds)-1]
+	}
+	for _, tmpl := range ts {
+		if tmpl.Tree == nil || tmpl.Root == nil {
+			continue
+		}
+		walkLists(tmpl.Root, func(list *parse.ListNode) {
+			lineStart := true // a list may start a line: assume it does
+			for _, n := range list.Nodes {
+				switch n := n.(type) {
+				case *parse.TextNode:
+					if len(n.Text) > 0 {
+						lineStart = n.Text[len(n.Text)-1] == '\n'
+					}
+					continue
+				case *parse.ActionNode:
+					if len(n.Pipe.Decl) == 0 && !unchecked(n.Pipe) {
+						fn := fnPrinted
+						if lineStart {
+							fn = fnPrintedLine
+						}
+						n.Pipe.Cmds = append(n.Pipe.Cmds, calls[fn].Copy().(*parse.CommandNode))
+					}
+				}
+				lineStart = false
+			}
+		})
+	}
+	return nil
+}
+
+// unchecked: the pipeline's value is not checked where it prints: its last
+// command is an include or a tpl, whose templates' own actions are checked
+// where they print (tpl checks what its source writes itself, see
+// [budget.tpl]); a function that writes one line and was measured before
+// it ran (quote, toJson); the time check; or a check already.
+func unchecked(p *parse.PipeNode) bool {
+	last := p.Cmds[len(p.Cmds)-1]
+	id, ok := last.Args[0].(*parse.IdentifierNode)
+	if !ok {
+		return false
+	}
+	switch id.Ident {
+	case "include", "tpl", "quote", "toJson", "mustToJson", "toRawJson", "mustToRawJson", tick, fnPrinted, fnPrintedLine:
+		return true
+	}
+	return false
+}
+
+// walkLists calls f on every list of nodes under n, n's own included.
+func walkLists(n parse.Node, f func(*parse.ListNode)) {
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return
+		}
+		f(n)
+		for _, c := range n.Nodes {
+			walkLists(c, f)
+		}
+	case *parse.RangeNode:
+		walkLists(n.List, f)
+		walkLists(n.ElseList, f)
+	case *parse.IfNode:
+		walkLists(n.List, f)
+		walkLists(n.ElseList, f)
+	case *parse.WithNode:
+		walkLists(n.List, f)
+		walkLists(n.ElseList, f)
+	}
+}
+
+// tplValues is what a kind's tpl policy (Declaration.Tpl) says of its
+// resources' values: whether tpl runs them. Unset, it does for kinds that
+// are not charts.
+func tplValues(policy string, chart bool) (bool, error) {
+	switch policy {
+	case "":
+		return !chart, nil
+	case TplOwn:
+		return false, nil
+	case TplAny:
+		return true, nil
+	}
+	return false, fmt.Errorf("tpl: %q is not %q or %q", policy, TplOwn, TplAny)
+}
+
+// ownStrings are a chart's own strings, which tpl runs whatever the kind's
+// tpl policy and which may hold a YAML document marker: the strings of its
+// values and of its subcharts' (those a template could pass to tpl), and
+// its files (.Files.Get). nil for a kind that is not a chart.
+func (c *chart) ownStrings() map[string]bool {
+	if c == nil {
+		return nil
+	}
+	own := map[string]bool{}
+	var add func(v any)
+	add = func(v any) {
+		switch v := v.(type) {
+		case string:
+			own[v] = true
+		case map[string]any:
+			for _, e := range v {
+				add(e)
+			}
+		case []any:
+			for _, e := range v {
+				add(e)
+			}
+		}
+	}
+	for _, ch := range append([]*chart{c}, slices.Collect(maps.Values(c.subcharts))...) {
+		add(ch.values)
+		for _, f := range ch.files {
+			own[string(f)] = true
+		}
+	}
+	return own
+}
+
+// behaviourAnnotations are stencil's annotations that change how it
+// applies, keeps or hands over an object: a template may write them, a
+// value may not.
+var behaviourAnnotations = []string{v1alpha1.AnnotationPrune, v1alpha1.AnnotationSSA, v1alpha1.AnnotationForce, v1alpha1.AnnotationHandOver}
+
+// behaviourWritten are, by template file, the behaviourAnnotations that
+// the file's text or a helper's (a *.tpl file, or a _*.yaml one) holds: a
+// rendered object may carry only those its file could have written.
+func behaviourWritten(fsys fs.FS, entries []fs.DirEntry) (map[string][]string, error) {
+	texts := map[string]string{}
+	var helpers strings.Builder
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || path.Ext(name) != ".yaml" && path.Ext(name) != ".tpl" || name == declarationFile {
+			continue
+		}
+		src, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", name, err)
+		}
+		if path.Ext(name) == ".tpl" || strings.HasPrefix(name, "_") {
+			helpers.Write(src)
+			continue
+		}
+		texts[name] = string(src)
+	}
+	out := map[string][]string{}
+	for file, text := range texts {
+		for _, a := range behaviourAnnotations {
+			if strings.Contains(text, a) || strings.Contains(helpers.String(), a) {
+				out[file] = append(out[file], a)
+			}
+		}
+	}
+	return out, nil
+}
+
+// checkBehaviour refuses a rendered object that carries one of
+// stencil's behaviour annotations that the file's templates do not write:
+// a value of the resource put it there. kustomization.yaml's objects may
+// carry any that a template of the kind writes.
+func (k *Kind) checkBehaviour(o *unstructured.Unstructured) error {
+	ann := o.GetAnnotations()
+	file := ann[sourceAnnotation]
+	for _, a := range behaviourAnnotations {
+		if _, ok := ann[a]; !ok || slices.Contains(k.behaviour[file], a) {
+			continue
+		}
+		if file == kustomizationFile && slices.ContainsFunc(slices.Collect(maps.Values(k.behaviour)), func(as []string) bool { return slices.Contains(as, a) }) {
+			continue
+		}
+		return &Error{File: file, Err: fmt.Errorf("%s %q: annotation %s: no template of the kind writes it, so a value of the resource did; values cannot change how stencil applies an object", o.GetKind(), o.GetName(), a)}
+	}
+	return nil
+}

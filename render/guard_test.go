@@ -1,0 +1,201 @@
+package render
+
+import (
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"text/template"
+	"time"
+)
+
+// linearFuncs are the template functions that run unguarded: each
+// allocates and works at most in proportion to its arguments (which were
+// charged when they were made, or are the resource's own, bounded by the
+// API server), or a constant. A function added to the library, by sprig or
+// by stencil, fails TestEveryFunctionIsBounded until it is guarded or
+// listed here, with its reason.
+var linearFuncs = map[string]string{
+	// text/template's builtins, but for the printing ones.
+	"and": "returns an argument", "or": "returns an argument", "not": "a bool", "call": "calls a function value; the data holds none",
+	"index": "returns an element", "slice": "shares its argument", "len": "a number",
+	"eq": "compares basic values", "ne": "compares basic values", "lt": "compares basic values", "le": "compares basic values", "gt": "compares basic values", "ge": "compares basic values",
+	// Numbers, in and out.
+	"add": "number", "add1": "number", "add1f": "number", "addf": "number", "sub": "number", "subf": "number", "mul": "number", "mulf": "number",
+	"div": "number", "divf": "number", "mod": "number", "max": "number", "maxf": "number", "min": "number", "minf": "number", "biggest": "number",
+	"ceil": "number", "floor": "number", "round": "number", "int": "number", "int64": "number", "float64": "number", "atoi": "number", "toDecimal": "number",
+	// Strings no longer than their input, or by a constant.
+	"abbrev": "no longer than its input", "abbrevboth": "no longer than its input", "trunc": "no longer than its input", "substr": "no longer than its input",
+	"initials": "no longer than its input", "camelcase": "no longer than its input", "kebabcase": "input and a dash per word", "snakecase": "input and an underscore per word",
+	"swapcase": "as long as its input", "untitle": "as long as its input", "trimAll": "no longer than its input", "trimall": "no longer than its input",
+	"trimPrefix": "no longer than its input", "trimSuffix": "no longer than its input", "plural": "returns an argument", "hello": "a constant",
+	"b32dec": "shorter than its input", "b64dec": "shorter than its input", "adler32sum": "a constant", "sha1sum": "a constant", "sha256sum": "a constant", "sha512sum": "a constant",
+	"base": "no longer than its input", "dir": "no longer than its input", "ext": "no longer than its input", "clean": "no longer than its input", "isAbs": "a bool",
+	"osBase": "no longer than its input", "osDir": "no longer than its input", "osExt": "no longer than its input", "osClean": "no longer than its input", "osIsAbs": "a bool",
+	"urlJoin": "as long as its input", "urlParse": "as long as its input", "decryptAES": "no longer than its input",
+	"regexFind": "a match of its input (RE2: linear time)", "mustRegexFind": "a match of its input (RE2: linear time)",
+	"regexMatch": "a bool (RE2: linear time)", "mustRegexMatch": "a bool (RE2: linear time)", "regexQuoteMeta": "twice its input at most",
+	"contains": "a bool", "hasPrefix": "a bool", "hasSuffix": "a bool",
+	// Values: returned, looked up or compared, not built.
+	"default": "returns an argument", "coalesce": "returns an argument", "ternary": "returns an argument", "empty": "a bool", "all": "a bool", "any": "a bool",
+	"first": "returns an element", "mustFirst": "returns an element", "last": "returns an element", "mustLast": "returns an element", "mustSlice": "shares its argument",
+	"dig": "returns an element", "get": "returns an element", "hasKey": "a bool", "unset": "removes an entry in place",
+	"has": "compares each element once (reflect.DeepEqual visits a shared part once)", "mustHas": "compares each element once", "deepEqual": "visits a shared part once",
+	"kindIs": "a bool", "kindOf": "a constant", "typeIs": "a bool", "typeIsLike": "a bool", "typeOf": "a constant",
+	"semver": "parses its input", "semverCompare": "parses its input", "toDate": "parses its input", "mustToDate": "parses its input",
+	"duration": "a constant", "durationRound": "a constant", "required": "returns an argument", "fail": "an error of its argument",
+	// stencil's own.
+	"ownerLabels": "two labels", "need": "returns an argument", "lookup": "fails, or an empty dict",
+}
+
+// TestEveryFunctionIsBounded: every function a template can call (the
+// library, a chart kind's, text/template's builtins) is guarded (metered,
+// measured before it prints, or checked for structures that hold
+// themselves: meteredFuncs), refused (impure), or listed in linearFuncs.
+func TestEveryFunctionIsBounded(t *testing.T) {
+	c := template.New("x")
+	names := map[string]any{}
+	for n := range funcs(c) {
+		names[n] = nil
+	}
+	for n := range chartFuncs() {
+		names[n] = nil
+	}
+	for _, builtin := range []string{"and", "or", "not", "len", "index", "slice", "call", "eq", "ne", "lt", "le", "gt", "ge", "html", "js", "urlquery", "print", "printf", "println"} {
+		names[builtin] = nil
+	}
+	guarded := meteredFuncs(c, &budget{})
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		_, isGuarded := guarded[name]
+		_, isLinear := linearFuncs[name]
+		switch {
+		case isGuarded && isLinear:
+			t.Errorf("%s is guarded and listed in linearFuncs: take it out of the list", name)
+		case !isGuarded && !isLinear && !slices.Contains(impure, name):
+			t.Errorf("%s is neither guarded nor listed in linearFuncs: guard it (limits.go, guard.go) or list it with why it is bounded", name)
+		}
+	}
+	for name := range linearFuncs {
+		if _, ok := names[name]; !ok {
+			t.Errorf("linearFuncs lists %s, which templates no longer have", name)
+		}
+	}
+}
+
+// TestPrintGuards: each way a template prints a value is measured first: a
+// structure that would print past the budget, or that holds itself,
+// fails the render with a LimitError, quickly and without allocating what
+// it would print.
+func TestPrintGuards(t *testing.T) {
+	const doubled = `{{ $l := list "xxxxxxxx" }}{{ range until 24 }}{{ $l = list $l $l }}{{ end }}`
+	tests := []struct{ name, src, limit string }{
+		{"an action", doubled + `{{ $l }}`, "rendered bytes"},
+		{"print", doubled + `{{ $_ := print $l }}`, "rendered bytes"},
+		{"printf %v", doubled + `{{ $_ := printf "%v" $l }}`, "rendered bytes"},
+		{"printf width", `{{ $_ := printf "%2000000000d" 1 }}`, "rendered bytes"},
+		{"printf precision", `{{ $_ := printf "%.2000000000f" 1.0 }}`, "rendered bytes"},
+		{"printf width argument", `{{ $_ := printf "%*d" 2000000000 1 }}`, "rendered bytes"},
+		{"printf width past an int", `{{ $_ := printf "%99999999999999999999d" 1 }}`, "rendered bytes"},
+		{"toYaml", doubled + `{{ $_ := toYaml $l }}`, "rendered bytes"},
+		{"toJson", doubled + `{{ $_ := toJson $l }}`, "rendered bytes"},
+		{"toPrettyJson", doubled + `{{ $_ := toPrettyJson $l }}`, "rendered bytes"},
+		{"quote", doubled + `{{ $_ := quote $l }}`, "rendered bytes"},
+		{"cat", doubled + `{{ $_ := cat $l }}`, "rendered bytes"},
+		{"toString", doubled + `{{ $_ := toString $l }}`, "rendered bytes"},
+		{"join", doubled + `{{ $_ := join "," (list $l) }}`, "rendered bytes"},
+		{"html", doubled + `{{ $_ := html $l }}`, "rendered bytes"},
+		{"js", doubled + `{{ $_ := js $l }}`, "rendered bytes"},
+		{"urlquery", doubled + `{{ $_ := urlquery $l }}`, "rendered bytes"},
+		{"uniq", `{{ $_ := uniq (until 100000) }}`, "rendered bytes"},
+		{"without", `{{ $_ := without (until 100000) 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 }}`, "rendered bytes"},
+		{"nesting", `{{ $l := list 1 }}{{ range until 1100 }}{{ $l = list $l }}{{ end }}{{ $_ := toJson $l }}`, "value nesting"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tmpl, err := template.New("t").Funcs(funcs(template.New("t"))).Parse(tt.src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := instrument(tmpl); err != nil {
+				t.Fatal(err)
+			}
+			run := newExecutions(tmpl)
+			e, err := run.get(Limits{Time: time.Second, Bytes: 1 << 20, Objects: 10, StatusBytes: 1}, 1<<20, "rendered bytes")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = e.execute("t", nil)
+			limit, ok := errors.AsType[*LimitError](err)
+			if !ok || limit.Limit != tt.limit {
+				t.Fatalf("error %v, want a LimitError on %s", err, tt.limit)
+			}
+		})
+	}
+}
+
+// TestNoStructureHoldsItself: set and the merges refuse to make a dict hold
+// itself, directly or through a list or another dict.
+func TestNoStructureHoldsItself(t *testing.T) {
+	tests := []struct{ name, src string }{
+		{"set itself", `{{ $m := dict }}{{ $_ := set $m "a" $m }}`},
+		{"set a list that holds it", `{{ $m := dict }}{{ $_ := set $m "a" (list 1 $m) }}`},
+		{"set into a dict it holds", `{{ $m := dict }}{{ $n := dict "m" $m }}{{ $_ := set $m "n" $n }}`},
+		{"merge itself", `{{ $m := dict "x" 1 }}{{ $_ := merge $m (dict "y" $m) }}`},
+		{"mergeOverwrite into an inner dict", `{{ $in := dict }}{{ $m := dict "in" $in }}{{ $_ := mergeOverwrite $m (dict "in" (dict "back" (list $in))) }}`},
+		{"mustMerge itself", `{{ $m := dict "x" 1 }}{{ $_ := mustMerge $m (dict "y" (dict "z" $m)) }}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tmpl, err := template.New("t").Funcs(funcs(template.New("t"))).Parse(tt.src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := newExecutions(tmpl).get(DefaultLimits, 1<<20, "rendered bytes")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err = e.execute("t", nil); err == nil || !strings.Contains(err.Error(), "may not hold itself") {
+				t.Fatalf("error %v, want one saying a value may not hold itself", err)
+			}
+		})
+	}
+	// Sharing a part is not holding oneself.
+	tmpl := template.Must(template.New("t").Funcs(funcs(template.New("t"))).Parse(`{{ $p := dict "k" 1 }}{{ $m := dict }}{{ $_ := set $m "a" $p }}{{ $_ := set $m "b" $p }}{{ $_ := merge (dict) $m $m }}{{ toJson $m }}`))
+	e, err := newExecutions(tmpl).get(DefaultLimits, 1<<20, "rendered bytes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.execute("t", nil); err != nil || string(out) != `{"a":{"k":1},"b":{"k":1}}` {
+		t.Fatalf("a dict that shares a part: %q, %v", out, err)
+	}
+}
+
+// TestStartsDocument: a printed value may not hold a line that starts or
+// ends a YAML document, nor end on the start of one.
+func TestStartsDocument(t *testing.T) {
+	tests := []struct {
+		s         string
+		lineStart bool
+		want      bool
+	}{
+		{"plain", true, false},
+		{"---", false, false}, // in the middle of a line
+		{"---", true, true},
+		{"...", true, true},
+		{"--- # c", true, true},
+		{"---x", true, false},
+		{"a\n---\nb", false, true},
+		{"a\n--- \nb", false, true},
+		{"a\n...\n", false, true},
+		{"a\n  ---\nb", false, false}, // indented: block scalar text
+		{"a\n-", false, true},         // the next value may complete it
+		{"a\n- b", false, false},
+		{"a\r\n---\r\n", false, true},
+	}
+	for _, tt := range tests {
+		if got := startsDocument(tt.s, tt.lineStart); got != tt.want {
+			t.Errorf("startsDocument(%q, %v) = %v, want %v", tt.s, tt.lineStart, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,272 @@
+package render_test
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"runtime"
+	"runtime/metrics"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/chartimport"
+	"github.com/stencil-operator/stencil/render"
+)
+
+// hostileRenderBudget is how far one render of a hostile spec may grow the
+// heap (its objects, collected or not, sampled through the render), with
+// the default limits (4 MiB of output). The largest hostile value here (a
+// map as wide as etcd stores an object) is copied a few times on its way
+// to .Values, and YAML's encoder and parser allocate tens of bytes for
+// each byte they write or read.
+const hostileRenderBudget = 128 << 20
+
+// hostileValues are values a tenant can write into any value of a chart
+// kind's spec. Each, put in place of any value, must fail the render or
+// render what the chart renders with a plain value there, within the render
+// budget and time. Each was a crash, an allocation of hundreds of MiB or
+// more, or an object the chart does not render, before the render's guards.
+func hostileValues() map[string]any {
+	deepMap, deepList := any("x"), any("x")
+	for range 9990 { // the API server reads JSON 10,000 deep at most
+		deepMap, deepList = map[string]any{"a": deepMap}, []any{deepList}
+	}
+	wide := map[string]any{} // 1.4 MiB: etcd keeps objects up to 1.5
+	for i := range 40000 {
+		wide[fmt.Sprintf("key-%07d", i)] = "value-0123456789abcdef"
+	}
+	return map[string]any{
+		"a dict that holds itself":         `{{ $m := dict }}{{ $_ := set $m "a" $m }}{{ $m }}`,
+		"a dict that holds itself, deeper": `{{ $m := dict }}{{ $l := list $m }}{{ $_ := set $m "a" $l }}{{ toYaml $m }}`,
+		"a merge that holds itself":        `{{ $m := dict "x" 1 }}{{ $_ := merge $m (dict "y" (list $m)) }}{{ toJson $m }}`,
+		"a literal printf width":           `{{ printf "%999999999d" 1 }}`,
+		"a literal printf precision":       `{{ printf "%.999999999f" 1.0 }}`,
+		"a printf width argument":          `{{ printf "%*d" 999999999 1 }}`,
+		"a list doubled 22 times":          `{{ $l := list 1 }}{{ range until 22 }}{{ $l = list $l $l }}{{ end }}{{ $l }}`,
+		"a list doubled, to JSON":          `{{ $l := list 1 }}{{ range until 22 }}{{ $l = list $l $l }}{{ end }}{{ toJson $l }}`,
+		"a list doubled, to YAML":          `{{ $l := list 1 }}{{ range until 22 }}{{ $l = list $l $l }}{{ end }}{{ toYaml $l }}`,
+		"a list doubled, quoted":           `{{ $l := list 1 }}{{ range until 22 }}{{ $l = list $l $l }}{{ end }}{{ quote $l }}`,
+		"a list doubled, html":             `{{ $l := list 1 }}{{ range until 22 }}{{ $l = list $l $l }}{{ end }}{{ html $l }}`,
+		"uniq of a long list":              `{{ $l := until 200000 }}{{ $u := uniq $l }}`,
+		"nesting 9,990 deep, a map":        deepMap,
+		"nesting 9,990 deep, a list":       deepList,
+		"a map 1.4 MiB wide":               wide,
+		"a YAML document in a string":      "x\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: evil\nrules: [{apiGroups: ['*'], resources: ['*'], verbs: ['*']}]",
+		"a document after a comment":       "x\n--- # more\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: evil}",
+		"a separator split over values":    "x\n-",
+		"stencil's behaviour annotations": map[string]any{
+			v1alpha1.AnnotationPrune: v1alpha1.PruneDisabled, v1alpha1.AnnotationForce: "true",
+			v1alpha1.AnnotationSSA: v1alpha1.SSAIfNotPresent, v1alpha1.AnnotationHandOver: "spec.replicas",
+		},
+		"a behaviour annotation in a string": "x\n  annotations:\n    stencil.dev/prune: disabled",
+	}
+}
+
+// benign is the plain value of hostile's shape: what the chart renders
+// with it is what a hostile render may render at most.
+func benign(hostile any) any {
+	switch hostile.(type) {
+	case map[string]any:
+		return map[string]any{}
+	case []any:
+		return []any{}
+	}
+	return "x"
+}
+
+// probeChart uses its values as charts do: through tpl, toYaml, toJson,
+// printf, quote, join, include, and printed as they are, unquoted.
+var probeChart = fstest.MapFS{
+	"_kind.yaml":  {Data: []byte("owns:\n- {apiVersion: v1, kind: ConfigMap}\n- {apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, clusterScoped: true}\n")},
+	"_chart.yaml": {Data: []byte("name: probe\nversion: 0.1.0\n")},
+	"_values.yaml": {Data: []byte(`name: web
+greeting: "hello {{ .Release.Name }}"
+image: {repository: nginx, tag: "1.25"}
+labels: {team: a}
+annotations: {}
+config: {a: 1}
+items: [a, b]
+rules: []
+`)},
+	"_helpers.tpl": {Data: []byte(`{{- define "probe.name" -}}{{ .Release.Name }}-{{ .Values.name }}{{- end }}`)},
+	"configmap.yaml": {Data: []byte(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ include "probe.name" . }}
+  labels:
+    {{- toYaml .Values.labels | nindent 4 }}
+  annotations:
+    {{- toYaml .Values.annotations | nindent 4 }}
+data:
+  greeting: {{ tpl .Values.greeting . | quote }}
+  image: {{ .Values.image.repository }}:{{ .Values.image.tag }}
+  name: {{ .Values.name }}
+  config: {{ toJson .Values.config | quote }}
+  printed: {{ printf "%v" .Values.config | quote }}
+  items: {{ join "," .Values.items | quote }}
+  yaml: |
+    {{- toYaml .Values.config | nindent 4 }}
+`)},
+	"clusterrole.yaml": {Data: []byte(`apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ .Release.Namespace }}-{{ .Values.name }}
+rules:
+  {{- toYaml .Values.rules | nindent 2 }}
+`)},
+}
+
+// TestHostileValues puts each hostile value in place of every value of
+// every chart kind of the tests (the probe chart above, and the test chart
+// of stencil import chart): no render crashes the process, allocates past
+// hostileRenderBudget or runs past its time limit, and a render that
+// succeeds renders no object, no type and no stencil behaviour annotation
+// that the chart does not render with a plain value in that place.
+func TestHostileValues(t *testing.T) {
+	kinds := map[string]*render.Kind{}
+	probe, err := render.Load(render.Definition{GroupVersionKind: shopGVK, Templates: probeChart, New: func() v1alpha1.Object { return &chartimport.Resource{} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds["probe"] = probe
+	shopDef, err := chartimport.Definition("../internal/chartimport/testdata/charts/shop", shopGVK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kinds["shop"], err = render.Load(shopDef); err != nil {
+		t.Fatal(err)
+	}
+	hostile := hostileValues()
+	var worst struct {
+		bytes uint64
+		what  string
+	}
+	for _, name := range slices.Sorted(maps.Keys(kinds)) {
+		k := kinds[name]
+		for _, path := range valuePaths(k.ChartValues(), nil) {
+			for _, hv := range slices.Sorted(maps.Keys(hostile)) {
+				what := fmt.Sprintf("%s: %s at .Values.%s", name, hv, strings.Join(path, "."))
+				grown := checkHostile(t, k, what, path, hostile[hv])
+				if grown > worst.bytes {
+					worst.bytes, worst.what = grown, what
+				}
+			}
+		}
+	}
+	t.Logf("the most a hostile render grew the heap: %.1f MiB (%s)", float64(worst.bytes)/(1<<20), worst.what)
+}
+
+// checkHostile renders k with v at path, and with the benign value there,
+// and checks the hostile render; it returns what the render allocated.
+func checkHostile(t *testing.T, k *render.Kind, what string, path []string, v any) uint64 {
+	t.Helper()
+	plain, err := k.Render(chartimport.NewResource(shopGVK, "rel", "ns1", withValue(path, benign(v))))
+	if err != nil {
+		plain = nil // the chart refuses a plain value here too: nothing may render
+	}
+	cr := chartimport.NewResource(shopGVK, "rel", "ns1", withValue(path, v))
+	var objs []*unstructured.Unstructured
+	start := time.Now()
+	grown := heapGrowth(func() { objs, err = k.Render(cr) })
+	took := time.Since(start)
+	if grown > hostileRenderBudget {
+		t.Errorf("%s: the render grew the heap by %d MiB, more than the budget of %d MiB (err %v)", what, grown>>20, hostileRenderBudget>>20, err)
+	}
+	if took > render.DefaultLimits.Time+5*time.Second {
+		t.Errorf("%s: the render took %s, past its limit of %s", what, took, render.DefaultLimits.Time)
+	}
+	if err != nil {
+		if _, ok := errors.AsType[*render.Error](err); !ok {
+			t.Errorf("%s: the render failed with %T %v, not a *render.Error naming the template", what, err, err)
+		}
+		return grown
+	}
+	if extra := beyond(objs, plain); extra != "" {
+		t.Errorf("%s: the render holds %s, which the chart does not render with a plain value there", what, extra)
+	}
+	return grown
+}
+
+// heapGrowth runs f and returns how far the heap's objects grew past what
+// they were before it, at the most: sampled every 100 µs while f runs.
+func heapGrowth(f func()) uint64 {
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
+	base, peak := read(), uint64(0)
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	tick := time.NewTicker(100 * time.Microsecond)
+	defer tick.Stop()
+	for {
+		if now := read(); now > peak {
+			peak = now
+		}
+		select {
+		case <-done:
+			return max(peak, read()) - min(base, peak)
+		case <-tick.C:
+		}
+	}
+}
+
+// beyond names what objs holds and plain does not: more objects of a type,
+// or a stencil behaviour annotation; "" when nothing.
+func beyond(objs, plain []*unstructured.Unstructured) string {
+	count := func(list []*unstructured.Unstructured) map[schema.GroupVersionKind]int {
+		n := map[schema.GroupVersionKind]int{}
+		for _, o := range list {
+			n[o.GroupVersionKind()]++
+		}
+		return n
+	}
+	want := count(plain)
+	for gvk, n := range count(objs) {
+		if n > want[gvk] {
+			return fmt.Sprintf("%d objects of %s (%d with a plain value)", n, gvk, want[gvk])
+		}
+	}
+	behaviour := []string{v1alpha1.AnnotationPrune, v1alpha1.AnnotationSSA, v1alpha1.AnnotationForce, v1alpha1.AnnotationHandOver}
+	for _, o := range objs {
+		for _, a := range behaviour {
+			if _, ok := o.GetAnnotations()[a]; ok {
+				return fmt.Sprintf("the annotation %s on %s %s", a, o.GetKind(), o.GetName())
+			}
+		}
+	}
+	return ""
+}
+
+// valuePaths lists the path of every value in values, maps included, in
+// order.
+func valuePaths(values map[string]any, prefix []string) [][]string {
+	var out [][]string
+	for _, key := range slices.Sorted(maps.Keys(values)) {
+		p := append(slices.Clone(prefix), key)
+		out = append(out, p)
+		if m, ok := values[key].(map[string]any); ok {
+			out = append(out, valuePaths(m, p)...)
+		}
+	}
+	return out
+}
+
+// withValue is a spec that sets v at path, and nothing else.
+func withValue(path []string, v any) map[string]any {
+	spec := map[string]any{}
+	m := spec
+	for _, key := range path[:len(path)-1] {
+		next := map[string]any{}
+		m[key] = next
+		m = next
+	}
+	m[path[len(path)-1]] = v
+	return spec
+}
