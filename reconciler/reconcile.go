@@ -56,6 +56,14 @@ func (r *Reconciler) reconcile(ctx context.Context, key types.NamespacedName) ou
 	if !cr.GetDeletionTimestamp().IsZero() {
 		return r.cleanUp(ctx, cr)
 	}
+	if why, ok := cr.GetAnnotations()[v1alpha1.AnnotationConversionFailed]; ok {
+		// A list's placeholder of a resource whose conversion failed
+		// (read at a version other than its stored one): there is no spec
+		// to render from, so nothing is applied or pruned. (Its deletion
+		// goes on: it reads no spec.)
+		ctrl.LoggerFrom(ctx).Error(nil, "The resource did not convert to the version stencil reads; it is not reconciled until it does", "reason", why)
+		return lookAgain(cacheBackstop)
+	}
 	s, err := r.begin(cr)
 	if err != nil {
 		return stopWith(err)

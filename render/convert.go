@@ -1,6 +1,9 @@
 package render
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -109,8 +112,64 @@ func (k *Kind) Converts() bool { return len(k.spokes) > 0 }
 // Convert returns obj (a custom resource of the kind, at any of its
 // versions) at version to: through the hub, by the conversion templates.
 // The fields a version cannot hold are kept in an annotation (see
-// [FieldsOfAnnotation]) and restored on the way back. It is pure.
+// [FieldsOfAnnotation]) and restored on the way back. It is pure. It is
+// [Kind.ConvertWith] without a key or schemas: for tests and tools, where
+// nobody else writes the objects.
 func (k *Kind) Convert(obj map[string]any, to string) (map[string]any, error) {
+	return k.ConvertWith(obj, to, ConvertOptions{})
+}
+
+// ConvertOptions are what a conversion that serves the API server needs
+// beyond the templates.
+type ConvertOptions struct {
+	// Key signs the fields a conversion keeps in an annotation (see
+	// [FieldsOfAnnotation]), and only fields it signed are restored: a
+	// client writes the annotation, and could otherwise store any value
+	// the schema of the storage version forbids. Nil: the fields are
+	// neither signed nor checked (one process that no one else writes to:
+	// a local run).
+	Key []byte
+	// Schema prunes and checks objects of the kind at each version, as the
+	// API server does; nil: none. A field the target version's schema
+	// would prune is kept like one the template drops, and kept fields
+	// whose restoring breaks the schema are not restored.
+	Schema VersionSchema
+	// Ignored, when not nil, is told of each annotation of kept fields
+	// that a conversion did not restore, and why.
+	Ignored func(IgnoredKept)
+}
+
+// IgnoredKept is an annotation of kept fields that a conversion did not
+// restore.
+type IgnoredKept struct {
+	// Annotation is its key.
+	Annotation string
+	// Reason is why, in a word: one of the Kept* reasons.
+	Reason string
+	// Message says why, to a person.
+	Message string
+}
+
+// Why a conversion did not restore an annotation of kept fields.
+const (
+	KeptTooLarge     = "TooLarge"
+	KeptMalformed    = "Malformed"
+	KeptNotSigned    = "NotSigned"
+	KeptBreaksSchema = "BreaksSchema"
+)
+
+// VersionSchema is the schema of a kind's CustomResourceDefinition at each
+// of its versions (package render/schema implements it).
+type VersionSchema interface {
+	// Prune removes from obj, in place, the fields the schema of its
+	// version does not declare.
+	Prune(obj map[string]any)
+	// Problems lists how obj breaks the schema of its version.
+	Problems(obj map[string]any) []string
+}
+
+// ConvertWith is [Kind.Convert] with o's key and schemas.
+func (k *Kind) ConvertWith(obj map[string]any, to string, o ConvertOptions) (map[string]any, error) {
 	from, err := k.versionOf(obj)
 	if err != nil {
 		return nil, err
@@ -120,12 +179,12 @@ func (k *Kind) Convert(obj map[string]any, to string) (map[string]any, error) {
 	}
 	out := runtime.DeepCopyJSON(obj)
 	if from != k.Hub() {
-		if out, err = k.step(out, from, k.Hub()); err != nil {
+		if out, err = k.step(out, from, k.Hub(), o); err != nil {
 			return nil, err
 		}
 	}
 	if to != k.Hub() {
-		if out, err = k.step(out, k.Hub(), to); err != nil {
+		if out, err = k.step(out, k.Hub(), to, o); err != nil {
 			return nil, err
 		}
 	}
@@ -162,34 +221,123 @@ func (k *Kind) conversionFile(from, to string) string {
 // step converts src from one version to the next (one of them the hub):
 // the template, then the fields kept for to restored, then the fields of
 // from that to cannot hold kept.
-func (k *Kind) step(src map[string]any, from, to string) (map[string]any, error) {
+func (k *Kind) step(src map[string]any, from, to string, o ConvertOptions) (map[string]any, error) {
 	out, err := k.convertOnce(src, from, to)
 	if err != nil {
 		return nil, err
 	}
+	o.prune(out)
 	key := FieldsOfAnnotation + to
 	if data, ok := annotation(src, key); ok {
-		var fields []keptField
-		if err := json.Unmarshal([]byte(data), &fields); err != nil {
-			return nil, fmt.Errorf("annotation %s is not a JSON list of kept fields: %w", key, err)
-		}
-		restore(out, fields)
 		setAnnotation(out, key, "")
+		if restored, why := k.restoreKept(out, to, data, o); why.Reason != "" {
+			why.Annotation = key
+			o.ignored(why)
+		} else {
+			out = restored
+		}
 	}
 	back, err := k.convertOnce(out, to, from)
 	if err != nil {
 		return nil, err
 	}
+	o.prune(back)
 	key = FieldsOfAnnotation + from
 	setAnnotation(out, key, "")
 	if lost := lostFields(src, back); len(lost) > 0 {
-		data, err := json.Marshal(lost)
+		data, err := k.sealKept(from, lost, o.Key)
 		if err != nil {
 			return nil, fmt.Errorf("keeping the fields %s cannot hold: %w", to, err)
 		}
-		setAnnotation(out, key, string(data))
+		setAnnotation(out, key, data)
 	}
 	return out, nil
+}
+
+// maxKept is the largest annotation of kept fields restored: the API
+// server takes no more for all of an object's annotations.
+const maxKept = 256 << 10
+
+// keptAnnotation is the annotation's value: the fields, as JSON, and their
+// signature.
+type keptAnnotation struct {
+	Fields json.RawMessage `json:"fields"`
+	// MAC is the fields' HMAC-SHA256 (base64), by the webhook's key, for
+	// the kind and the version the fields are of (see [Kind.mac]).
+	MAC string `json:"mac,omitempty"`
+}
+
+// sealKept is the annotation that keeps fields of version: the fields and,
+// with a key, their signature.
+func (k *Kind) sealKept(version string, fields []keptField, key []byte) (string, error) {
+	raw, err := json.Marshal(fields)
+	if err != nil {
+		return "", err
+	}
+	a := keptAnnotation{Fields: raw}
+	if key != nil {
+		a.MAC = base64.StdEncoding.EncodeToString(k.mac(key, version, raw))
+	}
+	out, err := json.Marshal(a)
+	return string(out), err
+}
+
+// mac signs the kept fields raw of the kind's version.
+func (k *Kind) mac(key []byte, version string, raw []byte) []byte {
+	h := hmac.New(sha256.New, key)
+	gk := k.def.GroupVersionKind.GroupKind()
+	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00", FieldsOfAnnotation, gk.Group, gk.Kind, version)
+	h.Write(raw)
+	return h.Sum(nil)
+}
+
+// restoreKept is out (the object at version) with the kept fields of the
+// annotation data restored; or why not: the annotation is too large,
+// malformed or not signed by the key, or restoring it would break
+// version's schema. Only fields under spec are restored: status is the
+// operator's to write.
+func (k *Kind) restoreKept(out map[string]any, version, data string, o ConvertOptions) (map[string]any, IgnoredKept) {
+	if len(data) > maxKept {
+		return nil, IgnoredKept{Reason: KeptTooLarge, Message: fmt.Sprintf("it is larger than %d KiB", maxKept>>10)}
+	}
+	var a keptAnnotation
+	if err := json.Unmarshal([]byte(data), &a); err != nil || a.Fields == nil {
+		return nil, IgnoredKept{Reason: KeptMalformed, Message: "it is not stencil's (a JSON object of fields and their signature)"}
+	}
+	if o.Key != nil {
+		mac, err := base64.StdEncoding.DecodeString(a.MAC)
+		if err != nil || !hmac.Equal(mac, k.mac(o.Key, version, a.Fields)) {
+			return nil, IgnoredKept{Reason: KeptNotSigned, Message: "its signature is not stencil's: a client wrote it"}
+		}
+	}
+	var fields []keptField
+	if err := json.Unmarshal(a.Fields, &fields); err != nil {
+		return nil, IgnoredKept{Reason: KeptMalformed, Message: "its fields are not a JSON list of kept fields"}
+	}
+	fields = slices.DeleteFunc(fields, func(f keptField) bool { return len(f.Path) == 0 || f.Path[0] != "spec" })
+	restored := runtime.DeepCopyJSON(out)
+	restore(restored, fields)
+	if o.Schema != nil {
+		before := o.Schema.Problems(out)
+		for _, p := range o.Schema.Problems(restored) {
+			if !slices.Contains(before, p) {
+				return nil, IgnoredKept{Reason: KeptBreaksSchema, Message: "restoring it breaks the schema of " + version + ": " + p}
+			}
+		}
+	}
+	return restored, IgnoredKept{}
+}
+
+func (o ConvertOptions) prune(obj map[string]any) {
+	if o.Schema != nil {
+		o.Schema.Prune(obj)
+	}
+}
+
+func (o ConvertOptions) ignored(why IgnoredKept) {
+	if o.Ignored != nil {
+		o.Ignored(why)
+	}
 }
 
 // keptField is a field the annotation keeps: where it is and its value.
@@ -202,12 +350,13 @@ type keptField struct {
 	Back    any      `json:"back,omitempty"`
 }
 
-// lostFields are the fields of orig (spec and status) that back lacks or
-// holds otherwise: what a round trip lost. A field back lacks is kept
-// whole, at the first key back lacks.
+// lostFields are the fields of orig's spec that back lacks or holds
+// otherwise: what a round trip lost. A field back lacks is kept whole, at
+// the first key back lacks. Status is not kept: the operator writes it
+// again.
 func lostFields(orig, back map[string]any) []keptField {
 	var out []keptField
-	for _, part := range convertedParts {
+	for _, part := range []string{"spec"} {
 		v, ok := orig[part]
 		if !ok {
 			continue

@@ -3,6 +3,7 @@ package render_test
 import (
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -82,15 +83,15 @@ func TestConvert(t *testing.T) {
 		name: "a field the spoke cannot hold is kept in an annotation",
 		in:   "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w}\nspec: {replicas: 3, tls: {secret: s}}",
 		to:   "v1",
-		want: "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w, annotations: {stencil.dev/fields-of-v2: '[{\"path\":[\"spec\",\"tls\"],\"value\":{\"secret\":\"s\"}}]'}}\nspec: {size: 3}",
+		want: "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w, annotations: {stencil.dev/fields-of-v2: '{\"fields\":[{\"path\":[\"spec\",\"tls\"],\"value\":{\"secret\":\"s\"}}]}'}}\nspec: {size: 3}",
 	}, {
 		name: "and restored on the way back",
-		in:   "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w, annotations: {stencil.dev/fields-of-v2: '[{\"path\":[\"spec\",\"tls\"],\"value\":{\"secret\":\"s\"}}]'}}\nspec: {size: 4}",
+		in:   "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w, annotations: {stencil.dev/fields-of-v2: '{\"fields\":[{\"path\":[\"spec\",\"tls\"],\"value\":{\"secret\":\"s\"}}]}'}}\nspec: {size: 4}",
 		to:   "v2",
 		want: "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w}\nspec: {replicas: 4, tls: {secret: s}}",
 	}, {
 		name: "a kept field never overrides what the client wrote",
-		in:   "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w, annotations: {stencil.dev/fields-of-v2: '[{\"path\":[\"spec\",\"replicas\"],\"value\":9,\"changed\":true,\"back\":8}]'}}\nspec: {size: 4}",
+		in:   "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w, annotations: {stencil.dev/fields-of-v2: '{\"fields\":[{\"path\":[\"spec\",\"replicas\"],\"value\":9,\"changed\":true,\"back\":8}]}'}}\nspec: {size: 4}",
 		to:   "v2",
 		want: "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w}\nspec: {replicas: 4}",
 	}, {
@@ -102,18 +103,18 @@ func TestConvert(t *testing.T) {
 		name: "a spoke field the hub cannot hold",
 		in:   "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 1, legacy: x}",
 		to:   "v2",
-		want: "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w, annotations: {stencil.dev/fields-of-v1: '[{\"path\":[\"spec\",\"legacy\"],\"value\":\"x\"}]'}}\nspec: {replicas: 1}",
+		want: "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w, annotations: {stencil.dev/fields-of-v1: '{\"fields\":[{\"path\":[\"spec\",\"legacy\"],\"value\":\"x\"}]}'}}\nspec: {replicas: 1}",
 	}, {
 		name: "a kept field whose parent the client removed is not put back",
-		in:   "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w, annotations: {stencil.dev/fields-of-v2: '[{\"path\":[\"spec\",\"autoscaling\",\"max\"],\"value\":3}]'}}\nspec: {size: 4}",
+		in:   "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w, annotations: {stencil.dev/fields-of-v2: '{\"fields\":[{\"path\":[\"spec\",\"autoscaling\",\"max\"],\"value\":3}]}'}}\nspec: {size: 4}",
 		to:   "v2",
 		want: "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w}\nspec: {replicas: 4}",
 	}, {
 		name: "a value held otherwise comes back when the client left it",
-		in:   "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w, annotations: {stencil.dev/fields-of-v2: '[{\"path\":[\"spec\",\"replicas\"],\"value\":9,\"changed\":true,\"back\":4}]'}}\nspec: {size: 4}",
+		in:   "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w, annotations: {stencil.dev/fields-of-v2: '{\"fields\":[{\"path\":[\"spec\",\"replicas\"],\"value\":9,\"changed\":true,\"back\":4}]}'}}\nspec: {size: 4}",
 		to:   "v2",
 		// and the spoke's size, which 9 does not give back, is kept in turn
-		want: "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w, annotations: {stencil.dev/fields-of-v1: '[{\"path\":[\"spec\",\"size\"],\"value\":4,\"changed\":true,\"back\":9}]'}}\nspec: {replicas: 9}",
+		want: "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w, annotations: {stencil.dev/fields-of-v1: '{\"fields\":[{\"path\":[\"spec\",\"size\"],\"value\":4,\"changed\":true,\"back\":9}]}'}}\nspec: {replicas: 9}",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -151,6 +152,148 @@ func TestConvertRoundTrip(t *testing.T) {
 			t.Errorf("%s → %s → %s (-want +got):\n%s", from, to, from, diff)
 		}
 	}
+}
+
+// widgetSchema is a VersionSchema of the converting Widget: v2's spec
+// holds replicas (at most 100), tls and autoscaling; v1's size, autoscaled
+// and legacy. Prune drops other spec fields, as the API server would.
+type widgetSchema struct{}
+
+func (widgetSchema) fields(obj map[string]any) []string {
+	if strings.HasSuffix(obj["apiVersion"].(string), "/v2") {
+		return []string{"replicas", "tls", "autoscaling"}
+	}
+	return []string{"size", "autoscaled", "legacy"}
+}
+
+func (s widgetSchema) Prune(obj map[string]any) {
+	spec, _ := obj["spec"].(map[string]any)
+	for key := range spec {
+		if !slices.Contains(s.fields(obj), key) {
+			delete(spec, key)
+		}
+	}
+}
+
+func (widgetSchema) Problems(obj map[string]any) []string {
+	spec, _ := obj["spec"].(map[string]any)
+	if n, ok := spec["replicas"].(int64); ok && n > 100 {
+		return []string{".spec.replicas: must be at most 100"}
+	}
+	return nil
+}
+
+// TestConvertKeptFieldsAreStencils: with a key, the kept fields that a
+// conversion restores are only those it signed; with a schema, fields the
+// target version prunes are kept too, and kept fields that would break its
+// schema are not restored. Status is never restored. A kept annotation that
+// is not restored is reported, and the conversion goes on without it.
+func TestConvertKeptFieldsAreStencils(t *testing.T) {
+	k := converting(t, "", fromV1)
+	key := []byte("0123456789abcdef0123456789abcdef")
+	var ignored []string
+	o := render.ConvertOptions{Key: key, Schema: widgetSchema{}, Ignored: func(i render.IgnoredKept) { ignored = append(ignored, i.Annotation+": "+i.Message) }}
+	hub := object(t, "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w}\nspec: {replicas: 3, tls: {secret: s}}")
+	spoke, err := k.ConvertWith(hub, "v1", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := k.ConvertWith(spoke, "v2", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(hub, back); diff != "" || len(ignored) > 0 {
+		t.Fatalf("signed kept fields: round trip (-want +got):\n%s\nignored: %v", diff, ignored)
+	}
+
+	forged := func(fields string) map[string]any {
+		obj := object(t, "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 4}")
+		obj["metadata"].(map[string]any)["annotations"] = map[string]any{render.FieldsOfAnnotation + "v2": fields}
+		return obj
+	}
+	tests := []struct {
+		name, annotation, why string
+		opts                  render.ConvertOptions
+	}{
+		{"unsigned", `{"fields":[{"path":["spec","replicas"],"value":100000,"changed":true,"back":4}]}`, "its signature is not stencil's", o},
+		{"a wrong signature", `{"fields":[{"path":["spec","tls"],"value":{"secret":"x"}}],"mac":"AAAA"}`, "its signature is not stencil's", o},
+		{"an older stencil's list", `[{"path":["spec","tls"],"value":{"secret":"x"}}]`, "is not stencil's", o},
+		{"malformed", `{"fields":`, "is not stencil's", o},
+		{"oversized", `{"fields":[{"path":["spec","tls"],"value":"` + strings.Repeat("x", 300<<10) + `"}]}`, "larger than", o},
+		// Without a key (a local run), kept fields are restored only
+		// within the schema.
+		{"past the schema, without a key", `{"fields":[{"path":["spec","replicas"],"value":100000,"changed":true,"back":4}]}`, "breaks the schema of v2", render.ConvertOptions{Schema: widgetSchema{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ignored = nil
+			tt.opts.Ignored = func(i render.IgnoredKept) { ignored = append(ignored, i.Annotation+": "+i.Message) }
+			got, err := k.ConvertWith(forged(tt.annotation), "v2", tt.opts)
+			if err != nil {
+				t.Fatalf("the conversion failed: %v; want it to go on without the annotation", err)
+			}
+			spec := got["spec"].(map[string]any)
+			if spec["replicas"] != int64(4) || spec["tls"] != nil {
+				t.Errorf("spec %v: the forged fields were restored", spec)
+			}
+			if len(ignored) != 1 || !strings.Contains(ignored[0], tt.why) {
+				t.Errorf("reported %q, want one saying %q", ignored, tt.why)
+			}
+		})
+	}
+
+	t.Run("status is not kept nor restored", func(t *testing.T) {
+		ignored = nil
+		obj := forged(`{"fields":[{"path":["status","phase"],"value":"Forged"}]}`)
+		obj["status"] = map[string]any{"phase": "Real"}
+		got, err := k.ConvertWith(obj, "v2", render.ConvertOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if phase := got["status"].(map[string]any)["phase"]; phase != "Real" {
+			t.Errorf("status.phase %v, want Real", phase)
+		}
+	})
+
+	t.Run("a field the target schema prunes is kept", func(t *testing.T) {
+		// The template copies v2's spec into v1 whole; v1's schema prunes
+		// replicas and tls, which only the annotation keeps.
+		copying := render.ConvertOptions{Key: key, Schema: widgetSchema{}}
+		in := object(t, "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w}\nspec: {replicas: 3, tls: {secret: s}}")
+		there, err := copyingKind(t).ConvertWith(in, "v1", copying)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tls := there["spec"].(map[string]any)["tls"]; tls != nil {
+			t.Errorf("v1 holds spec.tls %v, which its schema prunes", tls)
+		}
+		back, err := copyingKind(t).ConvertWith(there, "v2", copying)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(in, back); diff != "" {
+			t.Errorf("round trip through a version whose schema prunes a copied field (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// copyingKind converts v2 to v1 by copying the spec whole, with size
+// added: a template that relies on the schema to drop what v1 lacks.
+func copyingKind(t *testing.T) *render.Kind {
+	t.Helper()
+	def := testkind.Widget()
+	def.GroupVersionKind.Version = "v2"
+	def.Templates = fstest.MapFS{
+		"_kind.yaml":    {Data: []byte("owns:\n- {apiVersion: v1, kind: ConfigMap}\n")},
+		"cm.yaml":       {Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n")},
+		"_from-v1.yaml": {Data: []byte(fromV1)},
+		"_to-v1.yaml":   {Data: []byte("spec:\n  {{- toYaml .spec | nindent 2 }}\n  size: {{ .spec.replicas }}\n")},
+	}
+	k, err := render.Load(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 // TestRoundTripLoss: what a round trip loses without the annotation is

@@ -136,7 +136,7 @@ var controlLabels = []string{v1alpha1.LabelOwnerUID, v1alpha1.LabelDecorator, v1
 
 // controlAnnotations are the annotations that steer stencil, as its
 // admission policy lists them.
-var controlAnnotations = []string{v1alpha1.AnnotationOwner, v1alpha1.AnnotationPrunePending, v1alpha1.AnnotationClaimLease, v1alpha1.AnnotationOrphaning}
+var controlAnnotations = []string{v1alpha1.AnnotationOwner, v1alpha1.AnnotationPrunePending, v1alpha1.AnnotationClaimLease, v1alpha1.AnnotationOrphaning, v1alpha1.AnnotationConversionFailed}
 
 // controlLabels are the control labels, with their values, that stencil
 // puts on the objects it renders for own.

@@ -327,6 +327,11 @@ const (
 	// over. Without it stencil never applies to an object it did not
 	// create for that resource.
 	AnnotationAdopt = "stencil.dev/adopt"
+	// AnnotationConversionFailed marks, in a list read at another version
+	// of a kind, a resource whose conversion failed: its metadata, without
+	// spec or status, and why. stencil does not reconcile a resource that
+	// carries it, and its admission policy refuses it written.
+	AnnotationConversionFailed = "stencil.dev/conversion-failed"
 	// AnnotationHandOver, set by a template on an object it renders, lists
 	// fields (comma-separated dotted paths, as "spec.replicas") that
 	// stencil sets only until another field manager takes them, as an

@@ -75,6 +75,8 @@ type conversionWebhook struct {
 	certs  *conversion.Certs // nil: certificates from --webhook-cert-dir
 	kinds  []*render.Kind
 	crds   []string // the kinds' CRDs
+	// schemas are the CRDs' schemas, read from the API server.
+	schemas *conversion.Schemas
 }
 
 // setUpConversion prepares the conversion webhook of the kinds with several
@@ -112,7 +114,7 @@ func setUpConversion(ctx context.Context, cfg *rest.Config, o managerOptions, lo
 		log.Info("No CRD of a kind with several versions is served yet: the conversion webhook is set up when stencil next starts")
 		return nil, nil
 	}
-	w := &conversionWebhook{kinds: kinds, crds: names}
+	w := &conversionWebhook{kinds: kinds, crds: names, schemas: &conversion.Schemas{Client: c, Names: names, Log: log.WithName("conversion")}}
 	opts := webhook.Options{Host: host, Port: port, CertDir: o.webhook.certDir}
 	if o.webhook.certDir == "" {
 		crds := conversion.CRDs{Client: c, Names: names, URL: o.webhook.url}
@@ -165,7 +167,13 @@ func (w *conversionWebhook) register(live *reconciler.LiveKinds, log logr.Logger
 		}
 		return byKind[gk]
 	}
-	w.server.Register(conversion.Path, &conversion.Handler{Kind: lookup, Log: log.WithName("conversion")})
+	h := &conversion.Handler{Kind: lookup, Schema: w.schemas.For, Log: log.WithName("conversion")}
+	if w.certs != nil {
+		// Run locally the certificate, and no key, is in memory: kept
+		// fields are then not signed (only schema-checked).
+		h.Key = w.certs.Key
+	}
+	w.server.Register(conversion.Path, h)
 }
 
 // migrator rewrites the kinds' stored resources at their storage version,

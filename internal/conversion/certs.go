@@ -3,6 +3,7 @@ package conversion
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -26,6 +27,10 @@ import (
 // and the CA bundle the CRDs hold.
 const (
 	caKey = "ca.crt"
+	// keyKey holds the key that signs the fields conversions keep in
+	// annotations (see render.ConvertOptions.Key): made once, kept across
+	// renewals, shared by the replicas.
+	keyKey = "conversion.key"
 	// validity of a certificate stencil makes; renewBefore, how long
 	// before it expires stencil makes the next.
 	validity    = 365 * 24 * time.Hour
@@ -49,6 +54,7 @@ type Certs struct {
 
 	cert   atomic.Pointer[tls.Certificate]
 	bundle atomic.Pointer[[]byte]
+	key    atomic.Pointer[[]byte]
 	// ready: the first Ensure succeeded (see [Certs.Setup]).
 	ready atomic.Bool
 }
@@ -70,6 +76,17 @@ func (c *Certs) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 		return crt, nil
 	}
 	return nil, errors.New("stencil has no serving certificate yet")
+}
+
+// Key is the key that signs the fields conversions keep in annotations:
+// the Secret's, which every replica shares; nil when the certificate is
+// kept in memory (one process, run locally: kept fields are not signed)
+// or not read yet.
+func (c *Certs) Key() []byte {
+	if k := c.key.Load(); k != nil {
+		return *k
+	}
+	return nil
 }
 
 // Bundle is the CA bundle the CRDs are to hold.
@@ -108,13 +125,22 @@ func (c *Certs) Ensure(ctx context.Context) error {
 		return fmt.Errorf("reading the webhook certificate's Secret %s: %w", c.Secret, err)
 	}
 	if c.fresh(secret.Data) {
+		if len(secret.Data[keyKey]) != signingKeyBytes {
+			return c.store(ctx, secret, secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey], secret.Data[caKey])
+		}
 		if err := c.Inject(ctx, secret.Data[caKey]); err != nil {
 			return err
 		}
+		signing := secret.Data[keyKey]
+		c.key.Store(&signing)
 		return c.use(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey], secret.Data[caKey])
 	}
 	return c.renew(ctx, secret)
 }
+
+// signingKeyBytes is the size of the key that signs kept fields
+// (HMAC-SHA256's).
+const signingKeyBytes = 32
 
 // renew makes a certificate and stores it in secret, after the CRDs got its
 // CA beside the CAs still valid; when another replica stored one first,
@@ -124,11 +150,26 @@ func (c *Certs) renew(ctx context.Context, secret *corev1.Secret) error {
 	if err != nil {
 		return err
 	}
-	bundle := slices.Concat(ca, stillValid(secret.Data[caKey], time.Now()))
+	return c.store(ctx, secret, crt, key, slices.Concat(ca, stillValid(secret.Data[caKey], time.Now())))
+}
+
+// store writes the certificate (crt and key, whose CA bundle is bundle)
+// into secret, with the signing key it holds or, the first time, a new
+// one, after the CRDs got the bundle; when another replica stored one
+// first, that one is used.
+func (c *Certs) store(ctx context.Context, secret *corev1.Secret, crt, key, bundle []byte) error {
 	if err := c.Inject(ctx, bundle); err != nil {
 		return err
 	}
-	secret.Data = map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key, caKey: bundle}
+	signing := secret.Data[keyKey]
+	if len(signing) != signingKeyBytes {
+		signing = make([]byte, signingKeyBytes)
+		if _, err := rand.Read(signing); err != nil {
+			return fmt.Errorf("making the key that signs kept fields: %w", err)
+		}
+	}
+	secret.Data = map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key, caKey: bundle, keyKey: signing}
+	var err error
 	if secret.ResourceVersion == "" {
 		err = c.Client.Create(ctx, secret)
 	} else {
@@ -141,7 +182,8 @@ func (c *Certs) renew(ctx context.Context, secret *corev1.Secret) error {
 	if err != nil {
 		return fmt.Errorf("storing the webhook certificate in %s: %w", c.Secret, err)
 	}
-	c.Log.Info("Made the webhook's serving certificate", "secret", c.Secret.String(), "hosts", c.Hosts, "validFor", validity)
+	c.Log.Info("Stored the webhook's serving certificate and signing key", "secret", c.Secret.String(), "hosts", c.Hosts, "validFor", validity)
+	c.key.Store(&signing)
 	return c.use(crt, key, bundle)
 }
 

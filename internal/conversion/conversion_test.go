@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stencil-operator/stencil/internal/conversion"
+	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/localcluster"
 	"github.com/stencil-operator/stencil/internal/testutil"
 	"github.com/stencil-operator/stencil/render"
@@ -99,6 +100,10 @@ func TestHandler(t *testing.T) {
 		{"another kind", []string{"apiVersion: other.example.com/v1\nkind: Other\nmetadata: {name: a, namespace: ns}\nspec: {}"}, "other.example.com/v2", nil, "stencil: converting Other ns/a: stencil has no kind Other.other.example.com"},
 		{"a version the kind has not", []string{"apiVersion: cache.example.com/v1\nkind: Memcached\nmetadata: {name: a, namespace: ns}\nspec: {replicas: 1}"}, "cache.example.com/v2", nil, "stencil: Memcached ns/a: Memcached has no version v2"},
 		{"a template that fails", []string{"apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: a, namespace: ns}\nspec: {}"}, "cache.example.com/v1", nil, "stencil: Memcached ns/a: converting Memcached from v1alpha1 to v1: _from-v1alpha1.yaml:"},
+		// In a list, one object that fails is a placeholder: the others,
+		// other tenants' perhaps, are listed.
+		{"a template that fails in a list", []string{"apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: a, namespace: ns}\nspec: {}", "apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: b, namespace: other}\nspec: {size: 2}"}, "cache.example.com/v1",
+			[]string{`null`, `{"replicas":2}`}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,7 +111,7 @@ func TestHandler(t *testing.T) {
 			for _, o := range tt.objects {
 				req.Objects = append(req.Objects, raw(t, o))
 			}
-			resp := h.Convert(req)
+			resp := h.Convert(t.Context(), req)
 			if resp.UID != "u" {
 				t.Errorf("UID %q", resp.UID)
 			}
@@ -127,6 +132,10 @@ func TestHandler(t *testing.T) {
 				spec, _ := json.Marshal(u["spec"])
 				if string(spec) != tt.want[i] || u["apiVersion"] != tt.to {
 					t.Errorf("object %d: %s %s, want %s %s", i, u["apiVersion"], spec, tt.to, tt.want[i])
+				}
+				ann, _, _ := unstructured.NestedString(u, "metadata", "annotations", v1alpha1.AnnotationConversionFailed)
+				if placeholder := tt.want[i] == "null"; placeholder != strings.Contains(ann, "_from-v1alpha1.yaml") {
+					t.Errorf("object %d: annotation %s %q; a placeholder: %v", i, v1alpha1.AnnotationConversionFailed, ann, placeholder)
 				}
 			}
 		})
@@ -188,7 +197,10 @@ func serveWebhook(t *testing.T, c client.Client) (url string, certs *conversion.
 		t.Fatal(err)
 	}
 	server := webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: addr.Port, TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.GetCertificate = certs.GetCertificate }}})
-	server.Register(conversion.Path, handler(t))
+	h := handler(t)
+	h.Key = func() []byte { return testKey }
+	h.Schema = (&conversion.Schemas{Client: c, Names: []string{crdName}, Log: logr.Discard()}).For
+	server.Register(conversion.Path, h)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- server.Start(ctx) }()
@@ -199,6 +211,57 @@ func serveWebhook(t *testing.T, c client.Client) (url string, certs *conversion.
 		}
 	})
 	return url, certs
+}
+
+// testKey signs the kept fields of the test's webhook.
+var testKey = []byte("0123456789abcdef0123456789abcdef")
+
+// TestForgedKeptFields: a client that writes the kept fields' annotation
+// itself stores nothing through it: not a value the storage version's
+// schema forbids, not a status. The conversion goes on without it.
+func TestForgedKeptFields(t *testing.T) {
+	c := adminClient(t)
+	installCRD(t, c, "../../config/crd/bases/cache.example.com_memcacheds.yaml")
+	serveWebhook(t, c)
+	forged := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+		"metadata": map[string]any{"name": "forged", "namespace": "default", "annotations": map[string]any{
+			// As an older stencil wrote them, unsigned (the unit tests
+			// try the new form unsigned and wrongly signed).
+			render.FieldsOfAnnotation + "v1": `[{"path":["spec","replicas"],"value":100000,"changed":true,"back":3},{"path":["status","phase"],"value":"Forged"}]`,
+		}},
+		"spec": map[string]any{"size": int64(3)}}}
+	testutil.Eventually(t, 30*time.Second, "a v1alpha1 create goes through the webhook", func() error {
+		return c.Create(t.Context(), forged)
+	})
+	t.Cleanup(func() { _ = c.Delete(context.Background(), forged) })
+	hub := &unstructured.Unstructured{}
+	hub.SetGroupVersionKind(schema.GroupVersionKind{Group: "cache.example.com", Version: "v1", Kind: "Memcached"})
+	if err := c.Get(t.Context(), types.NamespacedName{Namespace: "default", Name: "forged"}, hub); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _ := unstructured.NestedInt64(hub.Object, "spec", "replicas"); r != 3 {
+		t.Errorf("v1 replicas %d, want 3: the forged kept field was restored past the schema's maximum of 100", r)
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(hub.Object, "status", "phase"); found {
+		t.Error("v1 holds the forged status")
+	}
+	if _, found := hub.GetAnnotations()[render.FieldsOfAnnotation+"v1"]; found {
+		t.Error("the forged annotation is stored")
+	}
+
+	// Conversions go on as before.
+	hub.Object["spec"] = map[string]any{"replicas": int64(4), "driftPolicy": "Report"}
+	if err := c.Update(t.Context(), hub); err != nil {
+		t.Fatal(err)
+	}
+	old := &unstructured.Unstructured{}
+	old.SetGroupVersionKind(forged.GroupVersionKind())
+	if err := c.Get(t.Context(), types.NamespacedName{Namespace: "default", Name: "forged"}, old); err != nil {
+		t.Fatal(err)
+	}
+	if size, _, _ := unstructured.NestedInt64(old.Object, "spec", "size"); size != 4 {
+		t.Errorf("v1alpha1 size %d, want 4", size)
+	}
 }
 
 // TestAPIServerCallsTheWebhook: run locally (--webhook-url), stencil points
@@ -268,6 +331,10 @@ func TestCertificateInSecret(t *testing.T) {
 	if !ca.Equal(cb) {
 		t.Error("two replicas serve different certificates")
 	}
+	signing := a.Key()
+	if len(signing) != 32 || string(b.Key()) != string(signing) {
+		t.Fatalf("the replicas' signing keys: %d and %d bytes, equal: %v; want one key of 32", len(signing), len(b.Key()), string(b.Key()) == string(signing))
+	}
 	if err := ca.VerifyHostname(hosts[0]); err != nil {
 		t.Error(err)
 	}
@@ -305,6 +372,9 @@ func TestCertificateInSecret(t *testing.T) {
 	}
 	if !served(t, a).Equal(renewed) {
 		t.Error("the other replica does not pick up the renewed certificate")
+	}
+	if string(a.Key()) != string(signing) || string(b.Key()) != string(signing) {
+		t.Error("the signing key changed with the certificate: kept fields signed before would be lost")
 	}
 	// The Secret deleted: a new CA, and the CRD still trusts the old one,
 	// which a replica that has not looked again still serves.

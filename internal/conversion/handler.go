@@ -1,12 +1,15 @@
 package conversion
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,34 +21,71 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/render"
 )
 
 // Path is where the webhook server answers conversion reviews.
 const Path = "/convert"
 
-// maxReview bounds a review's body: the API server sends one object, or a
-// list's worth.
-const maxReview = 64 << 20
+// Bounds of the webhook: what one review may cost the operator, whoever
+// sends it.
+const (
+	// maxReview bounds a review's body: the API server sends one object
+	// (its requests are 3 MiB at most), or a page of a list (500 objects
+	// at most, for informers and kubectl).
+	maxReview = 32 << 20
+	// maxReviews is how many reviews are read and converted at once; more
+	// wait for one of them, up to their deadline.
+	maxReviews = 2
+	// reviewDeadline is how long a review may take: the API server waits
+	// 30 s for a conversion webhook. Objects left when it passes are
+	// answered as failed (see [Handler.Convert]).
+	reviewDeadline = 20 * time.Second
+)
 
-var conversions = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "stencil_conversions_total",
-	Help: "Objects the conversion webhook converted, by kind, versions and result (success or failure).",
-}, []string{"kind", "from", "to", "result"})
+var (
+	conversions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stencil_conversions_total",
+		Help: "Objects the conversion webhook converted, by kind, versions and result (success or failure).",
+	}, []string{"kind", "from", "to", "result"})
+	keptIgnored = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stencil_conversion_kept_fields_ignored_total",
+		Help: "Annotations of kept fields (stencil.dev/fields-of-<version>) that a conversion did not restore, by kind and reason (TooLarge, Malformed, NotSigned: a client wrote it, BreaksSchema).",
+	}, []string{"kind", "reason"})
+)
 
-func init() { metrics.Registry.MustRegister(conversions) }
+func init() { metrics.Registry.MustRegister(conversions, keptIgnored) }
 
 // Handler answers the API server's ConversionReviews.
 type Handler struct {
 	// Kind returns the kind of a group and kind, nil when stencil has
 	// none: the kinds as they are now (templates reload).
 	Kind func(schema.GroupKind) *render.Kind
-	Log  logr.Logger
+	// Key returns the key that signs the fields conversions keep in
+	// annotations; nil: they are not signed (a local run).
+	Key func() []byte
+	// Schema returns the schemas of a kind's versions, nil when unknown.
+	Schema func(schema.GroupKind) render.VersionSchema
+	Log    logr.Logger
+
+	slots chan struct{}
+	once  sync.Once
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		http.Error(w, "POST a ConversionReview", http.StatusMethodNotAllowed)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), reviewDeadline)
+	defer cancel()
+	h.once.Do(func() { h.slots = make(chan struct{}, maxReviews) })
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	case <-ctx.Done():
+		http.Error(w, "stencil is converting as many reviews as it may at once", http.StatusTooManyRequests)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReview))
@@ -62,7 +102,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("not a ConversionReview with a request: %v", err), http.StatusBadRequest)
 		return
 	}
-	review.Response = h.Convert(review.Request)
+	review.Response = h.Convert(ctx, review.Request)
 	review.Request = nil
 	w.Header().Set("Content-Type", "application/json")
 	if err := json.NewEncoder(w).Encode(review); err != nil {
@@ -70,9 +110,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Convert converts every object of a request, or fails the whole request
-// with the first object that does not convert.
-func (h *Handler) Convert(req *apiextensionsv1.ConversionRequest) *apiextensionsv1.ConversionResponse {
+// Convert converts every object of a request. An object that does not
+// convert (its template fails, or the review's deadline passed) fails a
+// request of one object; in a list's, it is answered as a placeholder (see
+// [placeholder]), so that one object cannot fail every list of its
+// version in every namespace.
+func (h *Handler) Convert(ctx context.Context, req *apiextensionsv1.ConversionRequest) *apiextensionsv1.ConversionResponse {
 	resp := &apiextensionsv1.ConversionResponse{UID: req.UID}
 	to, err := schema.ParseGroupVersion(req.DesiredAPIVersion)
 	if err != nil {
@@ -80,7 +123,17 @@ func (h *Handler) Convert(req *apiextensionsv1.ConversionRequest) *apiextensions
 		return resp
 	}
 	for _, raw := range req.Objects {
-		out, err := h.convertOne(raw.Raw, to)
+		err := ctx.Err()
+		var out []byte
+		if err == nil {
+			out, err = h.convertOne(raw.Raw, to)
+		} else {
+			err = fmt.Errorf("stencil: the review's deadline (%s) passed before this object converted", reviewDeadline)
+		}
+		if err != nil && len(req.Objects) > 1 {
+			h.Log.Error(err, "Conversion failed; the object is answered as a placeholder in the list")
+			out, err = placeholder(raw.Raw, to, err)
+		}
 		if err != nil {
 			h.Log.Error(err, "Conversion failed")
 			resp.ConvertedObjects = nil
@@ -91,6 +144,28 @@ func (h *Handler) Convert(req *apiextensionsv1.ConversionRequest) *apiextensions
 	}
 	resp.Result = metav1.Status{Status: metav1.StatusSuccess}
 	return resp
+}
+
+// placeholder is what a list holds of an object that did not convert: its
+// metadata at the version to, with neither spec nor status, annotated
+// stencil.dev/conversion-failed with why. stencil does not reconcile it
+// (nor, as it reads no spec, change any of its objects); its admission
+// policy refuses it written back.
+func placeholder(raw []byte, to schema.GroupVersion, why error) ([]byte, error) {
+	u := &unstructured.Unstructured{}
+	if err := utiljson.Unmarshal(raw, &u.Object); err != nil {
+		return nil, fmt.Errorf("stencil: an object of the review is not JSON: %w", err)
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{"metadata": u.Object["metadata"]}}
+	out.SetAPIVersion(to.String())
+	out.SetKind(u.GetKind())
+	ann := out.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[v1alpha1.AnnotationConversionFailed] = why.Error()
+	out.SetAnnotations(ann)
+	return json.Marshal(out.Object)
 }
 
 func failure(err error) metav1.Status {
@@ -122,7 +197,17 @@ func (h *Handler) convertOne(raw []byte, to schema.GroupVersion) (out []byte, er
 		from, into := known(k, gvk.Version), known(k, to.Version)
 		conversions.WithLabelValues(gvk.Kind, from, into, result).Inc()
 	}()
-	converted, err := k.Convert(u.Object, to.Version)
+	opts := render.ConvertOptions{Ignored: func(i render.IgnoredKept) {
+		keptIgnored.WithLabelValues(gvk.Kind, i.Reason).Inc()
+		h.Log.Info("Converted without the fields an annotation keeps", "object", what, "annotation", i.Annotation, "reason", i.Reason, "message", i.Message)
+	}}
+	if h.Key != nil {
+		opts.Key = h.Key()
+	}
+	if h.Schema != nil {
+		opts.Schema = h.Schema(gvk.GroupKind())
+	}
+	converted, err := k.ConvertWith(u.Object, to.Version, opts)
 	if err != nil {
 		return nil, fmt.Errorf("stencil: %s: %w", what, err)
 	}

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -44,7 +46,14 @@ func (c CRDs) Inject(ctx context.Context, bundle []byte) error {
 	return nil
 }
 
+// inject writes the bundle into the CRD name, beside the CAs the CRD still
+// trusts. The write is conditional on the CRD read: when another replica
+// wrote it in between, its CA is read and kept too, never overwritten.
 func (c CRDs) inject(ctx context.Context, name string, bundle []byte) error {
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error { return c.injectOnce(ctx, name, bundle) })
+}
+
+func (c CRDs) injectOnce(ctx context.Context, name string, bundle []byte) error {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := c.Client.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
 		return fmt.Errorf("reading the CRD %s to write its conversion webhook: %w", name, err)
@@ -80,11 +89,16 @@ func (c CRDs) inject(ctx context.Context, name string, bundle []byte) error {
 		webhook["conversionReviewVersions"] = []string{"v1"}
 		conversion["strategy"] = apiextensionsv1.WebhookConverter
 	}
-	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"conversion": conversion}})
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": crd.ResourceVersion}, // the write's condition
+		"spec":     map[string]any{"conversion": conversion},
+	})
 	if err != nil {
 		return err
 	}
-	if err := c.Client.Patch(ctx, crd, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
+	if err := c.Client.Patch(ctx, crd, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); apierrors.IsConflict(err) {
+		return err // read again
+	} else if err != nil {
 		return fmt.Errorf("writing the conversion webhook into the CRD %s: %w", name, err)
 	}
 	return nil

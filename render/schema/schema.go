@@ -257,3 +257,31 @@ func (e *Error) FieldPaths() []string {
 	}
 	return paths
 }
+
+// Prune removes from obj, in place, the fields that the schema of its
+// version (one of v's CustomResourceDefinitions') does not declare, as the
+// API server does before it stores a custom resource. It does nothing to
+// an object of a type v has no schema for.
+func (v *Validator) Prune(obj map[string]any) {
+	u := &unstructured.Unstructured{Object: obj}
+	if s, ok := v.crds[u.GroupVersionKind()]; ok {
+		pruning.Prune(obj, s.structural, true)
+	}
+}
+
+// Problems lists how obj, a custom resource of one of v's
+// CustomResourceDefinitions, breaks its version's schema (unknown fields,
+// the OpenAPI rules; not CEL's), as [Validator.Validate] finds them; nil
+// for an object of a type v has no schema for.
+func (v *Validator) Problems(obj map[string]any) []string {
+	u := &unstructured.Unstructured{Object: obj}
+	s, ok := v.crds[u.GroupVersionKind()]
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, p := range s.validate(u) {
+		out = append(out, p.String())
+	}
+	return out
+}

@@ -1,0 +1,68 @@
+package conversion
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stencil-operator/stencil/render"
+	rschema "github.com/stencil-operator/stencil/render/schema"
+)
+
+// readSchemasEvery is how long the schemas read from the CRDs are used
+// before they are read again (a CRD's upgrade changes them).
+const readSchemasEvery = time.Minute
+
+// Schemas are the schemas of the kinds' CRDs at each of their versions,
+// read from the API server: a conversion prunes what the target version's
+// schema would, and restores kept fields only within it.
+type Schemas struct {
+	Client client.Client
+	// Names are the CRDs'.
+	Names []string
+	Log   logr.Logger
+
+	mu     sync.Mutex
+	read   time.Time
+	byKind map[schema.GroupKind]render.VersionSchema
+}
+
+// For returns the schemas of the kind gk, nil when its CRD could not be
+// read (the conversion then neither prunes nor checks, as before).
+func (s *Schemas) For(gk schema.GroupKind) render.VersionSchema {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Since(s.read) > readSchemasEvery {
+		s.byKind = s.readAll()
+		s.read = time.Now()
+	}
+	return s.byKind[gk]
+}
+
+// readAll reads every CRD of Names; one that cannot be read is left out,
+// with a log line.
+func (s *Schemas) readAll() map[schema.GroupKind]render.VersionSchema {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out := map[schema.GroupKind]render.VersionSchema{}
+	for _, name := range s.Names {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := s.Client.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
+			s.Log.Error(err, "Reading a CRD's schemas for conversions; they neither prune nor check until it is read", "crd", name)
+			continue
+		}
+		v, err := rschema.New(crd)
+		if err != nil {
+			s.Log.Error(err, "A CRD's schemas do not load; its conversions neither prune nor check", "crd", name)
+			continue
+		}
+		out[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = v
+	}
+	return out
+}
