@@ -478,6 +478,7 @@ func addConversion(mgr ctrl.Manager, hook *conversionWebhook, cfg *rest.Config, 
 	if err != nil {
 		return err
 	}
+	m.Recorder = mgr.GetEventRecorder("stencil")
 	if err := mgr.Add(m); err != nil {
 		return fmt.Errorf("adding the storage migration: %w", err)
 	}

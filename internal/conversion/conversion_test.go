@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -149,6 +151,9 @@ func adminClient(t *testing.T) client.Client {
 		t.Fatal(err)
 	}
 	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := admissionregistrationv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	c, err := client.New(cluster.Config, client.Options{Scheme: scheme})
@@ -539,6 +544,116 @@ func (s *stopAfter) Wait(ctx context.Context) error {
 	}
 	s.n--
 	return nil
+}
+
+// TestMigrationGoesOnPastARefusedResource: a resource whose rewrite the
+// API server refuses (here an admission policy) is passed and named; the
+// others are rewritten; storedVersions keeps the older version until the
+// refused one is rewritten too.
+func TestMigrationGoesOnPastARefusedResource(t *testing.T) {
+	c := adminClient(t)
+	installCRD(t, c, "../../config/crd/released/cache.example.com_memcacheds.yaml")
+	// Listed in name order: the refused one first.
+	for _, name := range []string{"a-refused", "m-a", "m-b"} {
+		old := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+			"metadata": map[string]any{"name": name, "namespace": "default"}, "spec": map[string]any{"size": int64(1)}}}
+		if err := c.Create(t.Context(), old); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Delete(context.Background(), old) })
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd := readCRD(t, "../../config/crd/bases/cache.example.com_memcacheds.yaml")
+		live := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(t.Context(), types.NamespacedName{Name: crdName}, live); err != nil {
+			return err
+		}
+		crd.ResourceVersion = live.ResourceVersion
+		return c.Update(t.Context(), crd)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveWebhook(t, c)
+	refuse(t, c, "a-refused")
+
+	m := &conversion.Migrator{Client: c, CRDs: []string{crdName}, QPS: 100, Log: logr.Discard()}
+	err = m.Migrate(t.Context(), crdName, flowcontrol.NewFakeAlwaysRateLimiter())
+	if err == nil || !strings.Contains(err.Error(), "default/a-refused") || !strings.Contains(err.Error(), "refused 1") {
+		t.Fatalf("Migrate: %v, want an error naming the one refused resource", err)
+	}
+	if got := storedVersions(t, c); strings.Join(got, ",") != "v1alpha1,v1" {
+		t.Errorf("storedVersions %v with a resource not rewritten, want [v1alpha1 v1]", got)
+	}
+	// The others were rewritten: a second pass writes them no more.
+	rvs := func() map[string]string {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(schema.GroupVersionKind{Group: "cache.example.com", Version: "v1", Kind: "MemcachedList"})
+		if err := c.List(t.Context(), list); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, o := range list.Items {
+			out[o.GetName()] = o.GetResourceVersion()
+		}
+		return out
+	}
+	before := rvs()
+	if err := c.Delete(t.Context(), &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "refuse-a-refused"}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, time.Minute, "the migration of every resource", func() error {
+		return m.Migrate(t.Context(), crdName, flowcontrol.NewFakeAlwaysRateLimiter())
+	})
+	if got := storedVersions(t, c); strings.Join(got, ",") != "v1" {
+		t.Errorf("storedVersions %v after the migration, want [v1]", got)
+	}
+	after := rvs()
+	for _, name := range []string{"m-a", "m-b"} {
+		if after[name] != before[name] {
+			t.Errorf("%s was rewritten again: the first pass passed it", name)
+		}
+	}
+}
+
+// refuse has an admission policy refuse every update of the Memcached
+// name, until the test ends.
+func refuse(t *testing.T, c client.Client, name string) {
+	t.Helper()
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "refuse-" + name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"cache.example.com"}, APIVersions: []string{"*"}, Resources: []string{"memcacheds"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "object.metadata.name != '" + name + "'", Message: "refused by the test"}},
+		},
+	}
+	deny := admissionregistrationv1.Deny
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "refuse-" + name},
+		Spec:       admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name, ValidationActions: []admissionregistrationv1.ValidationAction{deny}},
+	}
+	for _, o := range []client.Object{policy, binding} {
+		if err := c.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Delete(context.Background(), o) })
+	}
+	testutil.Eventually(t, time.Minute, "the policy refuses an update of "+name, func() error {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: "cache.example.com", Version: "v1", Kind: "Memcached"})
+		if err := c.Get(t.Context(), types.NamespacedName{Namespace: "default", Name: name}, u); err != nil {
+			return err
+		}
+		if err := c.Update(t.Context(), u, client.DryRunAll); err == nil {
+			return errors.New("an update went through")
+		}
+		return nil
+	})
 }
 
 func storedVersions(t *testing.T, c client.Client) []string {

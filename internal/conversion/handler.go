@@ -188,6 +188,9 @@ func (h *Handler) convertOne(raw []byte, to schema.GroupVersion) (out []byte, er
 	if to.Group != gvk.Group {
 		return nil, fmt.Errorf("stencil: converting %s to %s: another group", what, to)
 	}
+	if _, ok := u.GetAnnotations()[v1alpha1.AnnotationConversionFailed]; ok {
+		return nil, fmt.Errorf("stencil: %s is a list's placeholder of a resource that did not convert (annotation %s): it has no spec to write; read the resource at its stored version and write that", what, v1alpha1.AnnotationConversionFailed)
+	}
 	result := "failure"
 	defer func() {
 		if p := recover(); p != nil {

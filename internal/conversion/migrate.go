@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -13,18 +14,27 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
 
-var migrating = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-	Name: "stencil_storage_migration_remaining",
-	Help: "Resources of a kind still to rewrite at its CRD's storage version (0 once status.storedVersions holds that version only).",
-}, []string{"kind"})
+var (
+	migrating = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "stencil_storage_migration_remaining",
+		Help: "Resources of a kind still to rewrite at its CRD's storage version (0 once status.storedVersions holds that version only).",
+	}, []string{"kind"})
+	migrationRefused = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "stencil_storage_migration_refused",
+		Help: "Resources of a kind whose rewrite at the storage version the API server refused in the migration's last pass (each has a StorageMigrationRefused event); the migration goes on past them and tries them again.",
+	}, []string{"kind"})
+)
 
-func init() { metrics.Registry.MustRegister(migrating) }
+func init() { metrics.Registry.MustRegister(migrating, migrationRefused) }
 
 // DefaultMigrationQPS paces the storage migration: rewrites per second.
 const DefaultMigrationQPS = 20
@@ -43,7 +53,10 @@ type Migrator struct {
 	CRDs []string
 	// QPS paces the rewrites.
 	QPS float32
-	Log logr.Logger
+	// Recorder, when not nil, tells a resource whose rewrite was refused
+	// (a Warning event).
+	Recorder events.EventRecorder
+	Log      logr.Logger
 }
 
 // NeedLeaderElection is true: one replica migrates.
@@ -79,7 +92,11 @@ func (m *Migrator) Start(ctx context.Context) error {
 }
 
 // Migrate rewrites the resources of one CRD when its status.storedVersions
-// holds another version than its storage version.
+// holds another version than its storage version. A resource whose
+// rewrite the API server refuses (its conversion fails, an admission
+// refuses it) is told (a Warning event, the metric
+// stencil_storage_migration_refused) and passed: the others are rewritten,
+// and Migrate fails naming it, so that Start tries again later.
 func (m *Migrator) Migrate(ctx context.Context, name string, limiter flowcontrol.RateLimiter) error {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := m.Client.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
@@ -94,6 +111,7 @@ func (m *Migrator) Migrate(ctx context.Context, name string, limiter flowcontrol
 	gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: storage, Kind: kind}
 	m.Log.Info("Migrating stored resources to the storage version", "kind", kind, "storage", storage, "storedVersions", crd.Status.StoredVersions)
 	rewritten := 0
+	var refused []string
 	for page := ""; ; {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(kind + "List"))
@@ -109,17 +127,34 @@ func (m *Migrator) Migrate(ctx context.Context, name string, limiter flowcontrol
 			if err := limiter.Wait(ctx); err != nil {
 				return err
 			}
-			err := m.Client.Update(ctx, &list.Items[i])
+			item := &list.Items[i]
+			if why, ok := item.GetAnnotations()[v1alpha1.AnnotationConversionFailed]; ok {
+				// A placeholder (see [placeholder]): written back, it
+				// would store no spec.
+				refused = append(refused, item.GetNamespace()+"/"+item.GetName())
+				m.refused(item, storage, fmt.Errorf("it did not convert to %s: %s", storage, why))
+				continue
+			}
+			err := m.Client.Update(ctx, item)
 			// Written since the list, or deleted: stored at the storage
 			// version already, or gone.
 			if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("rewriting %s %s/%s: %w", kind, list.Items[i].GetNamespace(), list.Items[i].GetName(), err)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				refused = append(refused, item.GetNamespace()+"/"+item.GetName())
+				m.refused(item, storage, err)
+				continue
 			}
 			rewritten++
 		}
 		if page = list.GetContinue(); page == "" {
 			break
 		}
+	}
+	migrationRefused.WithLabelValues(kind).Set(float64(len(refused)))
+	if len(refused) > 0 {
+		return fmt.Errorf("rewrote %d resources of %s at %s; the API server refused %d, which keep the older version in storedVersions: %s", rewritten, kind, storage, len(refused), strings.Join(refused[:min(len(refused), 10)], ", "))
 	}
 	migrating.WithLabelValues(kind).Set(0)
 	// Every resource is at the storage version now (a write since the list
@@ -143,6 +178,15 @@ func (m *Migrator) Migrate(ctx context.Context, name string, limiter flowcontrol
 	}
 	m.Log.Info("Migrated stored resources to the storage version", "kind", kind, "resources", rewritten, "storedVersions", []string{storage}, "was", old)
 	return nil
+}
+
+// refused tells of a resource whose rewrite at storage was refused.
+func (m *Migrator) refused(item *unstructured.Unstructured, storage string, err error) {
+	m.Log.Error(err, "The API server refused a resource's rewrite at the storage version; the migration goes on without it", "kind", item.GetKind(), "resource", item.GetNamespace()+"/"+item.GetName(), "storage", storage)
+	if m.Recorder != nil {
+		m.Recorder.Eventf(item, nil, "Warning", "StorageMigrationRefused", "Migrate",
+			"stencil could not rewrite this resource at the storage version %s (%v); until it can, the CRD keeps the older version in status.storedVersions", storage, err)
+	}
 }
 
 // migrationPage is how many resources one list of the migration reads.
