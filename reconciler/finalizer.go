@@ -104,7 +104,7 @@ func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) ([]v1alph
 	}
 	var pruned []v1alpha1.InventoryEntry
 	switch {
-	case orphaning:
+	case orphaning == askedOrphan:
 		// Deleted with propagationPolicy Orphan (kubectl delete
 		// --cascade=orphan): every object stays; the garbage collector
 		// removes the ownerReferences of those it knows of, stencil those
@@ -112,6 +112,18 @@ func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) ([]v1alph
 		var released int
 		if released, err = r.releaseOrphans(ctx, cr); err == nil {
 			r.leaveOrphans(ctx, cr, released)
+		}
+	case orphaning == guessedOrphan:
+		// Only the objects say so, and whoever may write them could have
+		// stripped their ownerReferences: the namespaced objects stay, the
+		// cluster-scoped ones, beyond the namespace, go with the resource.
+		// (Pruned first: releaseOrphans marks the resource orphaning,
+		// which a retry would take for the API server's word.)
+		if pruned, err = r.applier.Prune(ctx, cr, nil, true); err == nil {
+			var released int
+			if released, err = r.releaseOrphans(ctx, cr); err == nil {
+				r.leaveNamespacedOrphans(ctx, cr, released, len(pruned))
+			}
 		}
 	case r.kind().HasGraph():
 		if pruned, err = r.deleteInOrder(ctx, cr); isStageLeft(err) {

@@ -264,9 +264,11 @@ rules:
 // TestOrphanDeletionWhileStencilIsDown: a resource deleted with
 // propagationPolicy Orphan while no operator runs, whose orphaning the
 // garbage collector finished before the operator came back (no orphan
-// finalizer left to see), keeps its objects, the cluster-scoped one its
-// finalizer would otherwise delete included: its namespaced object, which
-// lost its ownerReference, tells.
+// finalizer left to see), keeps its namespaced objects: its namespaced
+// object, which lost its ownerReference, tells. Its cluster-scoped object
+// goes with it: the objects alone cannot tell this from a tenant who
+// stripped the ownerReferences to keep it (see
+// TestStrippedOwnerReferencesKeepNoClusterScopedObject).
 func TestOrphanDeletionWhileStencilIsDown(t *testing.T) {
 	def := testkind.Gadget()
 	def.Templates = clusterGadget()
@@ -332,9 +334,58 @@ func TestOrphanDeletionWhileStencilIsDown(t *testing.T) {
 	if !exists(t, &corev1.ConfigMap{}, ns, "o") {
 		t.Error("the orphaned ConfigMap was deleted")
 	}
-	if got := (&rbacv1.ClusterRole{}); !exists(t, got, "", role.Name) || got.UID != role.UID || got.DeletionTimestamp != nil {
-		t.Error("the orphaned ClusterRole was deleted: the deletion asked that every object stay")
+	if exists(t, &rbacv1.ClusterRole{}, "", role.Name) {
+		t.Error("the ClusterRole is still there: only the objects said the deletion orphaned them")
 	}
+}
+
+// TestStrippedOwnerReferencesKeepNoClusterScopedObject: a tenant who may
+// write its namespace's objects strips their ownerReferences to the
+// resource and deletes it normally. That looks like an orphaning the
+// garbage collector finished; but the API server did not ask for one, so
+// the cluster-scoped object, beyond the tenant's namespace, goes with the
+// resource (the namespaced one, in the tenant's namespace, stays).
+func TestStrippedOwnerReferencesKeepNoClusterScopedObject(t *testing.T) {
+	def := testkind.Gadget()
+	def.Templates = clusterGadget()
+	startGadgetKind(t, def)
+	ns := newNamespace(t)
+	// Drift policy Report: stencil leaves the stripped ownerReference
+	// stripped (Correct would put it back, and the tenant race it).
+	createGadget(t, ns, "s", testv1alpha1.GadgetSpec{DriftPolicy: v1alpha1.DriftReport})
+	eventually(t, 30*time.Second, "the Gadget Ready", func() error {
+		return gadgetCondition(t, ns, "s", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled)
+	})
+	role := &rbacv1.ClusterRole{}
+	if !exists(t, role, "", "gadget-"+ns+"-s") {
+		t.Fatal("the ClusterRole was not applied")
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.WithoutCancel(t.Context()), role) })
+	cm := &corev1.ConfigMap{}
+	if !exists(t, cm, ns, "s") {
+		t.Fatal("the ConfigMap was not applied")
+	}
+	strip := client.RawPatch(types.JSONPatchType, []byte(`[{"op": "remove", "path": "/metadata/ownerReferences"}]`))
+	if err := k8s.Patch(t.Context(), cm, strip); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the stripped ownerReference reported as drift", func() error {
+		return gadgetCondition(t, ns, "s", v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected)
+	})
+	g := &testv1alpha1.Gadget{}
+	g.Namespace, g.Name = ns, "s"
+	if err := k8s.Delete(t.Context(), g); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the Gadget and its ClusterRole gone", func() error {
+		if err := k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "s"}, g); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the Gadget is still there (finalizers %v): %w", g.Finalizers, err)
+		}
+		if exists(t, &rbacv1.ClusterRole{}, "", role.Name) {
+			return errors.New("the ClusterRole is still there")
+		}
+		return nil
+	})
 }
 
 // thingCRD is the CRD of a type of group %s, new to the garbage collector.

@@ -33,7 +33,10 @@ import (
 // resource's reconcile reads it: every update event of the resource is
 // looked at for the finalizer, stencil's mark tells after a restart, and
 // the objects tell too (a namespaced object of the resource without its
-// ownerReference, and none with it, was orphaned).
+// ownerReference, and none with it, was orphaned). The objects alone never
+// keep the cluster-scoped objects: whoever may write the namespaced ones
+// can strip their ownerReferences, and would then keep objects beyond its
+// namespace past the resource's life; those go with the resource.
 
 // noteOrphaning remembers a resource deleted with propagationPolicy
 // Orphan, by UID, until it is gone.
@@ -62,28 +65,43 @@ func (r *Reconciler) forgetOrphaning(e event.DeleteEvent) bool {
 	return true
 }
 
-// orphaning: cr is being deleted with propagationPolicy Orphan.
-func (r *Reconciler) orphaning(ctx context.Context, cr v1alpha1.Object) (bool, error) {
+// orphan says how stencil knows that a resource is being deleted with
+// propagationPolicy Orphan.
+type orphan int
+
+const (
+	notOrphaning orphan = iota
+	// askedOrphan: the API server's orphan finalizer, or stencil's mark of
+	// one it saw, says so: every object stays.
+	askedOrphan
+	// guessedOrphan: only the objects tell (see orphanedObjects), which a
+	// tenant can make them do: the namespaced objects stay, the
+	// cluster-scoped ones go with the resource.
+	guessedOrphan
+)
+
+// orphaning: whether cr is being deleted with propagationPolicy Orphan, and
+// how stencil knows.
+func (r *Reconciler) orphaning(ctx context.Context, cr v1alpha1.Object) (orphan, error) {
 	r.noteOrphaning(cr)
 	if _, ok := r.orphans.Load(cr.GetUID()); ok {
-		return true, nil
+		return askedOrphan, nil
 	}
 	// The cache may hold an older copy (a restart's first list): the
 	// finalizer and the mark as the API server holds them, before anything
 	// is deleted.
 	live := cr.DeepCopyObject().(client.Object)
 	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(cr), live); err != nil && !apierrors.IsNotFound(err) {
-		return false, fmt.Errorf("reading the resource to see whether it is orphaning: %w", err)
+		return notOrphaning, fmt.Errorf("reading the resource to see whether it is orphaning: %w", err)
 	}
 	if live.GetUID() == cr.GetUID() && isOrphaning(live) {
 		r.orphans.Store(cr.GetUID(), struct{}{})
-		return true, nil
+		return askedOrphan, nil
 	}
-	orphaned, err := r.orphanedObjects(ctx, cr)
-	if orphaned {
-		r.orphans.Store(cr.GetUID(), struct{}{})
+	if orphaned, err := r.orphanedObjects(ctx, cr); err != nil || !orphaned {
+		return notOrphaning, err
 	}
-	return orphaned, err
+	return guessedOrphan, nil
 }
 
 // orphanedObjects tells, from cr's objects as the API server holds them,
@@ -223,4 +241,13 @@ func (r *Reconciler) leaveOrphans(ctx context.Context, cr v1alpha1.Object, relea
 	ctrl.LoggerFrom(ctx).Info("Deleted with propagationPolicy Orphan; leaving every object in place", "cr", klog.KObj(cr), "ownerReferencesRemoved", released)
 	r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Orphaned", "Delete",
 		"Deleted with propagationPolicy Orphan: stencil leaves every object of this resource in place, removes the ownerReferences to it that the garbage collector left (%d), then its own finalizer", released)
+}
+
+// leaveNamespacedOrphans says that cr's namespaced objects stay and its
+// cluster-scoped ones (deleted of them) went: the objects alone said it
+// was orphaning.
+func (r *Reconciler) leaveNamespacedOrphans(ctx context.Context, cr v1alpha1.Object, released, deleted int) {
+	ctrl.LoggerFrom(ctx).Info("Deleted with its objects' ownerReferences gone, but no word of propagationPolicy Orphan from the API server; leaving the namespaced objects in place, deleting the cluster-scoped ones", "cr", klog.KObj(cr), "ownerReferencesRemoved", released, "clusterScopedDeleted", deleted)
+	r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Orphaned", "Delete",
+		"Deleted after its objects lost their ownerReferences to it, as with propagationPolicy Orphan, but the API server did not ask to orphan them: stencil leaves the namespaced objects in place (%d ownerReferences removed) and deletes the cluster-scoped ones (%d), which only the resource's deletion cleans up", released, deleted)
 }
