@@ -10,7 +10,7 @@ import "embed"
 
 // Project holds the files, by their path under config/.
 //
-//go:embed default/kustomization.yaml manager/kustomization.yaml manager/manager.yaml
+//go:embed default/kustomization.yaml manager/kustomization.yaml manager/manager.yaml manager/network_policy.yaml
 //go:embed rbac/kustomization.yaml rbac/service_account.yaml rbac/role_binding.yaml rbac/leader_election.yaml rbac/metrics_auth.yaml
 //go:embed policy/kustomization.yaml policy/control_keys.yaml
 var Project embed.FS
