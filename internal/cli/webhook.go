@@ -167,7 +167,7 @@ func (w *conversionWebhook) register(live *reconciler.LiveKinds, log logr.Logger
 		}
 		return byKind[gk]
 	}
-	h := &conversion.Handler{Kind: lookup, Schema: w.schemas.For, Log: log.WithName("conversion")}
+	h := &conversion.Handler{Kind: lookup, Schema: w.schemas.For, Storage: w.schemas.Storage, Log: log.WithName("conversion")}
 	if w.certs != nil {
 		// Run locally the certificate, and no key, is in memory: kept
 		// fields are then not signed (only schema-checked).

@@ -188,6 +188,40 @@ func installCRD(t *testing.T, c client.Client, file string) {
 
 // serveWebhook runs the webhook as a local run of stencil does
 // (--webhook-url) until the test ends, and points the CRD at it.
+// TestHandlerReadsAPlaceholder: the API server decodes each stored object
+// of a list through the webhook, one review each. One that does not
+// convert from the storage version is read as a placeholder, so that the
+// list of every namespace still lists; converting to the storage version
+// (a write) still fails.
+func TestHandlerReadsAPlaceholder(t *testing.T) {
+	h := handler(t)
+	h.Storage = func(schema.GroupKind) string { return "v1" }
+	read := &apiextensionsv1.ConversionRequest{UID: "u", DesiredAPIVersion: "cache.example.com/v1alpha1",
+		Objects: []runtime.RawExtension{raw(t, "apiVersion: cache.example.com/v1\nkind: Memcached\nmetadata: {name: a, namespace: ns}\nspec: {}")}}
+	resp := h.Convert(t.Context(), read)
+	if resp.Result.Status != metav1.StatusSuccess || len(resp.ConvertedObjects) != 1 {
+		t.Fatalf("a read that does not convert: %+v", resp.Result)
+	}
+	u := map[string]any{}
+	if err := json.Unmarshal(resp.ConvertedObjects[0].Raw, &u); err != nil {
+		t.Fatal(err)
+	}
+	why, _, _ := unstructured.NestedString(u, "metadata", "annotations", v1alpha1.AnnotationConversionFailed)
+	if _, hasSpec := u["spec"]; hasSpec || !strings.Contains(why, "_to-v1alpha1.yaml") || u["apiVersion"] != "cache.example.com/v1alpha1" {
+		t.Errorf("the placeholder: %v", u)
+	}
+	write := &apiextensionsv1.ConversionRequest{UID: "u", DesiredAPIVersion: "cache.example.com/v1",
+		Objects: []runtime.RawExtension{raw(t, "apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: a, namespace: ns}\nspec: {}")}}
+	if resp := h.Convert(t.Context(), write); resp.Result.Status != metav1.StatusFailure {
+		t.Errorf("a write that does not convert: %+v, want a failure", resp.Result)
+	}
+	// A placeholder written back is refused, whatever its version.
+	back := &apiextensionsv1.ConversionRequest{UID: "u", DesiredAPIVersion: "cache.example.com/v1", Objects: resp.ConvertedObjects}
+	if resp := h.Convert(t.Context(), back); resp.Result.Status != metav1.StatusFailure || !strings.Contains(resp.Result.Message, "placeholder") {
+		t.Errorf("a placeholder written back: %+v, want a failure", resp.Result)
+	}
+}
+
 func serveWebhook(t *testing.T, c client.Client) (url string, certs *conversion.Certs) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -204,7 +238,8 @@ func serveWebhook(t *testing.T, c client.Client) (url string, certs *conversion.
 	server := webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: addr.Port, TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.GetCertificate = certs.GetCertificate }}})
 	h := handler(t)
 	h.Key = func() []byte { return testKey }
-	h.Schema = (&conversion.Schemas{Client: c, Names: []string{crdName}, Log: logr.Discard()}).For
+	schemas := &conversion.Schemas{Client: c, Names: []string{crdName}, Log: logr.Discard()}
+	h.Schema, h.Storage = schemas.For, schemas.Storage
 	server.Register(conversion.Path, h)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -67,6 +67,10 @@ type Handler struct {
 	Key func() []byte
 	// Schema returns the schemas of a kind's versions, nil when unknown.
 	Schema func(schema.GroupKind) render.VersionSchema
+	// Storage returns a kind's storage version, "" when unknown: an object
+	// converted from it is a read of what is stored (see
+	// [Handler.Convert]).
+	Storage func(schema.GroupKind) string
 	Log    logr.Logger
 
 	slots chan struct{}
@@ -111,10 +115,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Convert converts every object of a request. An object that does not
-// convert (its template fails, or the review's deadline passed) fails a
-// request of one object; in a list's, it is answered as a placeholder (see
-// [placeholder]), so that one object cannot fail every list of its
-// version in every namespace.
+// convert (its template fails, or the review's deadline passed) fails the
+// request when it is being written; when it is being read (converted from
+// the storage version, or one of a list's objects) it is answered as a
+// placeholder (see [placeholder]): the API server decodes each stored
+// object of a list through the webhook, and one that failed would fail
+// every list of its version in every namespace.
 func (h *Handler) Convert(ctx context.Context, req *apiextensionsv1.ConversionRequest) *apiextensionsv1.ConversionResponse {
 	resp := &apiextensionsv1.ConversionResponse{UID: req.UID}
 	to, err := schema.ParseGroupVersion(req.DesiredAPIVersion)
@@ -130,8 +136,8 @@ func (h *Handler) Convert(ctx context.Context, req *apiextensionsv1.ConversionRe
 		} else {
 			err = fmt.Errorf("stencil: the review's deadline (%s) passed before this object converted", reviewDeadline)
 		}
-		if err != nil && len(req.Objects) > 1 {
-			h.Log.Error(err, "Conversion failed; the object is answered as a placeholder in the list")
+		if err != nil && (len(req.Objects) > 1 || h.readsStored(raw.Raw, to)) {
+			h.Log.Error(err, "Conversion failed; the object is read as a placeholder")
 			out, err = placeholder(raw.Raw, to, err)
 		}
 		if err != nil {
@@ -144,6 +150,28 @@ func (h *Handler) Convert(ctx context.Context, req *apiextensionsv1.ConversionRe
 	}
 	resp.Result = metav1.Status{Status: metav1.StatusSuccess}
 	return resp
+}
+
+// readsStored: raw is at its kind's storage version and converts to
+// another: what is stored, being read (a write converts to the storage
+// version).
+func (h *Handler) readsStored(raw []byte, to schema.GroupVersion) bool {
+	if h.Storage == nil {
+		return false
+	}
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if json.Unmarshal(raw, &head) != nil {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(head.APIVersion)
+	if err != nil || gv.Group != to.Group {
+		return false
+	}
+	storage := h.Storage(schema.GroupKind{Group: gv.Group, Kind: head.Kind})
+	return storage != "" && gv.Version == storage && to.Version != storage
 }
 
 // placeholder is what a list holds of an object that did not convert: its

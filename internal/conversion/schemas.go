@@ -28,9 +28,10 @@ type Schemas struct {
 	Names []string
 	Log   logr.Logger
 
-	mu     sync.Mutex
-	read   time.Time
-	byKind map[schema.GroupKind]render.VersionSchema
+	mu      sync.Mutex
+	read    time.Time
+	byKind  map[schema.GroupKind]render.VersionSchema
+	storage map[schema.GroupKind]string
 }
 
 // For returns the schemas of the kind gk, nil when its CRD could not be
@@ -38,31 +39,47 @@ type Schemas struct {
 func (s *Schemas) For(gk schema.GroupKind) render.VersionSchema {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.readAgain()
+	return s.byKind[gk]
+}
+
+// Storage returns the storage version of the kind gk, "" when its CRD
+// could not be read.
+func (s *Schemas) Storage(gk schema.GroupKind) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.readAgain()
+	return s.storage[gk]
+}
+
+// readAgain reads the CRDs when what was read is older than
+// readSchemasEvery.
+func (s *Schemas) readAgain() {
 	if time.Since(s.read) > readSchemasEvery {
-		s.byKind = s.readAll()
+		s.readAll()
 		s.read = time.Now()
 	}
-	return s.byKind[gk]
 }
 
 // readAll reads every CRD of Names; one that cannot be read is left out,
 // with a log line.
-func (s *Schemas) readAll() map[schema.GroupKind]render.VersionSchema {
+func (s *Schemas) readAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	out := map[schema.GroupKind]render.VersionSchema{}
+	s.byKind, s.storage = map[schema.GroupKind]render.VersionSchema{}, map[schema.GroupKind]string{}
 	for _, name := range s.Names {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := s.Client.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
 			s.Log.Error(err, "Reading a CRD's schemas for conversions; they neither prune nor check until it is read", "crd", name)
 			continue
 		}
+		gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
+		s.storage[gk] = storageVersion(crd)
 		v, err := rschema.New(crd)
 		if err != nil {
 			s.Log.Error(err, "A CRD's schemas do not load; its conversions neither prune nor check", "crd", name)
 			continue
 		}
-		out[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = v
+		s.byKind[gk] = v
 	}
-	return out
 }
