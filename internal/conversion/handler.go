@@ -71,7 +71,7 @@ type Handler struct {
 	// converted from it is a read of what is stored (see
 	// [Handler.Convert]).
 	Storage func(schema.GroupKind) string
-	Log    logr.Logger
+	Log     logr.Logger
 
 	slots chan struct{}
 	once  sync.Once
