@@ -151,7 +151,7 @@ spec: {size: 3}
 	eventually(t, 30*time.Second, "the unlucky Memcached read at v1alpha1", func() error {
 		got, err := kubectl(t, "-n", other, "get", "memcacheds.v1alpha1.cache.example.com", "unlucky", "-o", "jsonpath={.spec.size}")
 		if err != nil || got != "2" {
-			return fmt.Errorf("size %q (%v)", got, err)
+			return fmt.Errorf("size %q (%w)", got, err)
 		}
 		return nil
 	})

@@ -488,9 +488,6 @@ func (k *Kind) convertOnce(src map[string]any, from, to string) (map[string]any,
 	return out, nil
 }
 
-// convertedParts are what a conversion converts; metadata is copied.
-var convertedParts = []string{"spec", "status"}
-
 // diffTree is the part of a that b does not hold equal: nil when b holds
 // all of it. Maps are compared key by key; anything else whole.
 func diffTree(a, b any) any {

@@ -98,8 +98,8 @@ func printedSize(v any, limit int) (int, error) {
 			}
 		case reflect.Struct:
 			n += 2 + each*rv.NumField()
-			for i := range rv.NumField() {
-				stack = append(stack, frame{rv.Field(i), f.depth + 1})
+			for _, field := range rv.Fields() {
+				stack = append(stack, frame{field, f.depth + 1})
 			}
 		}
 	}
@@ -499,6 +499,17 @@ func walkLists(n parse.Node, f func(*parse.ListNode)) {
 		walkLists(n.List, f)
 		walkLists(n.ElseList, f)
 	}
+}
+
+// loadGuards reads what the guards need of a kind, once its chart is
+// loaded: its tpl policy and its own strings.
+func (k *Kind) loadGuards() error {
+	var err error
+	if k.tplValues, err = tplValues(k.declaration.Tpl, k.chart != nil); err != nil {
+		return fmt.Errorf("%s: %w", declarationFile, err)
+	}
+	k.own = k.chart.ownStrings()
+	return nil
 }
 
 // tplValues is what a kind's tpl policy (Declaration.Tpl) says of its

@@ -261,10 +261,9 @@ func Load(def Definition) (*Kind, error) {
 	if k.chart, err = loadChart(def.Templates); err != nil {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
-	if k.tplValues, err = tplValues(k.declaration.Tpl, k.chart != nil); err != nil {
-		return nil, fmt.Errorf("kind %s: %s: %w", name, declarationFile, err)
+	if err := k.loadGuards(); err != nil {
+		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
-	k.own = k.chart.ownStrings()
 	tmpl, manifests, entries, err := parseFolder(name, def.Templates, declarationFile, k.chartName())
 	if err != nil {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
