@@ -156,3 +156,69 @@ spec: {size: 3}
 		return nil
 	})
 }
+
+// TestTenantStrippedOwnerReferences: trudy, a tenant with a Role in one
+// namespace, owns a FlightTicket whose templates (here) also render a
+// cluster-scoped PriorityClass, which only the resource's deletion cleans
+// up. She strips her ConfigMap's ownerReference (drift policy Report keeps
+// it stripped) and deletes her FlightTicket normally, as if the garbage
+// collector had orphaned it: the PriorityClass, beyond her namespace, is
+// gone with it.
+func TestTenantStrippedOwnerReferences(t *testing.T) {
+	const ns = "stripped"
+	dir := filepath.Join(t.TempDir(), "templates")
+	if err := os.CopyFS(dir, os.DirFS("../templates")); err != nil {
+		t.Fatal(err)
+	}
+	ticket := filepath.Join(dir, "flightticket")
+	if err := os.RemoveAll(filepath.Join(ticket, "tests")); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{
+		"_kind.yaml": "owns:\n- {apiVersion: v1, kind: ConfigMap, status: true}\n- {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, resource: priorityclasses, clusterScoped: true}\n",
+		"priorityclass.yaml": "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata:\n  name: {{ printf \"ticket-%s-%s\" .Namespace .Name | quote }}\nvalue: 1000\n",
+	} {
+		if err := os.WriteFile(filepath.Join(ticket, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustKubectl(t, "create", "clusterrole", "stencil-priorityclasses", "--verb=*", "--resource=priorityclasses.scheduling.k8s.io")
+	t.Cleanup(func() { _, _ = kubectl(t, "delete", "clusterrole", "stencil-priorityclasses") })
+	mustKubectl(t, "create", "clusterrolebinding", "stencil-priorityclasses", "--clusterrole=stencil-priorityclasses", "--serviceaccount=stencil-system:stencil")
+	t.Cleanup(func() { _, _ = kubectl(t, "delete", "clusterrolebinding", "stencil-priorityclasses") })
+	useOperator(t, "stripped", "--templates="+dir)
+	t.Cleanup(func() { restoreOperator(t, "after-stripped") })
+	mustKubectl(t, "create", "namespace", ns)
+	t.Cleanup(func() { _, _ = kubectl(t, "delete", "namespace", ns, "--wait=false") })
+	mustKubectl(t, "-n", ns, "create", "role", "tenant", "--verb=*", "--resource=flighttickets.flights.com,configmaps")
+	mustKubectl(t, "-n", ns, "create", "rolebinding", "trudy", "--role=tenant", "--user=trudy")
+	trudy := func(args ...string) string {
+		t.Helper()
+		out, err := kubectl(t, append([]string{"--as=trudy", "-n", ns}, args...)...)
+		if err != nil {
+			t.Fatalf("trudy: kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	trudy("apply", "-f", writeFile(t, "apiVersion: flights.com/v1\nkind: FlightTicket\nmetadata: {name: trip}\nspec: {from: Mumbai, to: London, number: 2, driftPolicy: Report}\n"))
+	waitReady(t, ns, "flightticket/trip")
+	const class = "ticket-" + ns + "-trip"
+	mustKubectl(t, "get", "priorityclass", class)
+	trudy("patch", "configmap", "trip-booking", "--type=json", "-p", `[{"op": "remove", "path": "/metadata/ownerReferences"}]`)
+	mustKubectl(t, "-n", ns, "wait", "flightticket/trip", "--for=condition=Drifted", "--timeout=60s")
+	trudy("delete", "flightticket", "trip", "--wait=false")
+	eventually(t, 60*time.Second, "the FlightTicket and its PriorityClass gone", func() error {
+		if out, err := kubectl(t, "-n", ns, "get", "flightticket", "trip", "--ignore-not-found", "-o", "name"); err != nil || out != "" {
+			return fmt.Errorf("the FlightTicket: %q (%v)", out, err)
+		}
+		if out, err := kubectl(t, "get", "priorityclass", class, "--ignore-not-found", "-o", "name"); err != nil || out != "" {
+			return fmt.Errorf("the PriorityClass: %q (%v)", out, err)
+		}
+		return nil
+	})
+	// Her namespace's ConfigMap, whose ownerReference she stripped, is
+	// hers to keep.
+	if out := mustKubectl(t, "-n", ns, "get", "configmap", "trip-booking", "--ignore-not-found", "-o", "name"); out == "" {
+		t.Error("the stripped ConfigMap was deleted")
+	}
+}

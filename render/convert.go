@@ -593,8 +593,12 @@ func setAnnotation(obj map[string]any, key, value string) {
 // RoundTripLoss converts obj (at version from) to version to and back
 // without keeping anything in annotations, and returns the fields of obj
 // the round trip lost ("spec.size"), less those the kind declares dropped
-// for that pair of versions: what lint calls uncovered.
-func (k *Kind) RoundTripLoss(obj map[string]any, to string) ([]string, error) {
+// for that pair of versions: what lint calls uncovered. With a schema (not
+// nil), each version's output is pruned as the API server would prune it:
+// a field a template copies into a version whose schema lacks it is lost
+// too.
+func (k *Kind) RoundTripLoss(obj map[string]any, to string, schema VersionSchema) ([]string, error) {
+	o := ConvertOptions{Schema: schema}
 	from, err := k.versionOf(obj)
 	if err != nil {
 		return nil, err
@@ -605,12 +609,14 @@ func (k *Kind) RoundTripLoss(obj map[string]any, to string) ([]string, error) {
 		if there, err = k.convertOnce(there, path[i-1], path[i]); err != nil {
 			return nil, err
 		}
+		o.prune(there)
 	}
 	back = there
 	for i := len(path) - 1; i > 0; i-- {
 		if back, err = k.convertOnce(back, path[i], path[i-1]); err != nil {
 			return nil, err
 		}
+		o.prune(back)
 	}
 	var lost []string
 	for _, f := range lostFields(obj, back) {

@@ -277,8 +277,9 @@ func TestConvertKeptFieldsAreStencils(t *testing.T) {
 	})
 }
 
-// copyingKind converts v2 to v1 by copying the spec whole, with size
-// added: a template that relies on the schema to drop what v1 lacks.
+// copyingKind converts between v2 and v1 by copying the spec whole, with
+// size or replicas added: templates that rely on the schema to drop what a
+// version lacks.
 func copyingKind(t *testing.T) *render.Kind {
 	t.Helper()
 	def := testkind.Widget()
@@ -286,8 +287,8 @@ func copyingKind(t *testing.T) *render.Kind {
 	def.Templates = fstest.MapFS{
 		"_kind.yaml":    {Data: []byte("owns:\n- {apiVersion: v1, kind: ConfigMap}\n")},
 		"cm.yaml":       {Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n")},
-		"_from-v1.yaml": {Data: []byte(fromV1)},
-		"_to-v1.yaml":   {Data: []byte("spec:\n  {{- toYaml .spec | nindent 2 }}\n  size: {{ .spec.replicas }}\n")},
+		"_from-v1.yaml": {Data: []byte("spec:\n  {{- with omit .spec \"size\" }}{{ toYaml . | nindent 2 }}{{ end }}\n  replicas: {{ .spec.size }}\n")},
+		"_to-v1.yaml":   {Data: []byte("spec:\n  {{- with omit .spec \"replicas\" }}{{ toYaml . | nindent 2 }}{{ end }}\n  size: {{ .spec.replicas }}\n")},
 	}
 	k, err := render.Load(def)
 	if err != nil {
@@ -309,7 +310,7 @@ func TestRoundTripLoss(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			lost, err := converting(t, tt.declaration, fromV1).RoundTripLoss(obj, "v1")
+			lost, err := converting(t, tt.declaration, fromV1).RoundTripLoss(obj, "v1", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -317,6 +318,24 @@ func TestRoundTripLoss(t *testing.T) {
 				t.Errorf("RoundTripLoss = %v, want %v", lost, tt.want)
 			}
 		})
+	}
+}
+
+// TestRoundTripLossSeesPruning: a field a template copies into a version
+// whose schema lacks it is pruned by the API server: with the schemas, the
+// round trip reports it lost.
+func TestRoundTripLossSeesPruning(t *testing.T) {
+	obj := object(t, "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w}\nspec: {replicas: 2, tls: {secret: s}}")
+	k := copyingKind(t)
+	if lost, err := k.RoundTripLoss(obj, "v1", nil); err != nil || len(lost) != 0 {
+		t.Fatalf("without the schemas: lost %v (%v), want nothing: the copy holds spec.tls", lost, err)
+	}
+	lost, err := k.RoundTripLoss(obj, "v1", widgetSchema{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cmp.Equal(lost, []string{"spec.tls"}) {
+		t.Errorf("with the schemas: lost %v, want [spec.tls], which v1's schema prunes", lost)
 	}
 }
 

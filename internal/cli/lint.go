@@ -422,7 +422,7 @@ func uncovered(f kinds.Folder, v *renderschema.Validator) []string {
 			}
 			said := map[string]bool{}
 			for _, obj := range objs {
-				lost, err := k.RoundTripLoss(obj, to)
+				lost, err := k.RoundTripLoss(obj, to, v)
 				if err != nil {
 					problems = append(problems, fmt.Sprintf("templates/%s: converting a %s %s with every field set to %s and back: %v", f.Name, from, gvk.Kind, to, err))
 					break
