@@ -94,18 +94,31 @@ func Declare(gvk schema.GroupVersionKind, f *Folder, values []map[string]any) ([
 	return nil, errors.New("the chart renders more than 100 types")
 }
 
-// noteReach notes the owned types that reach beyond the resource's
-// namespace or grant access: whoever may create a resource of the kind
-// chooses the chart's values, and so what the operator writes there.
+// noteReach notes the owned types that are privileged: that grant access,
+// act on the whole cluster's requests, serve part of its API or reach
+// beyond the resource's namespace. Whoever may create a resource of the
+// kind chooses the chart's values, and so what the operator writes there.
 func (f *Folder) noteReach(types map[schema.GroupVersionKind]bool) {
 	for _, gvk := range slices.SortedFunc(maps.Keys(types), func(a, b schema.GroupVersionKind) int { return strings.Compare(a.String(), b.String()) }) {
-		switch {
-		case gvk.Group == "rbac.authorization.k8s.io":
-			f.note("_kind.yaml", 0, "the kind owns "+gvk.Kind+"s: whoever may create its resources chooses the chart's values, and so the access the operator grants", "keep creating them to the cluster's admins, or limit the operator's RBAC (docs/tenancy.md)")
-		case clusterScoped[gvk.GroupKind()]:
-			f.note("_kind.yaml", 0, "the kind owns "+gvk.Kind+"s, which are cluster-scoped: they are cleaned up through a finalizer", "")
+		if why := privilege(gvk.GroupKind()); why != "" {
+			f.note("_kind.yaml", 0, "the kind owns "+gvk.Kind+"s, which are privileged ("+why+"): whoever may create its resources chooses the chart's values, and so what the operator writes there", "keep creating them to the cluster's admins, or limit the operator's RBAC (docs/tenancy.md)")
 		}
 	}
+}
+
+// privilege says why a type is privileged, "" when it is not.
+func privilege(gk schema.GroupKind) string {
+	switch {
+	case gk.Group == "rbac.authorization.k8s.io":
+		return "they grant access"
+	case gk.Group == "admissionregistration.k8s.io":
+		return "they admit or refuse the whole cluster's requests"
+	case gk.Group == "apiregistration.k8s.io":
+		return "they serve part of the cluster's API"
+	case clusterScoped[gk]:
+		return "cluster-scoped: beyond the resource's namespace, cleaned up through a finalizer"
+	}
+	return ""
 }
 
 // renderedTypes renders every values file and returns the first type that
