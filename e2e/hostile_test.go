@@ -150,8 +150,11 @@ spec: {size: 3}
 	mustKubectl(t, "-n", other, "patch", "memcacheds.v1.cache.example.com", "unlucky", "--type=merge", "-p", `{"spec":{"replicas":2}}`)
 	eventually(t, 30*time.Second, "the unlucky Memcached read at v1alpha1", func() error {
 		got, err := kubectl(t, "-n", other, "get", "memcacheds.v1alpha1.cache.example.com", "unlucky", "-o", "jsonpath={.spec.size}")
-		if err != nil || got != "2" {
-			return fmt.Errorf("size %q (%w)", got, err)
+		if err != nil {
+			return err
+		}
+		if got != "2" {
+			return fmt.Errorf("size %q, want 2", got)
 		}
 		return nil
 	})
@@ -175,7 +178,7 @@ func TestTenantStrippedOwnerReferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, content := range map[string]string{
-		"_kind.yaml": "owns:\n- {apiVersion: v1, kind: ConfigMap, status: true}\n- {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, resource: priorityclasses, clusterScoped: true}\n",
+		"_kind.yaml":         "owns:\n- {apiVersion: v1, kind: ConfigMap, status: true}\n- {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, resource: priorityclasses, clusterScoped: true}\n",
 		"priorityclass.yaml": "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata:\n  name: {{ printf \"ticket-%s-%s\" .Namespace .Name | quote }}\nvalue: 1000\n",
 	} {
 		if err := os.WriteFile(filepath.Join(ticket, name), []byte(content), 0o600); err != nil {
@@ -208,11 +211,14 @@ func TestTenantStrippedOwnerReferences(t *testing.T) {
 	mustKubectl(t, "-n", ns, "wait", "flightticket/trip", "--for=condition=Drifted", "--timeout=60s")
 	trudy("delete", "flightticket", "trip", "--wait=false")
 	eventually(t, 60*time.Second, "the FlightTicket and its PriorityClass gone", func() error {
-		if out, err := kubectl(t, "-n", ns, "get", "flightticket", "trip", "--ignore-not-found", "-o", "name"); err != nil || out != "" {
-			return fmt.Errorf("the FlightTicket: %q (%v)", out, err)
-		}
-		if out, err := kubectl(t, "get", "priorityclass", class, "--ignore-not-found", "-o", "name"); err != nil || out != "" {
-			return fmt.Errorf("the PriorityClass: %q (%v)", out, err)
+		for _, args := range [][]string{{"-n", ns, "get", "flightticket", "trip"}, {"get", "priorityclass", class}} {
+			out, err := kubectl(t, append(args, "--ignore-not-found", "-o", "name")...)
+			if err != nil {
+				return err
+			}
+			if out != "" {
+				return fmt.Errorf("still there: %s", out)
+			}
 		}
 		return nil
 	})

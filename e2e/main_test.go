@@ -93,12 +93,30 @@ func (w withCRDs) Run() int {
 	current = op
 	code := w.m.Run()
 	if code != 0 {
-		fmt.Fprintf(os.Stderr, "--- operator %s log (last 4000 bytes):\n%s\n", current.name, current.logTail())
+		printLogs()
 	}
 	for _, o := range running {
 		o.stop()
 	}
 	return code
+}
+
+// printLogs writes the end of every operator's log, oldest first: the
+// operator that failed a test is often not the last one started (a test's
+// cleanup starts the next one, whose log then ends a second after its
+// start), and a test that failed on a slow operator needs its log, not its
+// successor's.
+func printLogs() {
+	for _, o := range running {
+		state := "running"
+		select {
+		case <-o.exited:
+			state = "exited"
+		default:
+		}
+		_, _ = fmt.Fprintf(os.Stderr, "--- operator %s (started %s, %s ago, %s) log, last 4000 bytes:\n%s\n",
+			o.name, o.started.Format("15:04:05.000"), time.Since(o.started).Round(time.Millisecond), state, o.logTail())
+	}
 }
 
 // current is the operator expected to lead; running lists every operator

@@ -103,8 +103,13 @@ func replaceExited(t *testing.T, ns string) {
 	t.Helper()
 	select {
 	case <-current.exited:
-		t.Logf("the operator exited during the fault (%s); starting another", strings.TrimSpace(lastLine(current.logTail())))
-		op, err := startOperator("after-" + ns)
+		t.Logf("the operator %s exited (%s); starting another", current.name, strings.TrimSpace(lastLine(current.logTail())))
+		// A name of its own: its log file must not replace another's.
+		name := "after-" + ns
+		for i := 2; slices.ContainsFunc(running, func(o *operator) bool { return o.name == name }); i++ {
+			name = fmt.Sprintf("after-%s-%d", ns, i)
+		}
+		op, err := startOperator(name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +120,10 @@ func replaceExited(t *testing.T, ns string) {
 
 // waitForReady polls (every 10 ms, with its own client: kubectl would be too
 // slow to catch a convergence midway) until at least want FlightTickets in
-// ns are Ready, and returns how many are.
+// ns are Ready, and returns how many are. An operator that exited meanwhile
+// (a leader that could not renew its Lease on a loaded machine) is
+// replaced, as in faultCase: else nothing would reconcile, in this test and
+// the next.
 func waitForReady(t *testing.T, ns string, want int) int {
 	t.Helper()
 	cfg := rest.CopyConfig(cluster.Config)
@@ -145,6 +153,7 @@ func waitForReady(t *testing.T, ns string, want int) int {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d FlightTickets Ready in %s after a minute, want %d (%v)", ready, ns, want, err)
 		}
+		replaceExited(t, ns)
 		time.Sleep(10 * time.Millisecond)
 	}
 }

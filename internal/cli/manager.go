@@ -21,7 +21,6 @@ import (
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/stencil-operator/stencil/internal/fence"
@@ -46,6 +45,7 @@ type managerOptions struct {
 	leaderElectionNS string
 	concurrency      int
 	reconcileTimeout time.Duration
+	startupTimeout   time.Duration
 	qps              float32
 	burst            int
 	compression      bool
@@ -81,6 +81,7 @@ func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.limits.Objects, "render-max-objects", render.DefaultLimits.Objects, "How many objects one resource may render.")
 	fs.IntVar(&o.limits.StatusBytes, "status-max-bytes", render.DefaultLimits.StatusBytes, "How many bytes a kind's status template may write for one resource.")
 	fs.DurationVar(&o.reconcileTimeout, "reconcile-timeout", reconciler.DefaultReconcileTimeout, "Deadline of one reconcile; its status write has a deadline of its own.")
+	fs.DurationVar(&o.startupTimeout, "startup-timeout", defaultStartupTimeout, "How long stencil may take at start to fill its caches (the first list of each owned and observed type), before it runs for leader election. Past it /healthz fails and stencil exits, rather than run without reconciling. /readyz fails until the caches are filled, unless the CRDs reach the conversion webhook through a Service. 0: no bound.")
 	// API Priority and Fairness protects the API server; a low client-side
 	// limit would only slow convergence.
 	fs.Float32Var(&o.qps, "kube-api-qps", 500, "Client-side limit on requests per second to the API server.")
@@ -245,6 +246,10 @@ const (
 	takeoverWait = 2 * leaseDuration
 )
 
+// defaultStartupTimeout bounds the filling of the caches at start (see
+// startup): controller-runtime's bound on a controller's own cache sync.
+const defaultStartupTimeout = 2 * time.Minute
+
 // inClusterNamespace is where a pod finds its namespace.
 const inClusterNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -300,15 +305,28 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+	started := newStartup(o.startupTimeout, hook != nil && o.webhook.url == "", log)
+	if err := addStartupChecks(mgr, started); err != nil {
+		return err
+	}
+	log.Info("Starting manager", "host", cfg.Host, "kinds", len(loaded), "decorators", slices.Sorted(maps.Keys(decOpts.Enabled)), "disabledDecorators", decOpts.Disabled, "leaderElection", o.leaderElect, "startupTimeout", o.startupTimeout)
+	if err := started.run(ctx, mgr.Start); err != nil {
+		return fmt.Errorf("running manager: %w", err)
+	}
+	return nil
+}
+
+// addStartupChecks adds started to mgr, and the probes that see it:
+// /healthz and /readyz fail as startup says.
+func addStartupChecks(mgr ctrl.Manager, started *startup) error {
+	if err := mgr.Add(started); err != nil {
+		return fmt.Errorf("adding the start-up check: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("caches", started.live); err != nil {
 		return fmt.Errorf("adding health check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	if err := mgr.AddReadyzCheck("caches", started.ready); err != nil {
 		return fmt.Errorf("adding readiness check: %w", err)
-	}
-	log.Info("Starting manager", "host", cfg.Host, "kinds", len(loaded), "decorators", slices.Sorted(maps.Keys(decOpts.Enabled)), "disabledDecorators", decOpts.Disabled, "leaderElection", o.leaderElect)
-	if err := mgr.Start(ctx); err != nil {
-		return fmt.Errorf("running manager: %w", err)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stencil-operator/stencil/internal/kinds"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
@@ -56,7 +57,13 @@ current kubeconfig (or in-cluster configuration).`,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			log := zap.New(zap.UseFlagOptions(&zapOpts))
+			ctrl.SetLogger(log)
+			// client-go logs through klog what it does without a context
+			// (its informers' failed lists and watches, its warnings): in
+			// the same stream and format, at the same level, not in
+			// klog's own on stderr.
+			klog.SetLoggerWithOptions(log, klog.ContextualLogger(true))
 			return runManager(cmd.Context(), opts)
 		},
 	}
