@@ -142,7 +142,7 @@ func (k *Kind) execution(bytes int, name string) (*execution, error) {
 		return nil, err
 	}
 	run.b.capabilities = &Capabilities{APIVersions: APIVersions{k: k}}
-	run.b.own, run.b.tplValues = k.own, k.tplValues
+	run.b.own, run.b.ownActions, run.b.tplValues = k.own, k.ownActions, k.tplValues
 	return run, nil
 }
 

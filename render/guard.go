@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/template"
 	"text/template/parse"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -163,8 +164,27 @@ func formatWidths(format string, args []any) int {
 // and sprig's.
 var printingFuncs = []string{
 	"print", "println", "printf", "html", "js", "urlquery",
-	"cat", "quote", "squote", "toString", "toStrings", "join",
+	"cat", "quote", "squote", "toString", "join",
 	"toYaml", "toJson", "mustToJson", "toPrettyJson", "mustToPrettyJson", "toRawJson", "mustToRawJson",
+}
+
+// printingListFuncs print each element of a list into a list of strings
+// (toStrings, and sortAlpha, which sorts them): measured before, and
+// charged the strings' bytes after.
+var printingListFuncs = []string{"toStrings", "sortAlpha"}
+
+// stringsSize is what a list of strings holds: its strings' bytes, and a
+// word each.
+func stringsSize(v any) int {
+	list, ok := v.([]string)
+	if !ok {
+		return shallowSize(v)
+	}
+	n := elemBytes * len(list)
+	for _, s := range list {
+		n += len(s)
+	}
+	return n
 }
 
 // fitsArgs is fits for a function's arguments, as chargedAfter hands them.
@@ -370,7 +390,15 @@ func printedFuncs(b *budget) template.FuncMap {
 		case nil, bool, int, int64, float64:
 			return v, nil
 		}
-		return v, b.fits(0, v)
+		if err := b.fits(0, v); err != nil {
+			return v, err
+		}
+		// A list or a dict prints its strings as they are: measured, it
+		// is cheap to print once more and check.
+		if printed := fmt.Sprint(v); startsDocument(printed, lineStart) {
+			return v, errors.New("a printed value holds a YAML document marker (--- or ...) at the start of a line: values are data and cannot add a document")
+		}
+		return v, nil
 	}
 	return template.FuncMap{
 		fnPrinted:     func(v any) (any, error) { return check(v, false) },
@@ -384,21 +412,26 @@ func printedFuncs(b *budget) template.FuncMap {
 // next value could complete into one ("-", "--", ".", ".."). The first line
 // counts only when s is printed at the start of a line (lineStart).
 func startsDocument(s string, lineStart bool) bool {
-	if !strings.Contains(s, "\n") && !lineStart {
+	if !strings.ContainsAny(s, yamlBreaks) && !lineStart {
 		return false
 	}
-	lines := strings.Split(s, "\n")
-	if !lineStart {
+	lines := strings.FieldsFunc(s, func(r rune) bool { return strings.ContainsRune(yamlBreaks, r) })
+	if strings.IndexAny(s, yamlBreaks) == 0 {
+		lines = append([]string{""}, lines...) // FieldsFunc drops the empty first line
+	}
+	if !lineStart && len(lines) > 0 {
 		lines = lines[1:]
 	}
 	for i, line := range lines {
-		line = strings.TrimRight(line, "\r")
 		if isMarker(line) || i == len(lines)-1 && isMarkerPrefix(line) {
 			return true
 		}
 	}
 	return false
 }
+
+// yamlBreaks are the characters YAML breaks a line at.
+const yamlBreaks = "\n\r\u0085\u2028\u2029"
 
 func isMarker(line string) bool {
 	if !strings.HasPrefix(line, "---") && !strings.HasPrefix(line, "...") {
@@ -441,19 +474,27 @@ func addPrintChecks(ts ...*template.Template) error {
 				switch n := n.(type) {
 				case *parse.TextNode:
 					if len(n.Text) > 0 {
-						lineStart = n.Text[len(n.Text)-1] == '\n'
+						last, _ := utf8.DecodeLastRune(n.Text)
+						lineStart = strings.ContainsRune(yamlBreaks, last)
 					}
 					continue
 				case *parse.ActionNode:
-					if len(n.Pipe.Decl) == 0 && !unchecked(n.Pipe) {
+					if len(n.Pipe.Decl) > 0 || isTick(n.Pipe) {
+						continue // prints nothing
+					}
+					if !unchecked(n.Pipe) {
 						fn := fnPrinted
 						if lineStart {
 							fn = fnPrintedLine
 						}
 						n.Pipe.Cmds = append(n.Pipe.Cmds, calls[fn].Copy().(*parse.CommandNode))
 					}
+					// What it printed may have ended a line: the next
+					// action may start one.
+					lineStart = true
+					continue
 				}
-				lineStart = false
+				lineStart = true // after an if, a range, an include: who knows
 			}
 		})
 	}
@@ -476,6 +517,12 @@ func unchecked(p *parse.PipeNode) bool {
 		return true
 	}
 	return false
+}
+
+// isTick: the pipeline is the time check, which prints nothing.
+func isTick(p *parse.PipeNode) bool {
+	id, ok := p.Cmds[len(p.Cmds)-1].Args[0].(*parse.IdentifierNode)
+	return ok && id.Ident == tick
 }
 
 // walkLists calls f on every list of nodes under n, n's own included.
@@ -509,7 +556,92 @@ func (k *Kind) loadGuards() error {
 		return fmt.Errorf("%s: %w", declarationFile, err)
 	}
 	k.own = k.chart.ownStrings()
+	k.ownActions = actionsOf(k.own)
 	return nil
+}
+
+// actionsOf are the template actions of the strings own that hold any,
+// by [actionKeys]: a string of the values whose actions are all among
+// them runs no template a chart's own strings do not (a chart's values
+// passed to tpl through toYaml, say, with a tenant's text among them).
+func actionsOf(own map[string]bool) map[string]bool {
+	actions := map[string]bool{}
+	for s := range own {
+		if !strings.Contains(s, "{{") {
+			continue
+		}
+		keys, err := actionKeys(s)
+		if err != nil {
+			continue // not a template: tpl would fail on it anyway
+		}
+		for _, k := range keys {
+			actions[k] = true
+		}
+	}
+	return actions
+}
+
+// actionKeys parses src as a template (whatever functions it names) and
+// returns each of its actions and control structures, as a string that
+// says what it runs.
+func actionKeys(src string) ([]string, error) {
+	tree := parse.New("tpl")
+	tree.Mode = parse.SkipFuncCheck
+	trees := map[string]*parse.Tree{}
+	if _, err := tree.Parse(src, "{{", "}}", trees); err != nil {
+		return nil, err
+	}
+	var keys []string
+	var walk func(n parse.Node)
+	walk = func(n parse.Node) {
+		switch n := n.(type) {
+		case *parse.ListNode:
+			if n == nil {
+				return
+			}
+			for _, c := range n.Nodes {
+				walk(c)
+			}
+		case *parse.ActionNode, *parse.TemplateNode:
+			keys = append(keys, fmt.Sprintf("%T %s", n, n))
+		case *parse.IfNode:
+			keys = append(keys, "if "+n.Pipe.String())
+			walk(n.List)
+			walk(n.ElseList)
+		case *parse.RangeNode:
+			keys = append(keys, "range "+n.Pipe.String())
+			walk(n.List)
+			walk(n.ElseList)
+		case *parse.WithNode:
+			keys = append(keys, "with "+n.Pipe.String())
+			walk(n.List)
+			walk(n.ElseList)
+		}
+	}
+	for name, t := range trees {
+		if name != "tpl" {
+			keys = append(keys, "define "+name) // a template of its own
+		}
+		walk(t.Root)
+	}
+	return keys, nil
+}
+
+// ownTemplate: every action of src is one of the kind's own strings'.
+func (b *budget) ownTemplate(src string) bool {
+	if len(b.ownActions) == 0 {
+		return false
+	}
+	keys, err := actionKeys(src)
+	if err != nil {
+		return false
+	}
+	for _, k := range keys {
+		if !b.ownActions[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // tplValues is what a kind's tpl policy (Declaration.Tpl) says of its

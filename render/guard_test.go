@@ -107,6 +107,8 @@ func TestPrintGuards(t *testing.T) {
 		{"html", doubled + `{{ $_ := html $l }}`, "rendered bytes"},
 		{"js", doubled + `{{ $_ := js $l }}`, "rendered bytes"},
 		{"urlquery", doubled + `{{ $_ := urlquery $l }}`, "rendered bytes"},
+		{"toStrings", doubled + `{{ $_ := toStrings (list $l) }}`, "rendered bytes"},
+		{"sortAlpha", doubled + `{{ $_ := sortAlpha (list $l) }}`, "rendered bytes"},
 		{"uniq", `{{ $_ := uniq (until 100000) }}`, "rendered bytes"},
 		{"without", `{{ $_ := without (until 100000) 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 }}`, "rendered bytes"},
 		{"nesting", `{{ $l := list 1 }}{{ range until 1100 }}{{ $l = list $l }}{{ end }}{{ $_ := toJson $l }}`, "value nesting"},
@@ -192,10 +194,48 @@ func TestStartsDocument(t *testing.T) {
 		{"a\n-", false, true},         // the next value may complete it
 		{"a\n- b", false, false},
 		{"a\r\n---\r\n", false, true},
+		{"a\r---\rb", false, true},         // a bare carriage return breaks a line too
+		{"a\u2028...\u2028b", false, true}, // and so do Unicode's line and paragraph separators
+		{"\n---", false, true},
 	}
 	for _, tt := range tests {
 		if got := startsDocument(tt.s, tt.lineStart); got != tt.want {
 			t.Errorf("startsDocument(%q, %v) = %v, want %v", tt.s, tt.lineStart, got, tt.want)
 		}
+	}
+}
+
+// TestPrintedValuesAddNoDocument: however a value is printed (a string, a
+// dict or list that holds one, two values side by side), it cannot start a
+// YAML document of its own.
+func TestPrintedValuesAddNoDocument(t *testing.T) {
+	const doc = "x\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: injected}"
+	tests := []struct {
+		name, src string
+		data      map[string]any
+	}{
+		{"a string", "data: {{ .a }}", map[string]any{"a": doc}},
+		{"a dict that holds one", "data: {{ .a }}", map[string]any{"a": map[string]any{"k": doc}}},
+		{"a list that holds one", "data: {{ .a }}", map[string]any{"a": []any{doc}}},
+		{"two values side by side", "data: {{ .a }}{{ .b }}", map[string]any{"a": "x\n", "b": "---\nkind: Secret"}},
+		{"a bare carriage return", "data: {{ .a }}", map[string]any{"a": "x\r...\rkind: Secret"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tmpl, err := template.New("t").Funcs(funcs(template.New("t"))).Parse(tt.src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := instrument(tmpl); err != nil {
+				t.Fatal(err)
+			}
+			e, err := newExecutions(tmpl).get(DefaultLimits, 1<<20, "rendered bytes")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out, err := e.execute("t", tt.data); err == nil || !strings.Contains(err.Error(), "document marker") {
+				t.Fatalf("printed %q, error %v; want one about a document marker", out, err)
+			}
+		})
 	}
 }

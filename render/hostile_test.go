@@ -124,11 +124,12 @@ rules:
 }
 
 // TestHostileValues puts each hostile value in place of every value of
-// every chart kind of the tests (the probe chart above, and the test chart
-// of stencil import chart): no render crashes the process, allocates past
-// hostileRenderBudget or runs past its time limit, and a render that
-// succeeds renders no object, no type and no stencil behaviour annotation
-// that the chart does not render with a plain value in that place.
+// every chart kind of the tests (the probe chart above, under tpl: own and
+// under tpl: any, and the test chart of stencil import chart): no render
+// crashes the process, grows the heap past hostileRenderBudget or runs
+// past its time limit, and a render that succeeds renders no object, no
+// type and no stencil behaviour annotation that the chart does not render
+// with a plain value in that place.
 func TestHostileValues(t *testing.T) {
 	kinds := map[string]*render.Kind{}
 	probe, err := render.Load(render.Definition{GroupVersionKind: shopGVK, Templates: probeChart, New: func() v1alpha1.Object { return &chartimport.Resource{} }})
@@ -136,6 +137,13 @@ func TestHostileValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	kinds["probe"] = probe
+	// The same chart under tpl: any, the most a kind may let its
+	// resources do: their template text runs, within the guards.
+	anyTpl := maps.Clone(probeChart)
+	anyTpl["_kind.yaml"] = &fstest.MapFile{Data: append(slices.Clone(probeChart["_kind.yaml"].Data), "tpl: any\n"...)}
+	if kinds["probe (tpl: any)"], err = render.Load(render.Definition{GroupVersionKind: shopGVK, Templates: anyTpl, New: func() v1alpha1.Object { return &chartimport.Resource{} }}); err != nil {
+		t.Fatal(err)
+	}
 	shopDef, err := chartimport.Definition("../internal/chartimport/testdata/charts/shop", shopGVK)
 	if err != nil {
 		t.Fatal(err)
@@ -269,4 +277,53 @@ func withValue(path []string, v any) map[string]any {
 	}
 	m[path[len(path)-1]] = v
 	return spec
+}
+
+// TestTplRunsOnlyTheChartsOwnActions: under tpl: own (a chart kind's
+// default), tpl runs the chart's own strings, and a string of the values
+// whose actions are all the chart's own (a default passed through toYaml,
+// with the tenant's text beside it); a tenant's action fails the render;
+// a string without actions is returned as it is.
+func TestTplRunsOnlyTheChartsOwnActions(t *testing.T) {
+	k := chartKind(t, map[string]string{
+		"_chart.yaml":  "name: shop\nversion: 1.0.0\n",
+		"_values.yaml": "greeting: 'hello {{ .Release.Name }}'\nextra: [{name: A, value: '{{ .Release.Name }}-a'}]\n",
+		"cm.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata: {name: cm}
+data:
+  greeting: {{ tpl .Values.greeting . | quote }}
+  extra: {{ tpl (toYaml .Values.extra) . | quote }}
+`,
+	})
+	tests := []struct {
+		name   string
+		values map[string]any
+		want   map[string]any // data, nil: the render fails
+	}{
+		{"the chart's own", nil, map[string]any{"greeting": "hello rel", "extra": "- name: A\n  value: 'rel-a'"}},
+		{"plain text", map[string]any{"greeting": "hi there"}, map[string]any{"greeting": "hi there", "extra": "- name: A\n  value: 'rel-a'"}},
+		{"the chart's own actions among the tenant's text", map[string]any{"extra": []any{map[string]any{"name": "B", "value": "{{ .Release.Name }}-b"}}},
+			map[string]any{"greeting": "hello rel", "extra": "- name: B\n  value: 'rel-b'"}},
+		{"an action of the tenant's", map[string]any{"greeting": "{{ .Release.Namespace }}"}, nil},
+		{"an action of the tenant's through toYaml", map[string]any{"extra": []any{map[string]any{"name": "B", "value": "{{ .Files }}"}}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objs, err := k.Render(chartimport.NewResource(shopGVK, "rel", "ns1", tt.values))
+			if tt.want == nil {
+				if err == nil || !strings.Contains(err.Error(), "values are data") {
+					t.Fatalf("error %v, want one saying values are data", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _, _ := unstructured.NestedMap(objs[0].Object, "data")
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("data %v, want %v", got, tt.want)
+			}
+		})
+	}
 }

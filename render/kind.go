@@ -207,6 +207,8 @@ type Kind struct {
 	// own are the kind's own strings, which tpl runs and which may print
 	// a YAML document marker (see [Kind.ownStrings]).
 	own map[string]bool
+	// ownActions are the template actions of own (see [actionsOf]).
+	ownActions map[string]bool
 	// tplValues: tpl runs its resources' values too (Declaration.Tpl).
 	tplValues bool
 	// behaviour are, by template file, the annotations of stencil's that

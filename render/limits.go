@@ -83,6 +83,8 @@ type budget struct {
 	// may print a YAML document marker and that tpl runs whatever the
 	// kind's tpl policy (see [Kind.ownStrings]).
 	own map[string]bool
+	// ownActions are the template actions of own (see [actionsOf]).
+	ownActions map[string]bool
 	// tplValues: tpl runs any string, the values' too (a kind's tpl: any).
 	tplValues bool
 }
@@ -180,6 +182,7 @@ func meteredFuncs(c *template.Template, b *budget) template.FuncMap {
 	maps.Copy(fm, chargedAfter(b, nil, shallowSize, stringFuncs...))
 	maps.Copy(fm, chargedAfter(b, b.fitsArgs, shallowSize, printingFuncs...))
 	maps.Copy(fm, chargedAfter(b, nil, shallowSize, listFuncs...))
+	maps.Copy(fm, chargedAfter(b, b.fitsArgs, stringsSize, printingListFuncs...))
 	maps.Copy(fm, chargedAfter(b, nil, func(v any) int { return deepSize(v, b.left) }, deepFuncs...))
 	return fm
 }
@@ -334,7 +337,7 @@ var stringFuncs = []string{"b64enc", "b32enc", "wrap", "nospace", "upper", "lowe
 var listFuncs = []string{
 	"list", "tuple", "dict", "append", "push", "prepend", "concat", "rest", "initial", "reverse", "compact",
 	"mustAppend", "mustPush", "mustPrepend", "mustRest", "mustInitial", "mustReverse", "mustCompact",
-	"keys", "values", "pluck", "pick", "omit", "sortAlpha", "toStrings",
+	"keys", "values", "pluck", "pick", "omit",
 	"splitList", "split", "splitn", "regexFindAll", "mustRegexFindAll", "regexSplit", "mustRegexSplit",
 }
 
@@ -697,7 +700,9 @@ func walkRanges(n parse.Node, f func(*parse.RangeNode)) {
 // of the set c (its named templates are there to include) with data as
 // dot, charged to b like an include. A string of the values is data: tpl
 // runs it only when it is the kind's own (b.own: its chart's values and
-// files) or the kind lets its resources' values be templates (tpl: any);
+// files), when every action in it is one of those strings' (a chart value
+// passed through toYaml, the resource's text among it), or when the kind
+// lets its resources' values be templates (tpl: any);
 // otherwise a src with template actions fails the render, and one without
 // is returned as it is, as Helm does. What a src that is not the kind's own
 // writes may not start a YAML document (see [startsDocument]).
@@ -709,7 +714,7 @@ func (b *budget) tpl(c *template.Template, src string, data any) (string, error)
 	if !strings.Contains(src, "{{") {
 		return src, b.checkTplOutput(src, own)
 	}
-	if !own && !b.tplValues {
+	if !own && !b.tplValues && !b.ownTemplate(src) {
 		return "", fmt.Errorf("tpl: a value of the resource holds template actions (%.60q): values are data, and this kind runs only its chart's own values as templates (set tpl: any in _kind.yaml to run its resources' values too; docs/tenancy.md)", src)
 	}
 	t, err := c.Clone()

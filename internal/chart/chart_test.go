@@ -105,6 +105,17 @@ func TestDecoratorsAreOptIn(t *testing.T) {
 	if got := args(helm("-f", "../../config/samples/replicaset-podcount/values.yaml")); !slices.Equal(got, want) {
 		t.Errorf("the chart with the sample's values: decorator flags %v, want %v", got, want)
 	}
+	// The webhook's NetworkPolicy is opt-in too, and each except goes with
+	// the cidr of its family.
+	if strings.Contains(helm(), "kind: NetworkPolicy") {
+		t.Error("the chart's defaults install the webhook's NetworkPolicy")
+	}
+	policy := helm("--set", "webhookNetworkPolicy.enabled=true", "--set", "webhookNetworkPolicy.except={10.244.0.0/16,fd00::/8}")
+	for _, want := range []string{"kind: NetworkPolicy", "cidr: \"0.0.0.0/0\"\n        except: [\"10.244.0.0/16\"]", "cidr: \"::/0\"\n        except: [\"fd00::/8\"]"} {
+		if !strings.Contains(policy, want) {
+			t.Errorf("the chart with webhookNetworkPolicy enabled holds no %q", want)
+		}
+	}
 }
 
 // sampleDecorators names this repository's decorators.

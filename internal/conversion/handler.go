@@ -84,14 +84,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), reviewDeadline)
 	defer cancel()
-	h.once.Do(func() { h.slots = make(chan struct{}, maxReviews) })
-	select {
-	case h.slots <- struct{}{}:
-		defer func() { <-h.slots }()
-	case <-ctx.Done():
-		http.Error(w, "stencil is converting as many reviews as it may at once", http.StatusTooManyRequests)
-		return
-	}
+	// The body is read before a slot is taken, within the deadline: a
+	// client that sends slowly holds no slot.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(reviewDeadline))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReview))
 	if err != nil {
 		code := http.StatusBadRequest
@@ -99,6 +94,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			code = http.StatusRequestEntityTooLarge
 		}
 		http.Error(w, "reading the review: "+err.Error(), code)
+		return
+	}
+	h.once.Do(func() { h.slots = make(chan struct{}, maxReviews) })
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	case <-ctx.Done():
+		http.Error(w, "stencil is converting as many reviews as it may at once", http.StatusTooManyRequests)
 		return
 	}
 	review := apiextensionsv1.ConversionReview{}
@@ -114,13 +117,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Convert converts every object of a request. An object that does not
-// convert (its template fails, or the review's deadline passed) fails the
-// request when it is being written; when it is being read (converted from
-// the storage version, or one of a list's objects) it is answered as a
-// placeholder (see [placeholder]): the API server decodes each stored
-// object of a list through the webhook, and one that failed would fail
-// every list of its version in every namespace.
+// Convert converts every object of a request. An object whose conversion
+// template fails (or runs past its limits) fails the request when it is
+// being written; when it is being read (converted from the storage
+// version, or one of a list's objects) it is answered as a placeholder
+// (see [placeholder]): the API server decodes each stored object of a list
+// through the webhook, and one that failed would fail every list of its
+// version in every namespace. Any other failure (the review's deadline, a
+// kind stencil does not have) fails the request: it may not repeat, and a
+// placeholder would stand for a resource that converts.
 func (h *Handler) Convert(ctx context.Context, req *apiextensionsv1.ConversionRequest) *apiextensionsv1.ConversionResponse {
 	resp := &apiextensionsv1.ConversionResponse{UID: req.UID}
 	to, err := schema.ParseGroupVersion(req.DesiredAPIVersion)
@@ -136,7 +141,7 @@ func (h *Handler) Convert(ctx context.Context, req *apiextensionsv1.ConversionRe
 		} else {
 			err = fmt.Errorf("stencil: the review's deadline (%s) passed before this object converted", reviewDeadline)
 		}
-		if err != nil && (len(req.Objects) > 1 || h.readsStored(raw.Raw, to)) {
+		if repeats(err) && (len(req.Objects) > 1 || h.readsStored(raw.Raw, to)) {
 			h.Log.Error(err, "Conversion failed; the object is read as a placeholder")
 			out, err = placeholder(raw.Raw, to, err)
 		}
@@ -150,6 +155,16 @@ func (h *Handler) Convert(ctx context.Context, req *apiextensionsv1.ConversionRe
 	}
 	resp.Result = metav1.Status{Status: metav1.StatusSuccess}
 	return resp
+}
+
+// repeats: err is a conversion template's failure that the same object
+// meets again, not its time running out (a loaded machine).
+func repeats(err error) bool {
+	if _, ok := errors.AsType[*render.ConversionError](err); !ok {
+		return false
+	}
+	limit, ok := errors.AsType[*render.LimitError](err)
+	return !ok || limit.Limit != "render time"
 }
 
 // readsStored: raw is at its kind's storage version and converts to

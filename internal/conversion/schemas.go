@@ -61,16 +61,18 @@ func (s *Schemas) readAgain() {
 	}
 }
 
-// readAll reads every CRD of Names; one that cannot be read is left out,
-// with a log line.
+// readAll reads every CRD of Names; one that cannot be read keeps what was
+// read of it before, with a log line.
 func (s *Schemas) readAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s.byKind, s.storage = map[schema.GroupKind]render.VersionSchema{}, map[schema.GroupKind]string{}
+	if s.byKind == nil {
+		s.byKind, s.storage = map[schema.GroupKind]render.VersionSchema{}, map[schema.GroupKind]string{}
+	}
 	for _, name := range s.Names {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := s.Client.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
-			s.Log.Error(err, "Reading a CRD's schemas for conversions; they neither prune nor check until it is read", "crd", name)
+			s.Log.Error(err, "Reading a CRD's schemas for conversions; the ones read before, if any, are kept", "crd", name)
 			continue
 		}
 		gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
