@@ -112,7 +112,8 @@ func launchWith(name, bin, kubeconfig string, flags ...string) (*operator, error
 	}
 	go func() { _ = op.cmd.Wait(); _ = log.Close(); close(op.exited) }()
 	running = append(running, op)
-	deadline := time.Now().Add(30 * time.Second)
+	// Ready once its caches are filled (a loaded machine may take a while).
+	deadline := time.Now().Add(90 * time.Second)
 	for {
 		resp, err := http.Get("http://" + probe + "/readyz")
 		if err == nil {
@@ -123,7 +124,7 @@ func launchWith(name, bin, kubeconfig string, flags ...string) (*operator, error
 		}
 		if time.Now().After(deadline) {
 			op.kill()
-			return nil, fmt.Errorf("stencil %s not ready within 30s: %w\n%s", name, err, op.logTail())
+			return nil, fmt.Errorf("stencil %s not ready within 90s: %w\n%s", name, err, op.logTail())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
