@@ -487,21 +487,7 @@ func TestMigratesStoredResources(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The new build's CRD over the released one.
-	// The API server's CRD controllers write its status meanwhile: read it
-	// again on a conflict.
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		crd := readCRD(t, "../../config/crd/bases/cache.example.com_memcacheds.yaml")
-		live := &apiextensionsv1.CustomResourceDefinition{}
-		if err := c.Get(t.Context(), types.NamespacedName{Name: crdName}, live); err != nil {
-			return err
-		}
-		crd.ResourceVersion = live.ResourceVersion
-		return c.Update(t.Context(), crd)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	upgradeCRD(t, c)
 	serveWebhook(t, c)
 	if got := storedVersions(t, c); strings.Join(got, ",") != "v1alpha1,v1" {
 		t.Fatalf("storedVersions %v before the migration, want [v1alpha1 v1]", got)
@@ -597,23 +583,12 @@ func TestMigrationGoesOnPastARefusedResource(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = c.Delete(context.Background(), old) })
 	}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		crd := readCRD(t, "../../config/crd/bases/cache.example.com_memcacheds.yaml")
-		live := &apiextensionsv1.CustomResourceDefinition{}
-		if err := c.Get(t.Context(), types.NamespacedName{Name: crdName}, live); err != nil {
-			return err
-		}
-		crd.ResourceVersion = live.ResourceVersion
-		return c.Update(t.Context(), crd)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	upgradeCRD(t, c)
 	serveWebhook(t, c)
 	refuse(t, c, "a-refused")
 
 	m := &conversion.Migrator{Client: c, CRDs: []string{crdName}, QPS: 100, Log: logr.Discard()}
-	err = m.Migrate(t.Context(), crdName, flowcontrol.NewFakeAlwaysRateLimiter())
+	err := m.Migrate(t.Context(), crdName, flowcontrol.NewFakeAlwaysRateLimiter())
 	if err == nil || !strings.Contains(err.Error(), "default/a-refused") || !strings.Contains(err.Error(), "refused 1") {
 		t.Fatalf("Migrate: %v, want an error naming the one refused resource", err)
 	}
@@ -648,6 +623,25 @@ func TestMigrationGoesOnPastARefusedResource(t *testing.T) {
 		if after[name] != before[name] {
 			t.Errorf("%s was rewritten again: the first pass passed it", name)
 		}
+	}
+}
+
+// upgradeCRD puts the new build's Memcached CRD over the released one.
+// The API server's CRD controllers write its status meanwhile: it is read
+// again on a conflict.
+func upgradeCRD(t *testing.T, c client.Client) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd := readCRD(t, "../../config/crd/bases/cache.example.com_memcacheds.yaml")
+		live := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(t.Context(), types.NamespacedName{Name: crdName}, live); err != nil {
+			return err
+		}
+		crd.ResourceVersion = live.ResourceVersion
+		return c.Update(t.Context(), crd)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
