@@ -34,9 +34,8 @@ func funcs(t *template.Template) template.FuncMap {
 	for _, name := range impure {
 		delete(fm, name)
 	}
-	fm[tick] = func() string { return "" }       // metered checks the time in it
-	fm[fnPrinted] = func(v any) any { return v } // and the printed values in these
-	fm[fnPrintedLine] = func(v any) any { return v }
+	fm[tick] = func() string { return "" }              // metered checks the time in it
+	fm[fnPrinted] = func(_ int, v any) any { return v } // and the printed values in this
 	fm["toYaml"] = toYaml
 	fm["required"] = required
 	fm["ownerLabels"] = ownerLabels

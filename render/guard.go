@@ -1,12 +1,14 @@
 package render
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
 	"path"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -365,45 +367,154 @@ func walkDistinct(v any, found func(reflect.Value) bool) bool {
 	return false
 }
 
-// Names of the functions that instrument puts in the templates' actions.
+// fnPrinted is the function that instrument puts at the end of every
+// action that prints: {{ ... | stencilPrinted FLAGS }}.
+const fnPrinted = "stencilPrinted"
+
+// How an action prints, for fnPrinted.
 const (
-	// fnPrinted checks a value an action prints in the middle of a line.
-	fnPrinted = "stencilPrinted"
-	// fnPrintedLine checks a value an action prints at the start of a
-	// line.
-	fnPrintedLine = "stencilPrintedLine"
+	// printedAtLineStart: the action starts a line of its template.
+	printedAtLineStart = 1 << iota
+	// printedNested: the value is what include or tpl wrote, whose own
+	// actions were checked where they printed.
+	printedNested
+	// printedOnOwnLine: the action's line in its source holds nothing
+	// before it but spaces, as {{- toYaml .x | nindent 4 }}'s does.
+	printedOnOwnLine
+	// printedIndented: the value went through indent or nindent last: the
+	// template put every line of it at the indentation it chose.
+	printedIndented
+	// printedYAML: the value is what toYaml wrote.
+	printedYAML
 )
 
-// printedFuncs are the functions fnPrinted and fnPrintedLine of an
-// execution charging b: they pass the value on, to be printed as
-// text/template prints it, when it fits what is left of the budget and,
-// printed, starts no YAML document. own are the strings of the kind's own
-// (its chart's files) that may.
+// printedFuncs are the functions fnPrinted of an execution charging b: it
+// passes the value on, to be printed as text/template prints it, when it
+// fits what is left of the budget and, printed, neither starts a YAML
+// document nor writes a line left of where it is printed (see
+// [budget.escapesLine]). own are the strings of the kind's own (its
+// chart's files) that may.
 func printedFuncs(b *budget) template.FuncMap {
-	check := func(v any, lineStart bool) (any, error) {
+	const marker = "a printed value holds a YAML document marker (--- or ...) at the start of a line: values are data and cannot add a document; quote the value in the template (| quote) or indent it (| nindent)"
+	check := func(flags int, v any) (any, error) {
+		lineStart, nested := flags&printedAtLineStart != 0, flags&printedNested != 0
+		printed := ""
 		switch x := v.(type) {
 		case string:
-			if startsDocument(x, lineStart) && !b.own[x] {
-				return v, errors.New("a printed value holds a YAML document marker (--- or ...) at the start of a line: values are data and cannot add a document; quote the value in the template (| quote) or indent it (| nindent)")
+			if b.own[x] {
+				return v, nil
 			}
-			return v, nil
+			printed = x
 		case nil, bool, int, int64, float64:
 			return v, nil
+		default:
+			if err := b.fits(0, v); err != nil {
+				return v, err
+			}
+			// A list or a dict prints its strings as they are: measured,
+			// it is cheap to print once more and check.
+			printed = fmt.Sprint(v)
 		}
-		if err := b.fits(0, v); err != nil {
-			return v, err
+		if !nested && startsDocument(printed, lineStart) {
+			return v, errors.New(marker)
 		}
-		// A list or a dict prints its strings as they are: measured, it
-		// is cheap to print once more and check.
-		if printed := fmt.Sprint(v); startsDocument(printed, lineStart) {
-			return v, errors.New("a printed value holds a YAML document marker (--- or ...) at the start of a line: values are data and cannot add a document")
+		if flags&printedIndented != 0 {
+			return v, nil
+		}
+		if line, ok := b.escapesLine(printed, flags&printedOnOwnLine != 0, flags&printedYAML != 0); ok {
+			return v, fmt.Errorf("a printed value breaks its line, and its line %d may be read outside the value (%.40q): values are data and cannot add keys, items or objects; quote the value in the template (| quote), or print it with toYaml | nindent", line, printed)
 		}
 		return v, nil
 	}
-	return template.FuncMap{
-		fnPrinted:     func(v any) (any, error) { return check(v, false) },
-		fnPrintedLine: func(v any) (any, error) { return check(v, true) },
+	return template.FuncMap{fnPrinted: check}
+}
+
+// escapesLine reports whether s, printed where the template's output is
+// now, writes a line (the first such, counted from 1) that may be read
+// outside the value. Blank lines aside, a line of s may be indented:
+//   - as far as the output's line it is printed on, or further, when s
+//     starts that line (after spaces only), or when the action is on a line
+//     of its own in its source ({{- toYaml .x | nindent 4 }}, ownLine), s
+//     starts with a break and the line it follows holds no key or item
+//     waiting for its value;
+//   - further than that line, when s is toYaml's output (yaml): a block
+//     scalar's lines;
+//   - nowhere otherwise: a value printed after text on its line may not
+//     break it, for YAML or for a template that splits its output in
+//     lines.
+//
+// The indentation of an output's line counts a list item's dashes ("  -
+// a: b" is indented 4). In an include's or tpl's output, before its first
+// break, a value that starts the output is not checked: its caller checks
+// that output where it prints it.
+func (b *budget) escapesLine(s string, ownLine, yaml bool) (int, bool) {
+	if !strings.ContainsAny(s, yamlBreaks) {
+		return 0, false
 	}
+	tail, known := b.lineBefore()
+	least, text := lineIndent(tail)
+	if !known && text == "" {
+		return 0, false
+	}
+	lines := strings.FieldsFunc(s, func(r rune) bool { return strings.ContainsRune(yamlBreaks, r) })
+	if strings.IndexAny(s, yamlBreaks) == 0 {
+		lines = append([]string{""}, lines...)
+	}
+	newLines := ownLine && strings.TrimLeft(lines[0], " \t") == "" && !waitsForValue(text)
+	for i, line := range lines[1:] {
+		n := len(line) - len(strings.TrimLeft(line, " "))
+		switch {
+		case strings.TrimLeft(line, " \t") == "":
+			continue
+		case text == "" || newLines:
+			if n >= least {
+				continue
+			}
+		case yaml:
+			if n > least {
+				continue
+			}
+		}
+		return i + 2, true
+	}
+	return 0, false
+}
+
+// lineIndent is the indentation of a line of YAML, list items' dashes
+// included ("  - a: b" is indented 4), and the text past it.
+func lineIndent(line string) (int, string) {
+	rest := strings.TrimLeft(line, " ")
+	for strings.HasPrefix(rest, "-") && (len(rest) == 1 || rest[1] == ' ') {
+		rest = strings.TrimLeft(rest[1:], " ")
+	}
+	if rest == "" && strings.HasSuffix(strings.TrimRight(line, " "), "-") {
+		return len(line), "-" // an item that waits for its value
+	}
+	return len(line) - len(rest), strings.TrimRight(rest, " \t")
+}
+
+// waitsForValue: a line of YAML that ends in a key, an item or a block
+// scalar's header waits for its value.
+func waitsForValue(text string) bool {
+	text = strings.TrimRight(text, "+-0123456789")
+	return strings.HasSuffix(text, ":") || strings.HasSuffix(text, "|") || strings.HasSuffix(text, ">") || text == "" || text == "?"
+}
+
+// lineBefore is the line the template's output ends in now, and whether
+// where it starts is known: in an include's or tpl's output, before its
+// first break, it is not (the output is printed where its caller prints
+// it).
+func (b *budget) lineBefore() (string, bool) {
+	if b.out == nil {
+		return "", false
+	}
+	out := b.out.Bytes()
+	i := bytes.LastIndexAny(out, yamlBreaks)
+	if i < 0 {
+		return string(out), !b.outNested
+	}
+	_, size := utf8.DecodeRune(out[i:])
+	return string(out[i+size:]), true
 }
 
 // startsDocument reports whether s, printed into a template's output, could
@@ -450,24 +561,26 @@ func isMarkerPrefix(line string) bool {
 }
 
 // addPrintChecks ends the pipeline of every action of ts that prints (one
-// that declares no variable) with fnPrinted, or fnPrintedLine when the
-// action starts a line of the template: the value is checked before
-// text/template prints it. An include's output is left as it is: the
-// values its template printed were checked there.
-func addPrintChecks(ts ...*template.Template) error {
-	calls := map[string]*parse.CommandNode{}
-	for _, fn := range []string{fnPrinted, fnPrintedLine} {
-		probe, err := template.New("check").Funcs(template.FuncMap{fn: func(v any) any { return v }}).Parse("{{ . | " + fn + " }}")
+// that declares no variable) with fnPrinted, flagged with how the action
+// prints (see [printFlags]): the value is checked before text/template
+// prints it. sources are the templates'
+// texts by parse name; an action of a template whose text is not there is
+// checked as one printed after text on its line.
+func addPrintChecks(sources map[string]string, ts ...*template.Template) error {
+	calls := map[int]*parse.CommandNode{}
+	for flags := range printedAtLineStart | printedNested | printedOnOwnLine | printedIndented | printedYAML + 1 {
+		probe, err := template.New("check").Funcs(template.FuncMap{fnPrinted: func(int, any) any { return nil }}).Parse(fmt.Sprintf("{{ . | %s %d }}", fnPrinted, flags))
 		if err != nil {
 			return fmt.Errorf("preparing the print checks: %w", err)
 		}
 		pipe := probe.Root.Nodes[0].(*parse.ActionNode).Pipe
-		calls[fn] = pipe.Cmds[len(pipe.Cmds)-1]
+		calls[flags] = pipe.Cmds[len(pipe.Cmds)-1]
 	}
 	for _, tmpl := range ts {
 		if tmpl.Tree == nil || tmpl.Root == nil {
 			continue
 		}
+		src, known := sources[tmpl.ParseName]
 		walkLists(tmpl.Root, func(list *parse.ListNode) {
 			lineStart := true // a list may start a line: assume it does
 			for _, n := range list.Nodes {
@@ -482,12 +595,11 @@ func addPrintChecks(ts ...*template.Template) error {
 					if len(n.Pipe.Decl) > 0 || isTick(n.Pipe) {
 						continue // prints nothing
 					}
-					if !unchecked(n.Pipe) {
-						fn := fnPrinted
-						if lineStart {
-							fn = fnPrintedLine
+					if flags, ok := printFlags(n.Pipe, lineStart); ok {
+						if known && onOwnLine(src, int(n.Pos)) {
+							flags |= printedOnOwnLine
 						}
-						n.Pipe.Cmds = append(n.Pipe.Cmds, calls[fn].Copy().(*parse.CommandNode))
+						n.Pipe.Cmds = append(n.Pipe.Cmds, calls[flags].Copy().(*parse.CommandNode))
 					}
 					// What it printed may have ended a line: the next
 					// action may start one.
@@ -501,22 +613,46 @@ func addPrintChecks(ts ...*template.Template) error {
 	return nil
 }
 
-// unchecked: the pipeline's value is not checked where it prints: its last
-// command is an include or a tpl, whose templates' own actions are checked
-// where they print (tpl checks what its source writes itself, see
-// [budget.tpl]); a function that writes one line and was measured before
-// it ran (quote, toJson); the time check; or a check already.
-func unchecked(p *parse.PipeNode) bool {
+// onOwnLine: the action at pos (its first token) in src is the first
+// thing on its line but spaces and tabs.
+func onOwnLine(src string, pos int) bool {
+	if pos > len(src) {
+		return false
+	}
+	open := strings.LastIndex(src[:min(pos+2, len(src))], "{{")
+	if open < 0 {
+		return false
+	}
+	start := strings.LastIndexByte(src[:open], '\n') + 1
+	return strings.TrimLeft(src[start:open], " \t") == ""
+}
+
+// printFlags are fnPrinted's flags for the pipeline p, an action starting
+// a line of its template's output (lineStart) or not; false when p's
+// value is not checked where it prints: its last command is a function
+// that writes one line and was measured before it ran (quote, toJson);
+// the time check; or a check already.
+func printFlags(p *parse.PipeNode, lineStart bool) (int, bool) {
+	flags := 0
+	if lineStart {
+		flags |= printedAtLineStart
+	}
 	last := p.Cmds[len(p.Cmds)-1]
 	id, ok := last.Args[0].(*parse.IdentifierNode)
 	if !ok {
-		return false
+		return flags, true
 	}
 	switch id.Ident {
-	case "include", "tpl", "quote", "toJson", "mustToJson", "toRawJson", "mustToRawJson", tick, fnPrinted, fnPrintedLine:
-		return true
+	case "quote", "toJson", "mustToJson", "toRawJson", "mustToRawJson", tick, fnPrinted:
+		return 0, false
+	case "include", "tpl":
+		return flags | printedNested, true
+	case "indent", "nindent":
+		return flags | printedIndented, true
+	case "toYaml", "mustToYaml", "toYamlPretty":
+		return flags | printedYAML, true
 	}
-	return false
+	return flags, true
 }
 
 // isTick: the pipeline is the time check, which prints nothing.
@@ -697,10 +833,9 @@ func (c *chart) ownStrings() map[string]bool {
 // value may not.
 var behaviourAnnotations = []string{v1alpha1.AnnotationPrune, v1alpha1.AnnotationSSA, v1alpha1.AnnotationForce, v1alpha1.AnnotationHandOver}
 
-// behaviourWritten are, by template file, the behaviourAnnotations that
-// the file's text or a helper's (a *.tpl file, or a _*.yaml one) holds: a
-// rendered object may carry only those its file could have written.
-func behaviourWritten(fsys fs.FS, entries []fs.DirEntry) (map[string][]string, error) {
+// templateTexts are the texts of a kind's template files, by file, and
+// of its helpers (*.tpl files and _*.yaml ones) together.
+func templateTexts(fsys fs.FS, entries []fs.DirEntry) (map[string]string, string, error) {
 	texts := map[string]string{}
 	var helpers strings.Builder
 	for _, e := range entries {
@@ -710,30 +845,77 @@ func behaviourWritten(fsys fs.FS, entries []fs.DirEntry) (map[string][]string, e
 		}
 		src, err := fs.ReadFile(fsys, name)
 		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", name, err)
+			return nil, "", fmt.Errorf("reading %s: %w", name, err)
 		}
 		if path.Ext(name) == ".tpl" || strings.HasPrefix(name, "_") {
 			helpers.Write(src)
+			helpers.WriteByte('\n')
 			continue
 		}
 		texts[name] = string(src)
 	}
+	return texts, helpers.String(), nil
+}
+
+// behaviourWritten are, by template file, the behaviourAnnotations that
+// the file's text or a helper's holds: a rendered object may carry only
+// those its file could have written.
+func behaviourWritten(texts map[string]string, helpers string) map[string][]string {
 	out := map[string][]string{}
 	for file, text := range texts {
 		for _, a := range behaviourAnnotations {
-			if strings.Contains(text, a) || strings.Contains(helpers.String(), a) {
+			if strings.Contains(text, a) || strings.Contains(helpers, a) {
 				out[file] = append(out[file], a)
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
-// checkBehaviour refuses a rendered object that carries one of
-// stencil's behaviour annotations that the file's templates do not write:
-// a value of the resource put it there. kustomization.yaml's objects may
-// carry any that a template of the kind writes.
-func (k *Kind) checkBehaviour(o *unstructured.Unstructured) error {
+// topLevelKind matches a line of a template that writes a document's kind.
+var topLevelKind = regexp.MustCompile(`(?m)^kind:[ \t]*([^\r\n]*)$`)
+
+// kindsWritten are, by template file, the kinds its documents may have:
+// those its text and the helpers' write at the top level of a document
+// (kind: X, X literal). A file is missing (any kind of the kind's owned
+// types) when it or a helper writes a kind that is not literal or a list
+// (whose items' kinds are indented), or when the file writes no kind
+// itself: its documents come from a helper or a value it hands to tpl.
+func kindsWritten(texts map[string]string, helpers string) map[string][]string {
+	literal := func(text string) ([]string, bool) {
+		var kinds []string
+		for _, m := range topLevelKind.FindAllStringSubmatch(text, -1) {
+			kind, _, _ := strings.Cut(m[1], "#")
+			kind = strings.Trim(strings.TrimSpace(kind), `"'`)
+			if kind == "" || strings.Contains(kind, "{{") || strings.HasSuffix(kind, "List") {
+				return nil, false
+			}
+			kinds = append(kinds, kind)
+		}
+		return kinds, true
+	}
+	fromHelpers, ok := literal(helpers)
+	if !ok {
+		return map[string][]string{}
+	}
+	out := map[string][]string{}
+	for file, text := range texts {
+		if kinds, ok := literal(text); ok && len(kinds) > 0 {
+			kinds = append(kinds, fromHelpers...)
+			slices.Sort(kinds)
+			out[file] = slices.Compact(kinds)
+		}
+	}
+	return out
+}
+
+// checkWritten refuses a rendered object that a value of the resource
+// shaped, not the template file it came from: one that carries one of
+// stencil's behaviour annotations that the file's templates do not write,
+// or whose kind the file does not write. kustomization.yaml's objects may
+// carry any annotation that a template of the kind writes, and be of any
+// kind.
+func (k *Kind) checkWritten(o *unstructured.Unstructured) error {
 	ann := o.GetAnnotations()
 	file := ann[sourceAnnotation]
 	for _, a := range behaviourAnnotations {
@@ -744,6 +926,9 @@ func (k *Kind) checkBehaviour(o *unstructured.Unstructured) error {
 			continue
 		}
 		return &Error{File: file, Err: fmt.Errorf("%s %q: annotation %s: no template of the kind writes it, so a value of the resource did; values cannot change how stencil applies an object", o.GetKind(), o.GetName(), a)}
+	}
+	if kinds, ok := k.kinds[file]; ok && !slices.Contains(kinds, o.GetKind()) {
+		return &Error{File: file, Err: fmt.Errorf("%s %q: %s writes only %s, so a value of the resource changed the object's kind; values cannot", o.GetKind(), o.GetName(), file, strings.Join(kinds, ", "))}
 	}
 	return nil
 }

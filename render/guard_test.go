@@ -3,6 +3,7 @@ package render
 import (
 	"errors"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -119,7 +120,7 @@ func TestPrintGuards(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := instrument(tmpl); err != nil {
+			if err := instrument(map[string]string{"t": tt.src}, tmpl); err != nil {
 				t.Fatal(err)
 			}
 			run := newExecutions(tmpl)
@@ -226,7 +227,7 @@ func TestPrintedValuesAddNoDocument(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := instrument(tmpl); err != nil {
+			if err := instrument(map[string]string{"t": tt.src}, tmpl); err != nil {
 				t.Fatal(err)
 			}
 			e, err := newExecutions(tmpl).get(DefaultLimits, 1<<20, "rendered bytes")
@@ -235,6 +236,90 @@ func TestPrintedValuesAddNoDocument(t *testing.T) {
 			}
 			if out, err := e.execute("t", tt.data); err == nil || !strings.Contains(err.Error(), "document marker") {
 				t.Fatalf("printed %q, error %v; want one about a document marker", out, err)
+			}
+		})
+	}
+}
+
+// TestPrintedValuesStayInTheirPlace: a printed value's lines stay inside
+// the value, wherever the template prints it: after a key, beside another
+// value, through a helper or squote, or on a line of its own with {{- }}
+// trimming the line's spaces. What charts print as structure (toYaml |
+// nindent, indent, a line of its own at its column, a block scalar) still
+// prints.
+func TestPrintedValuesStayInTheirPlace(t *testing.T) {
+	const helpers = `{{- define "img" }}{{ .a }}{{ end }}{{- define "arg" }}--a={{ .a }}{{ end }}{{- define "labels" }}app: x
+{{ .a }}{{ end }}`
+	tests := []struct {
+		name, src string
+		a         any
+		escapes   bool
+	}{
+		{"a key after a scalar", "spec:\n  image: {{ .a }}\n", "x\n  privileged: true", true},
+		{"a key left of a scalar", "spec:\n  image: {{ .a }}\n", "x\nkind: ClusterRole", true},
+		{"a value that starts with a break", "spec:\n  image: {{ .a }}\n", "\n  privileged: true", true},
+		{"two values side by side", "spec:\n  image: {{ .b }}{{ .a }}\n", "\n  privileged: true", true},
+		{"through a helper", "spec:\n  image: {{ include \"img\" . }}\n", "x\n  privileged: true", true},
+		{"in single quotes", "spec:\n  image: {{ squote .a }}\n", "x'\n  privileged: true\n  y: '", true},
+		{"trimmed, left of its column", "metadata:\n  labels:\n    app: x\n    {{- .a }}\n", "\n  namespace: other", true},
+		{"a key of a list item", "ports:\n  - port: {{ .a }}\n", "x\n    injected: true", true},
+		{"a list item's key waiting", "ports:\n  - port:\n    {{- .a }}\n", "\n    injected: true", true},
+		{"a line of a helper's output, split", "args:\n{{- range splitList \"\\n\" (include \"arg\" .) }}\n  - {{ quote . }}\n{{- end }}\n", "x\n  --injected", true},
+		{"a folded scalar", "spec:\n  image: {{ .a }}\n", "x\n    y", true},
+		{"a dict's string", "spec:\n  image: {{ .a }}\n", map[string]any{"k": "x\nkind: ClusterRole"}, true},
+		{"toYaml | nindent after a key", "metadata:\n  labels:\n    {{- toYaml .a | nindent 4 }}\n", map[string]any{"k": "v", "l": "w"}, false},
+		{"toYaml | nindent after a pair", "metadata:\n  labels:\n    app: x\n    {{- toYaml .a | nindent 4 }}\n", map[string]any{"k": "v"}, false},
+		{"nindent left of the line before", "probe:\n  httpGet:\n    scheme: HTTP\n    {{- toYaml .a | nindent 2 }}\n", map[string]any{"k": "v"}, false},
+		{"a helper | nindent", "metadata:\n  labels:\n    {{- include \"labels\" . | nindent 4 }}\n", "k: v\nkind: ClusterRole", false},
+		{"indent at column 0", "data:\n  a.txt: |\n{{ .a | indent 4 }}\n", "line 1\nline 2", false},
+		{"a line of its own, at its column", "metadata:\n  labels:\n    {{ .a }}\n", "k: v\n    l: w", false},
+		{"toYaml of a string with breaks", "a.txt: {{ toYaml .a }}\n", "line 1\nline 2", false},
+		{"a quoted string with breaks", "data:\n  a.txt: {{ quote .a }}\n", "x\nkind: ClusterRole", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tmpl := template.New("t")
+			tmpl, err := tmpl.Funcs(funcs(tmpl)).Parse(helpers + tt.src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := instrument(map[string]string{"t": helpers + tt.src}, tmpl.Templates()...); err != nil {
+				t.Fatal(err)
+			}
+			e, err := newExecutions(tmpl).get(DefaultLimits, 1<<20, "rendered bytes")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := e.execute("t", map[string]any{"a": tt.a, "b": "x"})
+			if escaped := err != nil && strings.Contains(err.Error(), "may be read outside the value"); escaped != tt.escapes {
+				t.Fatalf("printed %q, error %v; want an error about the value's lines: %v", out, err, tt.escapes)
+			}
+		})
+	}
+}
+
+// TestKindsWritten: a file's kinds are the literal kinds that it and the
+// helpers write at the top level; a kind that is not literal, or a file
+// that writes none, leaves the file free.
+func TestKindsWritten(t *testing.T) {
+	tests := []struct {
+		name    string
+		texts   map[string]string
+		helpers string
+		want    map[string][]string
+	}{
+		{"literal", map[string]string{"a.yaml": "kind: ConfigMap\n---\nkind: 'Secret' # two\n"}, "", map[string][]string{"a.yaml": {"ConfigMap", "Secret"}}},
+		{"with the helpers'", map[string]string{"a.yaml": "kind: Service\n"}, "{{ define \"x\" }}\nkind: Deployment\n{{ end }}", map[string][]string{"a.yaml": {"Deployment", "Service"}}},
+		{"nested kinds do not count", map[string]string{"a.yaml": "kind: RoleBinding\nroleRef:\n  kind: Role\n"}, "", map[string][]string{"a.yaml": {"RoleBinding"}}},
+		{"a kind from a value", map[string]string{"a.yaml": "kind: {{ .Values.kind }}\n", "b.yaml": "kind: Service\n"}, "", map[string][]string{"b.yaml": {"Service"}}},
+		{"no kind", map[string]string{"a.yaml": "{{ range .Values.extraObjects }}\n---\n{{ tpl (toYaml .) $ }}\n{{ end }}"}, "", map[string][]string{}},
+		{"a list", map[string]string{"a.yaml": "kind: List\nitems: []\n"}, "", map[string][]string{}},
+		{"a helper's kind from a value", map[string]string{"a.yaml": "kind: Service\n"}, "kind: {{ .kind }}\n", map[string][]string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := kindsWritten(tt.texts, tt.helpers); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("kindsWritten = %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -44,7 +44,7 @@ func hostileValues() map[string]any {
 	for i := range 40000 {
 		wide[fmt.Sprintf("key-%07d", i)] = "value-0123456789abcdef"
 	}
-	return map[string]any{
+	values := map[string]any{
 		"a dict that holds itself":         `{{ $m := dict }}{{ $_ := set $m "a" $m }}{{ $m }}`,
 		"a dict that holds itself, deeper": `{{ $m := dict }}{{ $l := list $m }}{{ $_ := set $m "a" $l }}{{ toYaml $m }}`,
 		"a merge that holds itself":        `{{ $m := dict "x" 1 }}{{ $_ := merge $m (dict "y" (list $m)) }}{{ toJson $m }}`,
@@ -68,7 +68,12 @@ func hostileValues() map[string]any {
 			v1alpha1.AnnotationSSA: v1alpha1.SSAIfNotPresent, v1alpha1.AnnotationHandOver: "spec.replicas",
 		},
 		"a behaviour annotation in a string": "x\n  annotations:\n    stencil.dev/prune: disabled",
+		"a kind in a string":                 "x\nkind: ClusterRole\nrules:\n- apiGroups: ['*']\n  resources: ['*']\n  verbs: ['*']",
 	}
+	for indent := 0; indent <= 10; indent += 2 { // a key beside the value's own, at every depth
+		values[fmt.Sprintf("a key in a string, indented %d", indent)] = "x\n" + strings.Repeat(" ", indent) + "injected: true"
+	}
+	return values
 }
 
 // benign is a plain value of hostile's shape, and as true (not empty):
@@ -262,6 +267,9 @@ func checkHostile(t *testing.T, k *render.Kind, what string, path []string, v an
 		}
 		return grown
 	}
+	if _, ok := v.(string); ok && compare && shape(objs) > shape(plain) {
+		t.Errorf("%s: the render's objects hold %d keys and items, %d with a plain value there: the value added some", what, shape(objs), shape(plain))
+	}
 	if extra := beyond(objs, plain, compare); extra != "" {
 		t.Errorf("%s: the render holds %s, which the chart does not render with a plain value there", what, extra)
 	}
@@ -317,6 +325,31 @@ func beyond(objs, plain []*unstructured.Unstructured, compare bool) string {
 		}
 	}
 	return ""
+}
+
+// shape counts the keys and list items of objs, all the way down: a
+// string value in place of another adds none.
+func shape(objs []*unstructured.Unstructured) int {
+	var count func(v any) int
+	count = func(v any) int {
+		n := 0
+		switch v := v.(type) {
+		case map[string]any:
+			for _, x := range v {
+				n += 1 + count(x)
+			}
+		case []any:
+			for _, x := range v {
+				n += 1 + count(x)
+			}
+		}
+		return n
+	}
+	total := 0
+	for _, o := range objs {
+		total += count(o.Object)
+	}
+	return total
 }
 
 // valuePaths lists the path of every value in values, maps included, in
@@ -390,6 +423,37 @@ data:
 			got, _, _ := unstructured.NestedMap(objs[0].Object, "data")
 			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				t.Errorf("data %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestAValueCannotChangeAKind: a value that a template prints at the top
+// level of a document cannot change the document's kind from the one the
+// file writes; a file that writes its kind from a value may render any
+// kind the kind owns.
+func TestAValueCannotChangeAKind(t *testing.T) {
+	k := chartKind(t, map[string]string{
+		"_kind.yaml":   "owns: [{apiVersion: v1, kind: ConfigMap}, {apiVersion: v1, kind: Secret}]",
+		"_chart.yaml":  "name: shop\nversion: 1.0.0\n",
+		"_values.yaml": "top: 'data: {a: b}'\nkind: ConfigMap\n",
+		"cm.yaml":      "apiVersion: v1\nkind: ConfigMap # the chart's\nmetadata: {name: cm}\n{{ .Values.top }}\n",
+		"any.yaml":     "apiVersion: v1\nkind: {{ .Values.kind }}\nmetadata: {name: any}\n",
+	})
+	tests := []struct {
+		name   string
+		values map[string]any
+		fails  bool
+	}{
+		{"the chart's values", nil, false},
+		{"a kind the file does not write", map[string]any{"top": "kind: Secret\nstringData: {a: b}"}, true},
+		{"a kind from a value where the file writes it so", map[string]any{"kind": "Secret"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := k.Render(chartimport.NewResource(shopGVK, "rel", "ns1", tt.values))
+			if failed := err != nil && strings.Contains(err.Error(), "changed the object's kind"); failed != tt.fails || err != nil && !tt.fails {
+				t.Fatalf("error %v, want one saying a value changed the kind: %v", err, tt.fails)
 			}
 		})
 	}

@@ -215,6 +215,9 @@ type Kind struct {
 	// change how it applies an object (stencil.dev/prune, ssa, force,
 	// hand-over) that the file or a helper writes: a value cannot add one.
 	behaviour map[string][]string
+	// kinds are, by template file, the kinds of object it writes, when
+	// its text says (see [kindsWritten]): a value cannot change one.
+	kinds map[string][]string
 }
 
 // Load parses a kind's folder once: every template with missingkey=error and
@@ -272,9 +275,11 @@ func Load(def Definition) (*Kind, error) {
 	}
 	k.tmpl = tmpl
 	k.runs = newExecutions(tmpl)
-	if k.behaviour, err = behaviourWritten(def.Templates, entries); err != nil {
+	texts, helpers, err := templateTexts(def.Templates, entries)
+	if err != nil {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
+	k.behaviour, k.kinds = behaviourWritten(texts, helpers), kindsWritten(texts, helpers)
 	k.status = tmpl.Lookup(statusFile) != nil
 	k.kustomize = slices.Contains(manifests, kustomizationFile)
 	k.manifests = slices.DeleteFunc(manifests, func(f string) bool { return f == kustomizationFile })
@@ -378,6 +383,7 @@ func parseFolder(name string, fsys fs.FS, declaration, chartName string) (tmpl *
 	if entries, err = fs.ReadDir(fsys, "."); err != nil {
 		return nil, nil, nil, fmt.Errorf("listing templates: %w", err)
 	}
+	sources := map[string]string{}
 	for _, e := range parseOrder(entries, chartName) {
 		file, ext := e.Name(), path.Ext(e.Name())
 		if e.IsDir() || file == declaration || ext != ".yaml" && ext != ".tpl" {
@@ -393,12 +399,13 @@ func parseFolder(name string, fsys fs.FS, declaration, chartName string) (tmpl *
 		if _, err := tmpl.New(file).Parse(string(src)); err != nil {
 			return nil, nil, nil, fmt.Errorf("parsing %w", err)
 		}
+		sources[file] = string(src)
 		if ext == ".yaml" && !strings.HasPrefix(file, "_") {
 			manifests = append(manifests, file)
 		}
 	}
 	slices.Sort(manifests)
-	if err := instrument(tmpl.Templates()...); err != nil {
+	if err := instrument(sources, tmpl.Templates()...); err != nil {
 		return nil, nil, nil, err
 	}
 	for _, file := range manifests {
@@ -554,6 +561,7 @@ func (e *execution) within(l Limits, before int) func(int) error {
 
 func (e *execution) execute(name string, data any) ([]byte, error) {
 	w := &meteredWriter{b: e.b}
+	defer e.b.writeTo(&w.Buffer, false)()
 	// Errors read "template: <file>:<line>:<col>: executing ...".
 	if err := e.tmpl.ExecuteTemplate(w, name, data); err != nil {
 		return nil, err

@@ -87,6 +87,18 @@ type budget struct {
 	ownActions map[string]bool
 	// tplValues: tpl runs any string, the values' too (a kind's tpl: any).
 	tplValues bool
+	// out is the output the execution writes to now: the template's, or
+	// an include's or tpl's (outNested), which its caller prints.
+	out       *bytes.Buffer
+	outNested bool
+}
+
+// writeTo makes w the output the execution writes to now, until the
+// returned function restores the one before.
+func (b *budget) writeTo(w *bytes.Buffer, nested bool) func() {
+	out, outNested := b.out, b.outNested
+	b.out, b.outNested = w, nested
+	return func() { b.out, b.outNested = out, outNested }
 }
 
 // reset starts an execution of at most bytes (the limit named name) within
@@ -200,6 +212,7 @@ func executionFuncs(c *template.Template, b *budget) template.FuncMap {
 			b.depth++
 			defer func() { b.depth-- }()
 			w := &peekWriter{b: b}
+			defer b.writeTo(&w.Buffer, true)()
 			if err := c.ExecuteTemplate(w, name, data); err != nil {
 				if limit, ok := errors.AsType[*LimitError](err); ok {
 					return "", limit // not wrapped again at every level
@@ -600,8 +613,8 @@ const tick = "stencilTick"
 // instrument prepares templates ts for a render's execution, at load
 // time: the print checks (see [addPrintChecks]) and the time checks (see
 // [addTicks]).
-func instrument(ts ...*template.Template) error {
-	if err := addPrintChecks(ts...); err != nil {
+func instrument(sources map[string]string, ts ...*template.Template) error {
+	if err := addPrintChecks(sources, ts...); err != nil {
 		return err
 	}
 	return addTicks(ts...)
@@ -650,7 +663,7 @@ func addRule(t *template.Template, name, src string) error {
 	if err != nil {
 		return err
 	}
-	return instrument(added)
+	return instrument(map[string]string{name: src}, added)
 }
 
 // rule runs the template name that addRule parsed over data, within what
@@ -733,7 +746,7 @@ func (b *budget) tpl(c *template.Template, src string, data any) (string, error)
 	// checks too.
 	for _, d := range t.Templates() {
 		if orig := c.Lookup(d.Name()); orig == nil || orig.Tree != d.Tree {
-			if err := instrument(d); err != nil {
+			if err := instrument(map[string]string{"tpl": src}, d); err != nil {
 				return "", err
 			}
 		}
@@ -741,6 +754,7 @@ func (b *budget) tpl(c *template.Template, src string, data any) (string, error)
 	b.depth++
 	defer func() { b.depth-- }()
 	w := &peekWriter{b: b}
+	defer b.writeTo(&w.Buffer, true)()
 	if err := t.Execute(w, data); err != nil {
 		if limit, ok := errors.AsType[*LimitError](err); ok {
 			return "", limit

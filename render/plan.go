@@ -232,7 +232,7 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 		}
 		for _, d := range docs {
 			setSource(d, n.file)
-			if err := k.checkBehaviour(d); err != nil {
+			if err := k.checkWritten(d); err != nil {
 				return nil, err
 			}
 			markNode(d, n, k.graph.stage[name])

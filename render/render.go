@@ -89,7 +89,7 @@ func (k *Kind) render(obj v1alpha1.Object, v Validator) ([]*unstructured.Unstruc
 	owner := newOwner(k.ownerGVK(), obj)
 	seen := map[string]bool{}
 	for _, o := range objs {
-		if err := k.checkBehaviour(o); err != nil {
+		if err := k.checkWritten(o); err != nil {
 			return nil, err
 		}
 		if err := k.finishObject(o, owner, v, seen); err != nil {
