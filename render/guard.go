@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
@@ -416,17 +417,69 @@ func printedFuncs(b *budget) template.FuncMap {
 			printed = fmt.Sprint(v)
 		}
 		if !nested && startsDocument(printed, lineStart) {
-			return v, errors.New(marker)
+			return v, errors.New(b.naming(printed) + marker)
 		}
 		if flags&printedIndented != 0 {
 			return v, nil
 		}
 		if line, ok := b.escapesLine(printed, flags&printedOnOwnLine != 0, flags&printedYAML != 0); ok {
-			return v, fmt.Errorf("a printed value breaks its line, and its line %d may be read outside the value (%.40q): values are data and cannot add keys, items or objects; quote the value in the template (| quote), or print it with toYaml | nindent", line, printed)
+			return v, fmt.Errorf("%sa printed value breaks its line, and its line %d may be read outside the value (%.40q): values are data and cannot add keys, items or objects; quote the value in the template (| quote), or print it with toYaml | nindent", b.naming(printed), line, printed)
 		}
 		return v, nil
 	}
 	return template.FuncMap{fnPrinted: check}
+}
+
+// naming is "the value at <path>: ", the path of the resource's string
+// that printed holds, or "" when there is none: a print check names the
+// field the resource's author wrote, not only the template's line.
+func (b *budget) naming(printed string) string {
+	if p := valuePath(b.data, printed); p != "" {
+		return "the value at " + p + ": "
+	}
+	return ""
+}
+
+// valuePath is where, in an execution's data (a chart's .Values, or the
+// resource's spec), the string that printed holds is: the first string
+// equal to printed, or else the first with a line break that printed
+// holds. "" when none is.
+func valuePath(data any, printed string) string {
+	root, prefix := any(nil), ""
+	switch d := data.(type) {
+	case map[string]any:
+		root, prefix = d["Values"], ".Values"
+	case runtime.Object:
+		if u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d); err == nil {
+			root, prefix = u["spec"], "spec"
+		}
+	}
+	var walk func(v any, at string, match func(string) bool) string
+	walk = func(v any, at string, match func(string) bool) string {
+		switch v := v.(type) {
+		case string:
+			if match(v) {
+				return at
+			}
+		case map[string]any:
+			for _, k := range slices.Sorted(maps.Keys(v)) {
+				if p := walk(v[k], at+"."+k, match); p != "" {
+					return p
+				}
+			}
+		case []any:
+			for i, x := range v {
+				if p := walk(x, fmt.Sprintf("%s[%d]", at, i), match); p != "" {
+					return p
+				}
+			}
+		}
+		return ""
+	}
+	if p := walk(root, prefix, func(s string) bool { return s == printed }); p != "" {
+		return p
+	}
+	return walk(root, prefix, func(s string) bool { return strings.ContainsAny(s, yamlBreaks) && strings.Contains(printed, s) })
 }
 
 // escapesLine reports whether s, printed where the template's output is

@@ -458,3 +458,18 @@ func TestAValueCannotChangeAKind(t *testing.T) {
 		})
 	}
 }
+
+// TestPrintErrorsNameTheValue: a value refused where it prints is named
+// by its path in the resource, as its author wrote it.
+func TestPrintErrorsNameTheValue(t *testing.T) {
+	k := chartKind(t, map[string]string{
+		"_chart.yaml":  "name: shop\nversion: 1.0.0\n",
+		"_values.yaml": "image: {repository: nginx, tag: '1.25'}\n",
+		"cm.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata:\n  image: {{ .Values.image.repository }}:{{ .Values.image.tag }}\n",
+	})
+	values := map[string]any{"image": map[string]any{"tag": "x\n  injected: true"}}
+	_, err := k.Render(chartimport.NewResource(shopGVK, "rel", "ns1", values))
+	if err == nil || !strings.Contains(err.Error(), "the value at .Values.image.tag: ") {
+		t.Fatalf("error %v, want one naming .Values.image.tag", err)
+	}
+}

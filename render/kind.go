@@ -562,6 +562,8 @@ func (e *execution) within(l Limits, before int) func(int) error {
 func (e *execution) execute(name string, data any) ([]byte, error) {
 	w := &meteredWriter{b: e.b}
 	defer e.b.writeTo(&w.Buffer, false)()
+	e.b.data = data
+	defer func() { e.b.data = nil }()
 	// Errors read "template: <file>:<line>:<col>: executing ...".
 	if err := e.tmpl.ExecuteTemplate(w, name, data); err != nil {
 		return nil, err

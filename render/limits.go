@@ -91,6 +91,8 @@ type budget struct {
 	// an include's or tpl's (outNested), which its caller prints.
 	out       *bytes.Buffer
 	outNested bool
+	// data is the execution's data (dot), for naming a value in errors.
+	data any
 }
 
 // writeTo makes w the output the execution writes to now, until the
