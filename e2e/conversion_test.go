@@ -50,14 +50,14 @@ func TestConversionWebhook(t *testing.T) {
 		t.Helper()
 		return mustKubectl(t, "-n", ns, "get", "memcacheds."+version+".cache.example.com", "old", "-o", "jsonpath="+path)
 	}
-	if got := get("v1", "{.spec.replicas} {.spec.autoscaling.enabled}"); got != "2 true" {
-		t.Errorf("v1 reads %q, want replicas 2 and autoscaling.enabled true", got)
+	if got := get("v1", "{.spec.size} {.spec.autoscaling.enabled}"); got != "2 true" {
+		t.Errorf("v1 reads %q, want size 2 and autoscaling.enabled true", got)
 	}
 	if got := mustKubectl(t, "-n", ns, "get", "deployment", "old", "-o", "jsonpath={.spec.replicas} {.metadata.annotations.stencil\\.dev/hand-over}"); got != "2 spec.replicas" {
 		t.Errorf("the Deployment: %q, want 2 replicas handed over", got)
 	}
 	// Written at v1, read at v1alpha1.
-	mustKubectl(t, "-n", ns, "patch", "memcacheds.v1.cache.example.com", "old", "--type=merge", "-p", `{"spec":{"replicas":3}}`)
+	mustKubectl(t, "-n", ns, "patch", "memcacheds.v1.cache.example.com", "old", "--type=merge", "-p", `{"spec":{"size":3}}`)
 	if got := get("v1alpha1", "{.spec.size} {.spec.autoscaled}"); got != "3 true" {
 		t.Errorf("v1alpha1 reads %q after a v1 write, want size 3 and autoscaled true", got)
 	}

@@ -68,7 +68,7 @@ func TestHostileTenant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	broken := `{{- if eq (toString .spec.replicas) "13" }}{{ fail "13 is unlucky" }}{{ end }}` + "\n" + string(src)
+	broken := `{{- if eq (toString .spec.size) "13" }}{{ fail "13 is unlucky" }}{{ end }}` + "\n" + string(src)
 	if err := os.WriteFile(to, []byte(broken), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -117,16 +117,16 @@ kind: Memcached
 metadata:
   name: forged
   annotations:
-    stencil.dev/fields-of-v1: '{"fields":[{"path":["spec","replicas"],"value":100000,"changed":true,"back":3},{"path":["status","observedGeneration"],"value":99}]}'
+    stencil.dev/fields-of-v1: '{"fields":[{"path":["spec","size"],"value":100000,"changed":true,"back":3},{"path":["status","observedGeneration"],"value":99}]}'
 spec: {size: 3}
 `)
-	if got := mustKubectl(t, "-n", mine, "get", "memcacheds.v1.cache.example.com", "forged", "-o", "jsonpath={.spec.replicas}/{.status.observedGeneration}"); strings.HasPrefix(got, "100000") || strings.HasSuffix(got, "/99") {
-		t.Errorf("v1 stores replicas/observedGeneration %s: the forged fields were restored", got)
+	if got := mustKubectl(t, "-n", mine, "get", "memcacheds.v1.cache.example.com", "forged", "-o", "jsonpath={.spec.size}/{.status.observedGeneration}"); strings.HasPrefix(got, "100000") || strings.HasSuffix(got, "/99") {
+		t.Errorf("v1 stores size/observedGeneration %s: the forged fields were restored", got)
 	}
 	waitReady(t, mine, "memcached/forged")
 	// One object whose conversion to v1alpha1 fails, in the other
 	// namespace (written at v1, the storage version: nothing to convert).
-	mustKubectl(t, "-n", other, "apply", "-f", writeFile(t, "apiVersion: cache.example.com/v1\nkind: Memcached\nmetadata: {name: unlucky}\nspec: {replicas: 13}\n"))
+	mustKubectl(t, "-n", other, "apply", "-f", writeFile(t, "apiVersion: cache.example.com/v1\nkind: Memcached\nmetadata: {name: unlucky}\nspec: {size: 13}\n"))
 	list := mustKubectl(t, "get", "memcacheds.v1alpha1.cache.example.com", "-A", "-o", `jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}={.spec.size}{.metadata.annotations.stencil\.dev/conversion-failed} {end}`)
 	for _, want := range []string{mine + "/forged=3", other + "/unlucky="} {
 		if !strings.Contains(list, want) {
@@ -147,7 +147,7 @@ spec: {size: 3}
 	}
 	// The webhook still converts, the unlucky one too once its value
 	// changes.
-	mustKubectl(t, "-n", other, "patch", "memcacheds.v1.cache.example.com", "unlucky", "--type=merge", "-p", `{"spec":{"replicas":2}}`)
+	mustKubectl(t, "-n", other, "patch", "memcacheds.v1.cache.example.com", "unlucky", "--type=merge", "-p", `{"spec":{"size":2}}`)
 	eventually(t, 30*time.Second, "the unlucky Memcached read at v1alpha1", func() error {
 		got, err := kubectl(t, "-n", other, "get", "memcacheds.v1alpha1.cache.example.com", "unlucky", "-o", "jsonpath={.spec.size}")
 		if err != nil {

@@ -19,7 +19,7 @@ func TestHandedOverReplicas(t *testing.T) {
 	mustKubectl(t, "apply", "-f", "../docs/examples/sharing/memcached-autoscaled.yaml")
 	waitReady(t, ns, "memcached/cache")
 	mustKubectl(t, "-n", ns, "scale", "deployment", "cache", "--replicas=5")
-	mustKubectl(t, "-n", ns, "patch", "memcached", "cache", "--type=merge", "-p", `{"spec":{"replicas":3}}`)
+	mustKubectl(t, "-n", ns, "patch", "memcached", "cache", "--type=merge", "-p", `{"spec":{"size":3}}`)
 	eventually(t, 30*time.Second, "the new render reconciled", func() error {
 		gen := mustKubectl(t, "-n", ns, "get", "memcached", "cache", "-o", "jsonpath={.metadata.generation}/{.status.observedGeneration}")
 		if a, b, _ := strings.Cut(gen, "/"); a != b {

@@ -107,7 +107,7 @@ func TestNewVersionOverTheRelease(t *testing.T) {
 		t.Errorf("diff --all after the upgrade (exit %d):\n%s", code, out)
 	}
 	// Both versions, read and written.
-	if got := mustKubectl(t, "-n", ns, "get", "memcacheds.v1.cache.example.com", "m0", "-o", "jsonpath={.spec.replicas} {.spec.autoscaling.enabled}"); got != "1 true" {
+	if got := mustKubectl(t, "-n", ns, "get", "memcacheds.v1.cache.example.com", "m0", "-o", "jsonpath={.spec.size} {.spec.autoscaling.enabled}"); got != "1 true" {
 		t.Errorf("m0 at v1: %q, want 1 true", got)
 	}
 	mustKubectl(t, "-n", ns, "patch", "memcacheds.v1alpha1.cache.example.com", "m1", "--type=merge", "-p", `{"spec":{"size":4}}`)
@@ -117,7 +117,7 @@ func TestNewVersionOverTheRelease(t *testing.T) {
 		}
 		return nil
 	})
-	mustKubectl(t, "-n", ns, "patch", "memcacheds.v1.cache.example.com", "m2", "--type=merge", "-p", `{"spec":{"replicas":5}}`)
+	mustKubectl(t, "-n", ns, "patch", "memcacheds.v1.cache.example.com", "m2", "--type=merge", "-p", `{"spec":{"size":5}}`)
 	if got := mustKubectl(t, "-n", ns, "get", "memcacheds.v1alpha1.cache.example.com", "m2", "-o", "jsonpath={.spec.size}"); got != "5" {
 		t.Errorf("m2 at v1alpha1 after a v1 write: size %q, want 5", got)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/version"
 	"sigs.k8s.io/yaml"
 
 	"github.com/stencil-operator/stencil/internal/conversion"
@@ -318,6 +320,11 @@ func lint(stdin io.Reader, folders []kinds.Folder, v *renderschema.Validator, sa
 		return nil, 0, err
 	}
 	problems = append(problems, more...)
+	crds, err := readCRDs(crdPaths)
+	if err != nil {
+		return nil, 0, err
+	}
+	problems = append(problems, renamedInPreferred(folders, crds)...)
 	byKind := kindsOf(folders)
 	files, err := sampleFiles(samples)
 	if err != nil {
@@ -395,6 +402,80 @@ func breaking(folders []kinds.Folder, crdPaths []string, released string) ([]str
 		}
 	}
 	return problems, nil
+}
+
+// renamedInPreferred reports, for each kind with several served versions,
+// every field of the version clients preferred before the newest one (the
+// second in Kubernetes' version priority) that the preferred one has not,
+// and that the kind does not declare (_kind.yaml breaking, by the older
+// version). kubectl and every client that names no version (kubectl patch
+// <kind>, a manifest without its version's habits) write the preferred
+// version: the API server prunes the old field without an error, and the
+// command changes nothing.
+func renamedInPreferred(folders []kinds.Folder, crds []*apiextensionsv1.CustomResourceDefinition) []string {
+	var problems []string
+	for _, f := range folders {
+		if f.Kind == nil {
+			continue
+		}
+		gk := f.Kind.GroupVersionKind().GroupKind()
+		i := slices.IndexFunc(crds, func(c *apiextensionsv1.CustomResourceDefinition) bool {
+			return c.Spec.Group == gk.Group && c.Spec.Names.Kind == gk.Kind
+		})
+		if i < 0 {
+			continue
+		}
+		var served []apiextensionsv1.CustomResourceDefinitionVersion
+		for _, v := range crds[i].Spec.Versions {
+			if v.Served && v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
+				served = append(served, v)
+			}
+		}
+		if len(served) < 2 {
+			continue
+		}
+		slices.SortFunc(served, func(a, b apiextensionsv1.CustomResourceDefinitionVersion) int {
+			return -version.CompareKubeAwareVersionStrings(a.Name, b.Name)
+		})
+		now, was := served[0], served[1]
+		for _, path := range missingFields(*was.Schema.OpenAPIV3Schema, *now.Schema.OpenAPIV3Schema, "") {
+			if declared(f.Kind.Declaration().Breaking[was.Name], path) {
+				continue
+			}
+			problems = append(problems, fmt.Sprintf("templates/%s: %s %s %s is not in %s, which kubectl and clients that name no version write: the API server prunes %s from what they send, without an error (kubectl patch %s says \"no change\"); keep it in %s (a deprecated alias the templates read), or declare it in _kind.yaml (breaking: {%s: [%s]}) and tell your users (docs/evolve-api.md#rename-a-field-safely)",
+				f.Name, gk.Kind, was.Name, path, now.Name, path, strings.ToLower(gk.Kind), now.Name, was.Name, path))
+		}
+	}
+	return problems
+}
+
+// missingFields are the properties of was, by path, that now has not,
+// outermost first; metadata and status are not a client's to write.
+func missingFields(was, now apiextensionsv1.JSONSchemaProps, path string) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(was.Properties)) {
+		p := name
+		if path != "" {
+			p = path + "." + name
+		} else if name == "metadata" || name == "status" || name == "apiVersion" || name == "kind" {
+			continue
+		}
+		child, ok := now.Properties[name]
+		if !ok {
+			out = append(out, p)
+			continue
+		}
+		out = append(out, missingFields(was.Properties[name], child, p)...)
+	}
+	if was.Items != nil && was.Items.Schema != nil && now.Items != nil && now.Items.Schema != nil {
+		out = append(out, missingFields(*was.Items.Schema, *now.Items.Schema, path+"[]")...)
+	}
+	return out
+}
+
+// declared: path is among paths, or under one of them ("*": all).
+func declared(paths []string, path string) bool {
+	return slices.ContainsFunc(paths, func(p string) bool { return p == "*" || p == path || strings.HasPrefix(path, p+".") })
 }
 
 // uncovered converts, for each version of a kind with several, an object

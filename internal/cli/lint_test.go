@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // withTypo copies templates/ into a temporary folder and adds the issue's
@@ -426,10 +429,68 @@ func TestLintRefusesABreakingChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(declaration, append(declared, []byte("breaking:\n  v1alpha1: [spec.legacy]\n")...), 0o600); err != nil {
+	if err := os.WriteFile(declaration, []byte(strings.Replace(string(declared), "v1alpha1: [spec.autoscaled]", "v1alpha1: [spec.autoscaled, spec.legacy]", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if out, code, err := execute(t, args...); code != 0 {
 		t.Errorf("lint with the change declared: exit %d (%v)\n%s", code, err, out)
+	}
+}
+
+// TestLintRefusesARenameInThePreferredVersion: a field of the version
+// clients preferred before (Memcached v1alpha1's size) that the new
+// preferred version renames (v1 replicas) fails lint, saying what clients
+// see, until the kind declares it.
+func TestLintRefusesARenameInThePreferredVersion(t *testing.T) {
+	root := t.TempDir()
+	templates, crds := filepath.Join(root, "templates"), filepath.Join(root, "crds")
+	if err := os.CopyFS(templates, os.DirFS("../../templates")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(crds, os.DirFS("../../config/crd/bases")); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(crds, "cache.example.com_memcacheds.yaml")
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(src, crd); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range crd.Spec.Versions {
+		if v.Name != "v1" {
+			continue
+		}
+		spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
+		spec.Properties["replicas"] = spec.Properties["size"]
+		delete(spec.Properties, "size")
+		spec.Required = []string{"replicas"}
+		crd.Spec.Versions[i].Schema.OpenAPIV3Schema.Properties["spec"] = spec
+	}
+	renamed, err := yaml.Marshal(crd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, renamed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"lint", "--crds=" + crds + ",../../config/crd/external", "--templates", templates, "-f", "../../config/samples/memcached.yaml"}
+	out, code, err := execute(t, args...)
+	want := `templates/memcached: Memcached v1alpha1 spec.size is not in v1, which kubectl and clients that name no version write: the API server prunes spec.size from what they send, without an error (kubectl patch memcached says "no change")`
+	if code != 2 || !strings.Contains(out, want) {
+		t.Fatalf("lint: exit %d (%v), want 2 and\n%s\ngot:\n%s", code, err, want, out)
+	}
+	declaration := filepath.Join(templates, "memcached", "_kind.yaml")
+	declared, err := os.ReadFile(declaration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(declaration, []byte(strings.Replace(string(declared), "v1alpha1: [spec.autoscaled]", "v1alpha1: [spec.autoscaled, spec.size]", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := execute(t, args...); strings.Contains(out, "spec.size is not in v1") {
+		t.Errorf("lint with the rename declared still reports it:\n%s", out)
 	}
 }

@@ -97,15 +97,15 @@ func TestHandler(t *testing.T) {
 		fails   string
 	}{
 		{"two objects", []string{"apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: a, namespace: ns}\nspec: {size: 1}", "apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: b, namespace: ns}\nspec: {size: 2, autoscaled: true}"}, "cache.example.com/v1",
-			[]string{`{"replicas":1}`, `{"autoscaling":{"enabled":true},"replicas":2}`}, ""},
-		{"to the spoke", []string{"apiVersion: cache.example.com/v1\nkind: Memcached\nmetadata: {name: a, namespace: ns}\nspec: {replicas: 4}"}, "cache.example.com/v1alpha1", []string{`{"size":4}`}, ""},
+			[]string{`{"size":1}`, `{"autoscaling":{"enabled":true},"size":2}`}, ""},
+		{"to the spoke", []string{"apiVersion: cache.example.com/v1\nkind: Memcached\nmetadata: {name: a, namespace: ns}\nspec: {size: 4}"}, "cache.example.com/v1alpha1", []string{`{"size":4}`}, ""},
 		{"another kind", []string{"apiVersion: other.example.com/v1\nkind: Other\nmetadata: {name: a, namespace: ns}\nspec: {}"}, "other.example.com/v2", nil, "stencil: converting Other ns/a: stencil has no kind Other.other.example.com"},
-		{"a version the kind has not", []string{"apiVersion: cache.example.com/v1\nkind: Memcached\nmetadata: {name: a, namespace: ns}\nspec: {replicas: 1}"}, "cache.example.com/v2", nil, "stencil: Memcached ns/a: Memcached has no version v2"},
+		{"a version the kind has not", []string{"apiVersion: cache.example.com/v1\nkind: Memcached\nmetadata: {name: a, namespace: ns}\nspec: {size: 1}"}, "cache.example.com/v2", nil, "stencil: Memcached ns/a: Memcached has no version v2"},
 		{"a template that fails", []string{"apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: a, namespace: ns}\nspec: {}"}, "cache.example.com/v1", nil, "stencil: Memcached ns/a: converting Memcached from v1alpha1 to v1: _from-v1alpha1.yaml:"},
 		// In a list, one object that fails is a placeholder: the others,
 		// other tenants' perhaps, are listed.
 		{"a template that fails in a list", []string{"apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: a, namespace: ns}\nspec: {}", "apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: b, namespace: other}\nspec: {size: 2}"}, "cache.example.com/v1",
-			[]string{`null`, `{"replicas":2}`}, ""},
+			[]string{`null`, `{"size":2}`}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -267,7 +267,7 @@ func TestForgedKeptFields(t *testing.T) {
 		"metadata": map[string]any{"name": "forged", "namespace": "default", "annotations": map[string]any{
 			// As an older stencil wrote them, unsigned (the unit tests
 			// try the new form unsigned and wrongly signed).
-			render.FieldsOfAnnotation + "v1": `[{"path":["spec","replicas"],"value":100000,"changed":true,"back":3},{"path":["status","phase"],"value":"Forged"}]`,
+			render.FieldsOfAnnotation + "v1": `[{"path":["spec","size"],"value":100000,"changed":true,"back":3},{"path":["status","phase"],"value":"Forged"}]`,
 		}},
 		"spec": map[string]any{"size": int64(3)}}}
 	testutil.Eventually(t, 30*time.Second, "a v1alpha1 create goes through the webhook", func() error {
@@ -279,8 +279,8 @@ func TestForgedKeptFields(t *testing.T) {
 	if err := c.Get(t.Context(), types.NamespacedName{Namespace: "default", Name: "forged"}, hub); err != nil {
 		t.Fatal(err)
 	}
-	if r, _, _ := unstructured.NestedInt64(hub.Object, "spec", "replicas"); r != 3 {
-		t.Errorf("v1 replicas %d, want 3: the forged kept field was restored past the schema's maximum of 100", r)
+	if r, _, _ := unstructured.NestedInt64(hub.Object, "spec", "size"); r != 3 {
+		t.Errorf("v1 size %d, want 3: the forged kept field was restored past the schema's maximum of 100", r)
 	}
 	if _, found, _ := unstructured.NestedFieldNoCopy(hub.Object, "status", "phase"); found {
 		t.Error("v1 holds the forged status")
@@ -290,7 +290,7 @@ func TestForgedKeptFields(t *testing.T) {
 	}
 
 	// Conversions go on as before.
-	hub.Object["spec"] = map[string]any{"replicas": int64(4), "driftPolicy": "Report"}
+	hub.Object["spec"] = map[string]any{"size": int64(4), "driftPolicy": "Report"}
 	if err := c.Update(t.Context(), hub); err != nil {
 		t.Fatal(err)
 	}
@@ -329,8 +329,8 @@ func TestAPIServerCallsTheWebhook(t *testing.T) {
 	if err := c.Get(t.Context(), types.NamespacedName{Namespace: "default", Name: "m"}, hub); err != nil {
 		t.Fatal(err)
 	}
-	if r, _, _ := unstructured.NestedInt64(hub.Object, "spec", "replicas"); r != 2 {
-		t.Errorf("v1 replicas %d, want 2", r)
+	if r, _, _ := unstructured.NestedInt64(hub.Object, "spec", "size"); r != 2 {
+		t.Errorf("v1 size %d, want 2", r)
 	}
 	if on, _, _ := unstructured.NestedBool(hub.Object, "spec", "autoscaling", "enabled"); !on {
 		t.Error("v1 autoscaling.enabled is not true")
@@ -499,8 +499,8 @@ func TestMigratesStoredResources(t *testing.T) {
 		out := map[string]string{}
 		for _, o := range list.Items {
 			out[o.GetName()] = o.GetResourceVersion()
-			if r, _, _ := unstructured.NestedInt64(o.Object, "spec", "replicas"); r == 0 {
-				t.Errorf("%s: no replicas at v1", o.GetName())
+			if r, _, _ := unstructured.NestedInt64(o.Object, "spec", "size"); r == 0 {
+				t.Errorf("%s: no size at v1", o.GetName())
 			}
 		}
 		return out

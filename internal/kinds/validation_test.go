@@ -20,10 +20,10 @@ func TestInvalidResourcesAreRefused(t *testing.T) {
 	tests := []struct {
 		name, manifest, field string
 	}{
-		{"memcached replicas below 0", memcached + "{replicas: -1}", "spec.replicas"},
+		{"memcached size below 0", memcached + "{size: -1}", "spec.size"},
 		{"memcached v1alpha1 size above 100", memcachedV1alpha1 + "{size: 101}", "spec.size"},
-		{"memcached replicas above 100", memcached + "{replicas: 101}", "spec.replicas"},
-		{"memcached drift policy", memcached + "{replicas: 1, driftPolicy: Ignore}", "spec.driftPolicy"},
+		{"memcached size above 100", memcached + "{size: 101}", "spec.size"},
+		{"memcached drift policy", memcached + "{size: 1, driftPolicy: Ignore}", "spec.driftPolicy"},
 		{"myweb node port below range", myweb + "{image: nginx, nodePortNumber: 29999}", "spec.nodePortNumber"},
 		{"myweb node port above range", myweb + "{image: nginx, nodePortNumber: 32768}", "spec.nodePortNumber"},
 		{"myweb empty image", myweb + `{image: "", nodePortNumber: 30200}`, "spec.image"},

@@ -8,10 +8,12 @@ import (
 
 // MemcachedSpec is the desired state of a Memcached.
 type MemcachedSpec struct {
-	// Replicas is the number of memcached pods (v1alpha1: size).
+	// Size is the number of memcached pods, as the operator-sdk tutorial
+	// names it: the name every version keeps, so that clients that write
+	// it without naming a version (kubectl patch memcached) still work.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
-	Replicas int32 `json:"replicas"`
+	Size int32 `json:"size"`
 	// Autoscaling hands the Deployment's replicas over to an autoscaler
 	// (v1alpha1: autoscaled).
 	// +optional
@@ -44,7 +46,7 @@ type MemcachedStatus struct {
 // +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories={stencil}
-// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.spec.size`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Drifted",type=string,JSONPath=`.status.conditions[?(@.type=="Drifted")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
