@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/template"
 	"text/template/parse"
 	"unicode/utf8"
@@ -387,7 +388,24 @@ const (
 	printedIndented
 	// printedYAML: the value is what toYaml wrote.
 	printedYAML
+	// printedOneLine: the value went through quote or toJson last, which
+	// write one line, escaped: only its line breaks are checked.
+	printedOneLine
 )
+
+// printChecks are the commands that end a checked action, by flags.
+var printChecks = sync.OnceValues(func() (map[int]*parse.CommandNode, error) {
+	calls := map[int]*parse.CommandNode{}
+	for flags := range printedOneLine << 1 {
+		probe, err := template.New("check").Funcs(template.FuncMap{fnPrinted: func(int, any) any { return nil }}).Parse(fmt.Sprintf("{{ . | %s %d }}", fnPrinted, flags))
+		if err != nil {
+			return nil, fmt.Errorf("preparing the print checks: %w", err)
+		}
+		pipe := probe.Root.Nodes[0].(*parse.ActionNode).Pipe
+		calls[flags] = pipe.Cmds[len(pipe.Cmds)-1]
+	}
+	return calls, nil
+})
 
 // printedFuncs are the functions fnPrinted of an execution charging b: it
 // passes the value on, to be printed as text/template prints it, when it
@@ -416,11 +434,20 @@ func printedFuncs(b *budget) template.FuncMap {
 			// it is cheap to print once more and check.
 			printed = fmt.Sprint(v)
 		}
+		if oddBreak(printed) {
+			return v, errors.New(b.naming(printed) + "a printed value holds a line break other than \\n or \\r\\n (a lone \\r, U+0085, U+2028 or U+2029), which YAML reads as one and indent does not: values are data and cannot add keys, items or objects")
+		}
+		if flags&printedOneLine != 0 {
+			return v, nil
+		}
 		if !nested && startsDocument(printed, lineStart) {
 			return v, errors.New(b.naming(printed) + marker)
 		}
 		if flags&printedIndented != 0 {
 			return v, nil
+		}
+		if b.inFlow() && strings.ContainsAny(printed, flowSpecial) {
+			return v, fmt.Errorf("%sa value printed inside a flow collection ({…} or […]) holds one of %s: values are data and cannot add keys or items; quote the value in the template (| quote)", b.naming(printed), flowSpecial)
 		}
 		if line, ok := b.escapesLine(printed, flags&printedOnOwnLine != 0, flags&printedYAML != 0); ok {
 			return v, fmt.Errorf("%sa printed value breaks its line, and its line %d may be read outside the value (%.40q): values are data and cannot add keys, items or objects; quote the value in the template (| quote), or print it with toYaml | nindent", b.naming(printed), line, printed)
@@ -428,6 +455,41 @@ func printedFuncs(b *budget) template.FuncMap {
 		return v, nil
 	}
 	return template.FuncMap{fnPrinted: check}
+}
+
+// flowSpecial are the characters that end or separate a plain or quoted
+// scalar inside a flow collection.
+const flowSpecial = ",[]{}\"'#"
+
+// inFlow: the output's line is inside a flow collection: it holds more
+// '{' and '[' than '}' and ']', quoted ones aside.
+func (b *budget) inFlow() bool {
+	tail, _ := b.lineBefore()
+	depth, quote := 0, rune(0)
+	for _, r := range tail {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '"' || r == '\'':
+			quote = r
+		case r == '{' || r == '[':
+			depth++
+		case r == '}' || r == ']':
+			depth--
+		}
+	}
+	return depth > 0
+}
+
+// oddBreak: s holds a line break that YAML reads and sprig's indent and
+// nindent do not see: a lone \r, U+0085, U+2028 or U+2029.
+func oddBreak(s string) bool {
+	if !strings.ContainsAny(s, "\r\u0085\u2028\u2029") {
+		return false
+	}
+	return strings.ContainsAny(strings.ReplaceAll(s, "\r\n", "\n"), "\r\u0085\u2028\u2029")
 }
 
 // naming is "the value at <path>: ", the path of the resource's string
@@ -509,28 +571,50 @@ func (b *budget) escapesLine(s string, ownLine, yaml bool) (int, bool) {
 	if !known && text == "" {
 		return 0, false
 	}
-	lines := strings.FieldsFunc(s, func(r rune) bool { return strings.ContainsRune(yamlBreaks, r) })
-	if strings.IndexAny(s, yamlBreaks) == 0 {
-		lines = append([]string{""}, lines...)
-	}
+	lines := splitLines(s)
 	newLines := ownLine && strings.TrimLeft(lines[0], " \t") == "" && !waitsForValue(text)
+	after := text != "" && !newLines // s continues a line that holds text
 	for i, line := range lines[1:] {
 		n := len(line) - len(strings.TrimLeft(line, " "))
+		blank := strings.TrimLeft(line, " \t") == ""
+		last := i == len(lines)-2
 		switch {
-		case strings.TrimLeft(line, " \t") == "":
+		case after && !yaml:
+			return i + 2, true // no break at all
+		case blank && !last:
 			continue
-		case text == "" || newLines:
+		case blank: // where what is printed next starts
 			if n >= least {
 				continue
 			}
-		case yaml:
-			if n > least {
+		case !after:
+			if n >= least {
 				continue
 			}
+		case n > least: // toYaml's block scalar
+			continue
 		}
 		return i + 2, true
 	}
 	return 0, false
+}
+
+// splitLines splits s at YAML's line breaks (\r\n is one), keeping empty
+// lines, the last one included.
+func splitLines(s string) []string {
+	var lines []string
+	start := 0
+	for i, r := range s {
+		if i < start || !strings.ContainsRune(yamlBreaks, r) {
+			continue
+		}
+		lines = append(lines, s[start:i])
+		start = i + utf8.RuneLen(r)
+		if r == '\r' && strings.HasPrefix(s[start:], "\n") {
+			start++
+		}
+	}
+	return append(lines, s[start:])
 }
 
 // lineIndent is the indentation of a line of YAML, list items' dashes
@@ -549,6 +633,9 @@ func lineIndent(line string) (int, string) {
 // waitsForValue: a line of YAML that ends in a key, an item or a block
 // scalar's header waits for its value.
 func waitsForValue(text string) bool {
+	if i := strings.Index(text, " #"); i >= 0 {
+		text = strings.TrimRight(text[:i], " \t")
+	}
 	text = strings.TrimRight(text, "+-0123456789")
 	return strings.HasSuffix(text, ":") || strings.HasSuffix(text, "|") || strings.HasSuffix(text, ">") || text == "" || text == "?"
 }
@@ -620,14 +707,9 @@ func isMarkerPrefix(line string) bool {
 // texts by parse name; an action of a template whose text is not there is
 // checked as one printed after text on its line.
 func addPrintChecks(sources map[string]string, ts ...*template.Template) error {
-	calls := map[int]*parse.CommandNode{}
-	for flags := range printedAtLineStart | printedNested | printedOnOwnLine | printedIndented | printedYAML + 1 {
-		probe, err := template.New("check").Funcs(template.FuncMap{fnPrinted: func(int, any) any { return nil }}).Parse(fmt.Sprintf("{{ . | %s %d }}", fnPrinted, flags))
-		if err != nil {
-			return fmt.Errorf("preparing the print checks: %w", err)
-		}
-		pipe := probe.Root.Nodes[0].(*parse.ActionNode).Pipe
-		calls[flags] = pipe.Cmds[len(pipe.Cmds)-1]
+	calls, err := printChecks()
+	if err != nil {
+		return err
 	}
 	for _, tmpl := range ts {
 		if tmpl.Tree == nil || tmpl.Root == nil {
@@ -682,9 +764,8 @@ func onOwnLine(src string, pos int) bool {
 
 // printFlags are fnPrinted's flags for the pipeline p, an action starting
 // a line of its template's output (lineStart) or not; false when p's
-// value is not checked where it prints: its last command is a function
-// that writes one line and was measured before it ran (quote, toJson);
-// the time check; or a check already.
+// value is not checked where it prints: its last command is the time
+// check, or a check already.
 func printFlags(p *parse.PipeNode, lineStart bool) (int, bool) {
 	flags := 0
 	if lineStart {
@@ -696,8 +777,10 @@ func printFlags(p *parse.PipeNode, lineStart bool) (int, bool) {
 		return flags, true
 	}
 	switch id.Ident {
-	case "quote", "toJson", "mustToJson", "toRawJson", "mustToRawJson", tick, fnPrinted:
+	case tick, fnPrinted:
 		return 0, false
+	case "quote", "toJson", "mustToJson", "toRawJson", "mustToRawJson":
+		return printedOneLine, true
 	case "include", "tpl":
 		return flags | printedNested, true
 	case "indent", "nindent":
@@ -926,7 +1009,7 @@ func behaviourWritten(texts map[string]string, helpers string) map[string][]stri
 }
 
 // topLevelKind matches a line of a template that writes a document's kind.
-var topLevelKind = regexp.MustCompile(`(?m)^kind:[ \t]*([^\r\n]*)$`)
+var topLevelKind = regexp.MustCompile(`(?m)^kind:[ \t]*([^\r\n]*?)\r?$`)
 
 // kindsWritten are, by template file, the kinds its documents may have:
 // those its text and the helpers' write at the top level of a document

@@ -234,8 +234,8 @@ func TestPrintedValuesAddNoDocument(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out, err := e.execute("t", tt.data); err == nil || !strings.Contains(err.Error(), "document marker") {
-				t.Fatalf("printed %q, error %v; want one about a document marker", out, err)
+			if out, err := e.execute("t", tt.data); err == nil || !strings.Contains(err.Error(), "values are data and cannot add") {
+				t.Fatalf("printed %q, error %v; want one saying values cannot add a document", out, err)
 			}
 		})
 	}
@@ -267,6 +267,15 @@ func TestPrintedValuesStayInTheirPlace(t *testing.T) {
 		{"a line of a helper's output, split", "args:\n{{- range splitList \"\\n\" (include \"arg\" .) }}\n  - {{ quote . }}\n{{- end }}\n", "x\n  --injected", true},
 		{"a folded scalar", "spec:\n  image: {{ .a }}\n", "x\n    y", true},
 		{"a dict's string", "spec:\n  image: {{ .a }}\n", map[string]any{"k": "x\nkind: ClusterRole"}, true},
+		{"a lone CR through nindent", "metadata:\n  labels:\n    {{- .a | nindent 4 }}\n", "k: v\rdata: {evil: x}", true},
+		{"U+2028 through toYaml | nindent", "data:\n  c.yaml: |\n    {{- toYaml .a | nindent 4 }}\n  other: chart\n", map[string]any{"k": "x\u2028other: evil"}, true},
+		{"U+0085 through toJson", "data:\n  c.json: |\n    {{ toJson .a }}\n", map[string]any{"k": "x\u0085immutable: true"}, true},
+		{"a break at the end, then a key", "data:\n  a: {{ .a }}{{ .b }}\n", "x\n  ", true},
+		{"a line of its own that ends left of it", "metadata:\n  {{ .a }}{{ .b }}\n", "x: y\n", true},
+		{"a key after a comment", "metadata:\n  labels: # team\n  {{- .a }}\n", "\n  evil: x", true},
+		{"inside a flow mapping", "data: {a: \"{{ .a }}\"}\n", "x\", evil: \"y", true},
+		{"quoted inside a flow mapping", "data: {a: {{ .a | quote }}}\n", "x\", evil: \"y", false},
+		{"CRLF", "data:\n  a.txt: |\n{{ .a | indent 4 }}\n", "line 1\r\nline 2", false},
 		{"toYaml | nindent after a key", "metadata:\n  labels:\n    {{- toYaml .a | nindent 4 }}\n", map[string]any{"k": "v", "l": "w"}, false},
 		{"toYaml | nindent after a pair", "metadata:\n  labels:\n    app: x\n    {{- toYaml .a | nindent 4 }}\n", map[string]any{"k": "v"}, false},
 		{"nindent left of the line before", "probe:\n  httpGet:\n    scheme: HTTP\n    {{- toYaml .a | nindent 2 }}\n", map[string]any{"k": "v"}, false},
@@ -291,7 +300,7 @@ func TestPrintedValuesStayInTheirPlace(t *testing.T) {
 				t.Fatal(err)
 			}
 			out, err := e.execute("t", map[string]any{"a": tt.a, "b": "x"})
-			if escaped := err != nil && strings.Contains(err.Error(), "may be read outside the value"); escaped != tt.escapes {
+			if escaped := err != nil && strings.Contains(err.Error(), "values are data and cannot add keys"); escaped != tt.escapes {
 				t.Fatalf("printed %q, error %v; want an error about the value's lines: %v", out, err, tt.escapes)
 			}
 		})
@@ -314,6 +323,7 @@ func TestKindsWritten(t *testing.T) {
 		{"a kind from a value", map[string]string{"a.yaml": "kind: {{ .Values.kind }}\n", "b.yaml": "kind: Service\n"}, "", map[string][]string{"b.yaml": {"Service"}}},
 		{"no kind", map[string]string{"a.yaml": "{{ range .Values.extraObjects }}\n---\n{{ tpl (toYaml .) $ }}\n{{ end }}"}, "", map[string][]string{}},
 		{"a list", map[string]string{"a.yaml": "kind: List\nitems: []\n"}, "", map[string][]string{}},
+		{"CRLF", map[string]string{"a.yaml": "kind: Service\r\nmetadata: {}\r\n"}, "", map[string][]string{"a.yaml": {"Service"}}},
 		{"a helper's kind from a value", map[string]string{"a.yaml": "kind: Service\n"}, "kind: {{ .kind }}\n", map[string][]string{}},
 	}
 	for _, tt := range tests {

@@ -73,6 +73,10 @@ func hostileValues() map[string]any {
 	for indent := 0; indent <= 10; indent += 2 { // a key beside the value's own, at every depth
 		values[fmt.Sprintf("a key in a string, indented %d", indent)] = "x\n" + strings.Repeat(" ", indent) + "injected: true"
 	}
+	for _, br := range []string{"\r", "\u0085", "\u2028", "\u2029"} { // breaks that indent does not see
+		values[fmt.Sprintf("a key after %q", br)] = "x" + br + "injected: true"
+		values[fmt.Sprintf("a map with a key after %q", br)] = map[string]any{"k": "x" + br + "injected: true"}
+	}
 	return values
 }
 
