@@ -89,8 +89,12 @@ func TestTutorialCommands(t *testing.T) {
 			waitFor(t, ns, ownedRef, ownedPath, tt.ownedAfter)
 			mustKubectl(t, "-n", ns, "delete", "-f", sample, "--wait=true", "--timeout=60s")
 			eventually(t, 60*time.Second, ownedRef+" deleted with its resource", func() error {
-				if out, err := kubectl(t, "-n", ns, "get", ownedRef, "--ignore-not-found", "-o", "name"); err != nil || strings.TrimSpace(out) != "" {
-					return fmt.Errorf("still there: %q (%v)", out, err)
+				out, err := kubectl(t, "-n", ns, "get", ownedRef, "--ignore-not-found", "-o", "name")
+				if err != nil {
+					return err
+				}
+				if strings.TrimSpace(out) != "" {
+					return fmt.Errorf("still there: %q", out)
 				}
 				return nil
 			})

@@ -993,6 +993,17 @@ func templateTexts(fsys fs.FS, entries []fs.DirEntry) (map[string]string, string
 	return texts, helpers.String(), nil
 }
 
+// readWritten reads what the kind's template files write themselves: the
+// behaviour annotations and the kinds (see [Kind.checkWritten]).
+func (k *Kind) readWritten(fsys fs.FS, entries []fs.DirEntry) error {
+	texts, helpers, err := templateTexts(fsys, entries)
+	if err != nil {
+		return err
+	}
+	k.behaviour, k.kinds = behaviourWritten(texts, helpers), kindsWritten(texts, helpers)
+	return nil
+}
+
 // behaviourWritten are, by template file, the behaviourAnnotations that
 // the file's text or a helper's holds: a rendered object may carry only
 // those its file could have written.

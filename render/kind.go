@@ -275,11 +275,9 @@ func Load(def Definition) (*Kind, error) {
 	}
 	k.tmpl = tmpl
 	k.runs = newExecutions(tmpl)
-	texts, helpers, err := templateTexts(def.Templates, entries)
-	if err != nil {
+	if err := k.readWritten(def.Templates, entries); err != nil {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
-	k.behaviour, k.kinds = behaviourWritten(texts, helpers), kindsWritten(texts, helpers)
 	k.status = tmpl.Lookup(statusFile) != nil
 	k.kustomize = slices.Contains(manifests, kustomizationFile)
 	k.manifests = slices.DeleteFunc(manifests, func(f string) bool { return f == kustomizationFile })
