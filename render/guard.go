@@ -388,8 +388,8 @@ const (
 	printedIndented
 	// printedYAML: the value is what toYaml wrote.
 	printedYAML
-	// printedOneLine: the value went through quote or toJson last, which
-	// write one line, escaped: only its line breaks are checked.
+	// printedOneLine: the value went through toJson last, which writes
+	// one line, escaped but for U+0085: only its line breaks are checked.
 	printedOneLine
 )
 
@@ -446,7 +446,7 @@ func printedFuncs(b *budget) template.FuncMap {
 		if flags&printedIndented != 0 {
 			return v, nil
 		}
-		if b.inFlow() && strings.ContainsAny(printed, flowSpecial) {
+		if strings.ContainsAny(printed, flowSpecial) && b.inFlow() {
 			return v, fmt.Errorf("%sa value printed inside a flow collection ({…} or […]) holds one of %s: values are data and cannot add keys or items; quote the value in the template (| quote)", b.naming(printed), flowSpecial)
 		}
 		if line, ok := b.escapesLine(printed, flags&printedOnOwnLine != 0, flags&printedYAML != 0); ok {
@@ -764,8 +764,8 @@ func onOwnLine(src string, pos int) bool {
 
 // printFlags are fnPrinted's flags for the pipeline p, an action starting
 // a line of its template's output (lineStart) or not; false when p's
-// value is not checked where it prints: its last command is the time
-// check, or a check already.
+// value is not checked where it prints: its last command is quote, the
+// time check, or a check already.
 func printFlags(p *parse.PipeNode, lineStart bool) (int, bool) {
 	flags := 0
 	if lineStart {
@@ -777,9 +777,9 @@ func printFlags(p *parse.PipeNode, lineStart bool) (int, bool) {
 		return flags, true
 	}
 	switch id.Ident {
-	case tick, fnPrinted:
+	case tick, fnPrinted, "quote": // quote escapes every break (strconv.Quote)
 		return 0, false
-	case "quote", "toJson", "mustToJson", "toRawJson", "mustToRawJson":
+	case "toJson", "mustToJson", "toRawJson", "mustToRawJson": // U+0085 stays
 		return printedOneLine, true
 	case "include", "tpl":
 		return flags | printedNested, true
