@@ -46,7 +46,7 @@ var tutorials = []tutorial{
 		name:   "flightticket",
 		sample: "apiVersion: flights.com/v1\nkind: FlightTicket\nmetadata:\n  name: my-flight-ticket\nspec:\n  from: Mumbai\n  to: London\n  number: 2\n",
 		ref:    "flightticket/my-flight-ticket", read: "{.spec.number}", before: "2", after: "3",
-		change: []string{"patch", "flightticket", "my-flight-ticket", "--type=merge", "-p", `{"spec":{"number":3}}`},
+		change: []string{"patch", "ft", "my-flight-ticket", "--type=merge", "-p", `{"spec":{"number":3}}`}, // its short name
 		owned:  "configmap/my-flight-ticket-booking {.data.number}", ownedBefore: "2", ownedAfter: "3",
 	},
 	{
@@ -55,8 +55,25 @@ var tutorials = []tutorial{
 		name:   "myweb",
 		sample: "apiVersion: operator.k8s-summit.org/v1\nkind: MyWeb\nmetadata:\n  name: myweb\nspec:\n  image: nginx\n  nodePortNumber: 30170\n  pageContentHtml: |\n    <html>\n      <body>\n        <h1>Hello, World!</h1>\n      </body>\n    </html>\n",
 		ref:    "myweb/myweb", read: "{.spec.image}", before: "nginx", after: "nginx:1.27",
-		change: []string{"patch", "myweb", "myweb", "--type=merge", "-p", `{"spec":{"image":"nginx:1.27"}}`},
+		change: []string{"patch", "web", "myweb", "--type=merge", "-p", `{"spec":{"image":"nginx:1.27"}}`}, // its short name
 		owned:  "deployment/myweb {.spec.template.spec.containers[0].image}", ownedBefore: "nginx", ownedAfter: "nginx:1.27",
+	},
+	{
+		// Seed 002's controller, sample-controller's Foo: its sample,
+		// scaled through spec.replicas.
+		name:   "foo",
+		sample: "apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata:\n  name: example-foo\nspec:\n  deploymentName: example-foo\n  replicas: 1\n",
+		ref:    "foo/example-foo", read: "{.spec.replicas}", before: "1", after: "2",
+		change: []string{"patch", "foo", "example-foo", "--type=merge", "-p", `{"spec":{"replicas":2}}`},
+		owned:  "deployment/example-foo {.spec.replicas}", ownedBefore: "1", ownedAfter: "2",
+	},
+	{
+		// kubebuilder's Guestbook (config/samples/guestbook.yaml).
+		name:   "guestbook",
+		sample: "apiVersion: webapp.my.domain/v1\nkind: Guestbook\nmetadata:\n  name: guestbook-sample\nspec:\n  size: 2\n  configMapName: guestbook-cfg\n  alias: Phone\n",
+		ref:    "guestbook/guestbook-sample", read: "{.spec.size}", before: "2", after: "3",
+		change: []string{"patch", "guestbook", "guestbook-sample", "--type=merge", "-p", `{"spec":{"size":3}}`},
+		owned:  "deployment/guestbook-sample {.spec.replicas}", ownedBefore: "2", ownedAfter: "3",
 	},
 }
 

@@ -66,6 +66,11 @@ type Declaration struct {
 	// spec.size, or "*" for the version itself. stencil lint refuses any
 	// other breaking change.
 	Breaking map[string][]string `json:"breaking,omitempty"`
+	// DroppedByPreferred lists, by the version kubectl preferred at the
+	// release, its fields that the new preferred version does not keep,
+	// on purpose: clients that name no version lose them without an
+	// error. stencil lint refuses any other.
+	DroppedByPreferred map[string][]string `json:"droppedByPreferred,omitempty"`
 	// OwnerVersion is the version of the kind that the owned objects'
 	// ownerReferences name (default: the hub). A kind that gains a version
 	// keeps the one its objects were made with, so that the new version

@@ -247,6 +247,13 @@ CRDs come from --crds, by default config/crd/bases and config/crd/external
 (the CRDs of third-party types the templates write) in the working
 directory; samples from -f, by default config/samples.
 
+With the CRDs of the last release (--released, by default
+config/crd/released), lint also refuses a change that breaks a released
+client or stored resource (unless _kind.yaml declares it: breaking), and
+a field of the version kubectl preferred at the release that a new
+preferred version lacks: kubectl patch <kind> of it would be dropped
+without an error (unless declared: droppedByPreferred).
+
 --server also dry-runs every sample, and every object it renders, against
 the cluster of the current kubeconfig context (server-side apply, dryRun=All,
 fieldValidation=Strict; nothing is stored): what only the API server knows,
@@ -320,11 +327,11 @@ func lint(stdin io.Reader, folders []kinds.Folder, v *renderschema.Validator, sa
 		return nil, 0, err
 	}
 	problems = append(problems, more...)
-	crds, err := readCRDs(crdPaths)
+	more, err = preferredChanges(folders, crdPaths, released)
 	if err != nil {
 		return nil, 0, err
 	}
-	problems = append(problems, renamedInPreferred(folders, crds)...)
+	problems = append(problems, more...)
 	byKind := kindsOf(folders)
 	files, err := sampleFiles(samples)
 	if err != nil {
@@ -404,54 +411,104 @@ func breaking(folders []kinds.Folder, crdPaths []string, released string) ([]str
 	return problems, nil
 }
 
-// renamedInPreferred reports, for each kind with several served versions,
-// every field of the version clients preferred before the newest one (the
-// second in Kubernetes' version priority) that the preferred one has not,
-// and that the kind does not declare (_kind.yaml breaking, by the older
-// version). kubectl and every client that names no version (kubectl patch
-// <kind>, a manifest without its version's habits) write the preferred
-// version: the API server prunes the old field without an error, and the
-// command changes nothing.
-func renamedInPreferred(folders []kinds.Folder, crds []*apiextensionsv1.CustomResourceDefinition) []string {
+// preferredChanges is renamedInPreferred over the kinds' CRDs and the
+// released ones (none: nothing to compare).
+func preferredChanges(folders []kinds.Folder, crdPaths []string, released string) ([]string, error) {
+	if released == "" {
+		return nil, nil
+	}
+	was, err := readCRDs([]string{released})
+	if err != nil {
+		return nil, fmt.Errorf("--released: %w", err)
+	}
+	now, err := readCRDs(crdPaths)
+	if err != nil {
+		return nil, err
+	}
+	return renamedInPreferred(folders, now, was), nil
+}
+
+// renamedInPreferred reports, for each kind whose preferred version (the
+// highest served one in Kubernetes' version order, which kubectl resolves
+// its name to) is not the one it was at the release (in released; none:
+// no client has a habit yet), every field of the released preferred
+// version that the new one has not, and that the kind does not declare
+// (_kind.yaml droppedByPreferred, by the released version). kubectl patch
+// <kind> and every client that names no version and asks for no strict
+// validation write the new preferred version: the API server drops the
+// old field without an error, and the command changes nothing.
+func renamedInPreferred(folders []kinds.Folder, now, released []*apiextensionsv1.CustomResourceDefinition) []string {
 	var problems []string
 	for _, f := range folders {
 		if f.Kind == nil {
 			continue
 		}
 		gk := f.Kind.GroupVersionKind().GroupKind()
-		i := slices.IndexFunc(crds, func(c *apiextensionsv1.CustomResourceDefinition) bool {
-			return c.Spec.Group == gk.Group && c.Spec.Names.Kind == gk.Kind
-		})
-		if i < 0 {
+		cur, ok := preferredVersion(now, gk)
+		if !ok {
 			continue
 		}
-		var served []apiextensionsv1.CustomResourceDefinitionVersion
-		for _, v := range crds[i].Spec.Versions {
-			if v.Served && v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
-				served = append(served, v)
-			}
-		}
-		if len(served) < 2 {
+		was, ok := preferredVersion(released, gk)
+		if !ok || was.Name == cur.Name {
 			continue
 		}
-		slices.SortFunc(served, func(a, b apiextensionsv1.CustomResourceDefinitionVersion) int {
-			return -version.CompareKubeAwareVersionStrings(a.Name, b.Name)
-		})
-		now, was := served[0], served[1]
-		for _, path := range missingFields(*was.Schema.OpenAPIV3Schema, *now.Schema.OpenAPIV3Schema, "") {
-			if declared(f.Kind.Declaration().Breaking[was.Name], path) {
+		if v := crdVersion(now, gk, was.Name); v != nil && v.Served {
+			was = *v // the old version as it is now: its own changes are the release check's
+		}
+		for _, path := range missingFields(*was.Schema.OpenAPIV3Schema, *cur.Schema.OpenAPIV3Schema, "") {
+			if declared(f.Kind.Declaration().DroppedByPreferred[was.Name], path) {
 				continue
 			}
-			problems = append(problems, fmt.Sprintf("templates/%s: %s %s %s is not in %s, which kubectl and clients that name no version write: the API server prunes %s from what they send, without an error (kubectl patch %s says \"no change\"); keep it in %s (a deprecated alias the templates read), or declare it in _kind.yaml (breaking: {%s: [%s]}) and tell your users (docs/evolve-api.md#rename-a-field-safely)",
-				f.Name, gk.Kind, was.Name, path, now.Name, path, strings.ToLower(gk.Kind), now.Name, was.Name, path))
+			problems = append(problems, fmt.Sprintf("templates/%s: kubectl now resolves %s to %s, its preferred version, which has no %s (%s had it): `kubectl patch %s` of %s, and any client that names no version, is dropped without an error (\"patched (no change)\"); keep the field's name in %s, or declare it in _kind.yaml (droppedByPreferred: {%s: [%s]}) and tell your users (docs/evolve-api.md#rename-a-field-safely)",
+				f.Name, strings.ToLower(gk.Kind), cur.Name, path, was.Name, strings.ToLower(gk.Kind), path, cur.Name, was.Name, path))
 		}
 	}
 	return problems
 }
 
-// missingFields are the properties of was, by path, that now has not,
-// outermost first; metadata and status are not a client's to write.
+// preferredVersion is the served version of gk's CRD among crds that
+// kubectl prefers: the highest in Kubernetes' version order.
+func preferredVersion(crds []*apiextensionsv1.CustomResourceDefinition, gk schema.GroupKind) (apiextensionsv1.CustomResourceDefinitionVersion, bool) {
+	var best apiextensionsv1.CustomResourceDefinitionVersion
+	found := false
+	for _, c := range crds {
+		if c.Spec.Group != gk.Group || c.Spec.Names.Kind != gk.Kind {
+			continue
+		}
+		for _, v := range c.Spec.Versions {
+			if !v.Served || v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+				continue
+			}
+			if !found || version.CompareKubeAwareVersionStrings(v.Name, best.Name) > 0 {
+				best, found = v, true
+			}
+		}
+	}
+	return best, found
+}
+
+// crdVersion is gk's version name in crds, nil when there is none.
+func crdVersion(crds []*apiextensionsv1.CustomResourceDefinition, gk schema.GroupKind, name string) *apiextensionsv1.CustomResourceDefinitionVersion {
+	for _, c := range crds {
+		if c.Spec.Group != gk.Group || c.Spec.Names.Kind != gk.Kind {
+			continue
+		}
+		for i := range c.Spec.Versions {
+			if c.Spec.Versions[i].Name == name && c.Spec.Versions[i].Schema != nil && c.Spec.Versions[i].Schema.OpenAPIV3Schema != nil {
+				return &c.Spec.Versions[i]
+			}
+		}
+	}
+	return nil
+}
+
+// missingFields are the properties of was, by path, that now has not and
+// does not keep as unknown fields, outermost first; metadata and status
+// are not a client's to write.
 func missingFields(was, now apiextensionsv1.JSONSchemaProps, path string) []string {
+	if now.XPreserveUnknownFields != nil && *now.XPreserveUnknownFields {
+		return nil
+	}
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(was.Properties)) {
 		p := name
@@ -470,12 +527,17 @@ func missingFields(was, now apiextensionsv1.JSONSchemaProps, path string) []stri
 	if was.Items != nil && was.Items.Schema != nil && now.Items != nil && now.Items.Schema != nil {
 		out = append(out, missingFields(*was.Items.Schema, *now.Items.Schema, path+"[]")...)
 	}
+	if was.AdditionalProperties != nil && was.AdditionalProperties.Schema != nil && now.AdditionalProperties != nil && now.AdditionalProperties.Schema != nil {
+		out = append(out, missingFields(*was.AdditionalProperties.Schema, *now.AdditionalProperties.Schema, path+".*")...)
+	}
 	return out
 }
 
 // declared: path is among paths, or under one of them ("*": all).
 func declared(paths []string, path string) bool {
-	return slices.ContainsFunc(paths, func(p string) bool { return p == "*" || p == path || strings.HasPrefix(path, p+".") })
+	return slices.ContainsFunc(paths, func(p string) bool {
+		return p == "*" || p == path || strings.HasPrefix(path, p+".") || strings.HasPrefix(path, p+"[]")
+	})
 }
 
 // uncovered converts, for each version of a kind with several, an object
