@@ -4,6 +4,9 @@
 // the kustomizations that tie them together. The project gets them with its
 // own name where these say stencil (internal/scaffold), so that an install
 // of stencil and of a project never share a name.
+//
+// It is not public API: it may change in any release. Depend on pkg/stencil
+// and pkg/stenciltest (docs/stability.md).
 package config
 
 import "embed"

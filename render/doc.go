@@ -5,4 +5,7 @@
 // it reads, which the caller gives (the reconciler's cache, a file offline);
 // its one source of randomness, generate, is given too, and fixed unless
 // the caller gives another.
+//
+// It is not public API: it may change in any release. Depend on pkg/stencil
+// and pkg/stenciltest (docs/stability.md).
 package render

@@ -5,6 +5,9 @@
 // kustomization.yaml. A decorator's folder (templates/<decorator>/) has a
 // _decorator.yaml instead of a _kind.yaml: its parent is an existing type.
 // Package render reads them as data.
+//
+// It is not public API: it may change in any release. Depend on pkg/stencil
+// and pkg/stenciltest (docs/stability.md).
 package templates
 
 import (

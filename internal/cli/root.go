@@ -71,7 +71,7 @@ current kubeconfig (or in-cluster configuration).`,
 		// Run as a kubectl plugin: help says "kubectl stencil".
 		cmd.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl stencil"}
 	}
-	cmd.AddCommand(newRenderCommand(), newLintCommand(), newTestCommand(), newDiffCommand(), newDriftCommand(), newManifestsCommand(), newInitCommand(), newCreateCommand(), newImportCommand(), newDevCommand())
+	cmd.AddCommand(newRenderCommand(), newLintCommand(), newTestCommand(), newDiffCommand(), newDriftCommand(), newManifestsCommand(), newInitCommand(), newCreateCommand(), newImportCommand(), newDevCommand(), newVersionCommand())
 	opts.bindFlags(cmd.Flags())
 	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zapOpts.BindFlags(goFlags)

@@ -17,4 +17,7 @@
 //     disabled decorator leaves nothing behind.
 //   - Its children are pruned only when they carry its owner reference to
 //     the parent and its label.
+//
+// It is not public API: it may change in any release. Depend on pkg/stencil
+// and pkg/stenciltest (docs/stability.md).
 package decorator

@@ -41,4 +41,7 @@
 //   - Everything it remembers (baselines, health, fights) is a cache: a new
 //     process relearns it, from the live objects or with one dry-run apply.
 //   - Values of Secrets never reach its reports (drift masks them).
+//
+// It is not public API: it may change in any release. Depend on pkg/stencil
+// and pkg/stenciltest (docs/stability.md).
 package engine

@@ -8,4 +8,7 @@
 // the resource settled (settle). The gate's state is rebuilt from the
 // resources' status.rollout when a process starts (seed), so a new leader
 // goes on where the old one stopped.
+//
+// It is not public API: it may change in any release. Depend on pkg/stencil
+// and pkg/stenciltest (docs/stability.md).
 package rollout

@@ -16,4 +16,7 @@
 // the kind reconciler (package reconciler, claim.go), which writes claims
 // on the custom resources; writes go through the leader fence
 // (internal/fence).
+//
+// It is not public API: it may change in any release. Depend on pkg/stencil
+// and pkg/stenciltest (docs/stability.md).
 package shard

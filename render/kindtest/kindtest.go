@@ -29,6 +29,9 @@
 // A case with none of the last three passes when the render succeeds and
 // every object is valid. It is pure: cases are read from an fs.FS, and the
 // outcome carries the output for the caller to write back with -update.
+//
+// It is not public API: it may change in any release. Depend on pkg/stencil
+// and pkg/stenciltest (docs/stability.md).
 package kindtest
 
 import (

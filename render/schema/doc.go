@@ -25,4 +25,7 @@
 // package exists so that a template's typo fails in `stencil render`,
 // `stencil lint` and `make test`, naming the file and field, instead of as an
 // ApplyFailed status on every resource of a kind in production.
+//
+// It is not public API: it may change in any release. Depend on pkg/stencil
+// and pkg/stenciltest (docs/stability.md).
 package schema
