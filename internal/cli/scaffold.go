@@ -19,7 +19,7 @@ const stencilModule = "github.com/stencil-operator/stencil"
 func newInitCommand() *cobra.Command {
 	var o scaffold.Options
 	var checkout string
-	var tidy bool
+	var tidy, git bool
 	cmd := &cobra.Command{
 		Use:   "init [DIR]",
 		Short: "Write a new operator project of your own into an empty folder (default: the current one)",
@@ -41,7 +41,7 @@ docs/getting-started.md walks through it.`,
 			if len(args) == 1 {
 				dir = args[0]
 			}
-			return runInit(cmd, dir, o, checkout, tidy)
+			return runInit(cmd, dir, o, checkout, tidy, git)
 		},
 	}
 	cmd.Flags().StringVar(&o.Module, "module", "", "The project's Go module path, e.g. example.com/widgets (required).")
@@ -49,11 +49,12 @@ docs/getting-started.md walks through it.`,
 	cmd.Flags().StringVar(&o.Domain, "domain", "", "The suffix of the kinds' API groups that make kind suggests (default: the module path's first element).")
 	cmd.Flags().StringVar(&checkout, "stencil-checkout", "", "A stencil checkout the project's go.mod points at with a replace directive (developing stencil itself; required with a development build of stencil).")
 	cmd.Flags().BoolVar(&tidy, "tidy", true, "Run go mod tidy in the new project (it fetches stencil's dependencies).")
+	cmd.Flags().BoolVar(&git, "git", true, "Make the new project a git repository with a first commit (unless it is inside one already).")
 	_ = cmd.MarkFlagRequired("module")
 	return cmd
 }
 
-func runInit(cmd *cobra.Command, dir string, o scaffold.Options, checkout string, tidy bool) error {
+func runInit(cmd *cobra.Command, dir string, o scaffold.Options, checkout string, tidy, git bool) error {
 	o.StencilVersion = buildVersion()
 	if checkout != "" {
 		abs, err := filepath.Abs(checkout)
@@ -82,8 +83,40 @@ func runInit(cmd *cobra.Command, dir string, o scaffold.Options, checkout string
 			return fmt.Errorf("go mod tidy in %s: %w", dir, err)
 		}
 	}
+	if git {
+		gitInit(cmd, dir)
+	}
 	_, err = fmt.Fprintf(cmd.OutOrStdout(), "Wrote a new operator project in %s. Next: make kind GROUP=<group> KIND=<Kind>, then make run (docs/getting-started.md).\n", dir)
 	return err
+}
+
+// gitInit makes dir a git repository with the new project as its first
+// commit, as a project's make release-crds (which records the commit) and
+// its users expect; it leaves a folder inside a repository already alone.
+// What fails (no git, no identity for the commit) is said, not an error:
+// the project is written.
+func gitInit(cmd *cobra.Command, dir string) {
+	run := func(args ...string) error {
+		c := exec.CommandContext(cmd.Context(), "git", args...)
+		c.Dir = dir
+		if out, err := c.CombinedOutput(); err != nil {
+			return fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		_, _ = fmt.Fprintln(cmd.ErrOrStderr(), "No git found: the project is not a git repository (make release-crds needs one).")
+		return
+	}
+	if run("rev-parse", "--is-inside-work-tree") == nil {
+		return // inside a repository already: its owner commits
+	}
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-q", "-m", "Scaffold with stencil init"}} {
+		if err := run(args...); err != nil {
+			_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "The project is written, but not committed: %v\n", err)
+			return
+		}
+	}
 }
 
 // buildVersion is the version of stencil this binary was built from, as
