@@ -305,6 +305,9 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := setUpProject(mgr); err != nil {
+		return err
+	}
 	started := newStartup(o.startupTimeout, hook != nil && o.webhook.url == "", log)
 	if err := addStartupChecks(mgr, started); err != nil {
 		return err
@@ -480,6 +483,18 @@ func setUpKinds(mgr ctrl.Manager, o *managerOptions, loaded []*render.Kind, mayW
 		return nil, err
 	}
 	return opts.Live, nil
+}
+
+// setUpProject adds the project's own Go controllers, webhooks and
+// runnables (stencil.Project.Setup) to mgr, beside the templates'.
+func setUpProject(mgr ctrl.Manager) error {
+	if registered.Setup == nil {
+		return nil
+	}
+	if err := registered.Setup(mgr); err != nil {
+		return fmt.Errorf("the project's Setup: %w", err)
+	}
+	return nil
 }
 
 // addConversion adds the conversion webhook hook to mgr: its handlers,

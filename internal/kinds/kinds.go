@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/stencil-operator/stencil/render"
 	"github.com/stencil-operator/stencil/templates"
@@ -23,6 +24,9 @@ type Set struct {
 	Kinds       []render.Definition
 	Decorators  []render.DecoratorDefinition
 	AddToScheme []func(*runtime.Scheme) error
+	// Setup adds the project's own Go controllers, webhooks and runnables
+	// to the operator's manager (nil: none).
+	Setup func(manager.Manager) error
 }
 
 // NewSet is the set of the operator named name ("stencil" when empty).

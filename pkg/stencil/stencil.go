@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/stencil-operator/stencil/internal/cli"
 	"github.com/stencil-operator/stencil/internal/kinds"
@@ -36,6 +37,16 @@ type Project struct {
 	// AddToScheme adds the kinds' Go types to a scheme: one function per
 	// API group (the AddToScheme of api/<group>/<version>).
 	AddToScheme []func(*runtime.Scheme) error
+	// Setup, when set, adds the project's own Go code to the manager that
+	// runs its templates, once the kinds' controllers are set up and
+	// before it starts: a controller (ctrl.NewControllerManagedBy(mgr)),
+	// a webhook (mgr.GetWebhookServer()), any runnable (mgr.Add). It
+	// shares the manager's client, caches, scheme (with AddToScheme's
+	// types), metrics and leader election: a runnable runs on the leader
+	// unless it says it needs no election. An error stops the operator
+	// before it starts. Subcommands other than the operator (render, lint,
+	// test…) do not call it.
+	Setup func(mgr manager.Manager) error
 }
 
 // Main runs the project's command line (os.Args) and exits with its code.
@@ -52,5 +63,7 @@ func (p Project) Execute() int {
 }
 
 func (p Project) set() kinds.Set {
-	return kinds.NewSet(p.Name, p.Kinds, p.Decorators, p.AddToScheme)
+	s := kinds.NewSet(p.Name, p.Kinds, p.Decorators, p.AddToScheme)
+	s.Setup = p.Setup
+	return s
 }

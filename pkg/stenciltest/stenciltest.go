@@ -189,7 +189,9 @@ func crdFolders(root string) string {
 
 // set is p as the engine takes it.
 func set(p stencil.Project) kinds.Set {
-	return kinds.NewSet(p.Name, p.Kinds, p.Decorators, p.AddToScheme)
+	s := kinds.NewSet(p.Name, p.Kinds, p.Decorators, p.AddToScheme)
+	s.Setup = p.Setup
+	return s
 }
 
 // SamplesBecomeReady starts a local control plane, installs the CRDs of
