@@ -108,7 +108,7 @@ build: ## Build the stencil binary into bin/, also as the kubectl plugin bin/kub
 	# (kustomize links Go's plugin package) and the binary grows by a quarter.
 	# fieldsv1string: apimachinery interns every managedFields record, so the
 	# cache's objects and stencil's baselines keep one copy of each.
-	CGO_ENABLED=0 go build -buildvcs=auto -tags fieldsv1string -o $(BIN)/stencil .
+	CGO_ENABLED=0 go build -tags fieldsv1string -o $(BIN)/stencil .
 	ln -f $(BIN)/stencil $(BIN)/kubectl-stencil
 
 # `make run` starts a local control plane whatever the kubeconfig says.

@@ -70,8 +70,9 @@ func newVersionCommand() *cobra.Command {
 		Long: `version prints the version of stencil this binary was built from: a
 release's tag when built with go install github.com/stencil-operator/stencil@<tag>
 (or, in a project's binary, the stencil its go.mod requires), "(devel)" for a
-build from a checkout; the commit, "+dirty" when the checkout had changes;
-and Go's version. The metric stencil_build_info carries the same labels.`,
+build from a checkout; the commit, when Go stamped it ("+dirty" when the
+checkout had changes); and Go's version. The metric stencil_build_info
+carries the same labels.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := fmt.Fprintln(cmd.OutOrStdout(), thisBuild())

@@ -6,8 +6,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/stencil-operator/stencil/pkg/stencil"
 	"github.com/stencil-operator/stencil/templates"
@@ -35,18 +38,28 @@ func Example() {
 
 // A project with a Go controller of its own beside its template kinds:
 // Setup adds it to the manager that runs the templates (the same client,
-// caches, metrics and leader election). pkg/stenciltest's
-// TestAGoControllerBesideTheTemplates runs this on a local control plane.
+// scheme, metrics and leader election). The manager's cache holds only
+// stencil's own objects: the controller watches and reads through a cache
+// of its own. pkg/stenciltest's TestAGoControllerBesideTheTemplates runs
+// one like it on a local control plane (docs/go-beside-templates.md).
 func ExampleProject_setup() {
 	project := stencil.Project{
 		Name:        "widgets",
 		Kinds:       templates.Kinds,
 		AddToScheme: templates.AddToScheme,
 		Setup: func(mgr manager.Manager) error {
+			own, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+			if err != nil {
+				return err
+			}
+			if err := mgr.Add(own); err != nil {
+				return err
+			}
 			return ctrl.NewControllerManagedBy(mgr).Named("audit").
-				For(&corev1.ConfigMap{}).
+				WatchesRawSource(source.Kind(own, &corev1.ConfigMap{}, &handler.TypedEnqueueRequestForObject[*corev1.ConfigMap]{})).
 				Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-					// Your Go code: read and write through mgr.GetClient().
+					// Your Go code: read through own, write through
+					// mgr.GetClient() with a field owner of your own.
 					return reconcile.Result{}, nil
 				}))
 		},

@@ -40,12 +40,14 @@ type Project struct {
 	// Setup, when set, adds the project's own Go code to the manager that
 	// runs its templates, once the kinds' controllers are set up and
 	// before it starts: a controller (ctrl.NewControllerManagedBy(mgr)),
-	// a webhook (mgr.GetWebhookServer()), any runnable (mgr.Add). It
-	// shares the manager's client, caches, scheme (with AddToScheme's
-	// types), metrics and leader election: a runnable runs on the leader
-	// unless it says it needs no election. An error stops the operator
-	// before it starts. Subcommands other than the operator (render, lint,
-	// test…) do not call it.
+	// any runnable (mgr.Add). It shares the manager's client, scheme (with
+	// AddToScheme's types), metrics and leader election: a runnable runs
+	// on the leader unless it says it needs no election (under --shards,
+	// on each shard's leader). The manager's cache holds only stencil's
+	// own objects: watch and read others through a cache of your own
+	// (docs/go-beside-templates.md). An error stops the operator before it
+	// starts. Subcommands other than the operator (render, lint, test…)
+	// do not call it.
 	Setup func(mgr manager.Manager) error
 }
 
