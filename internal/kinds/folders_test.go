@@ -6,6 +6,8 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"k8s.io/apimachinery/pkg/runtime"
+
 	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/testkind"
 	"github.com/stencil-operator/stencil/render"
@@ -45,5 +47,20 @@ func TestCheckRenders(t *testing.T) {
 	err = kinds.CheckRenders([]kinds.Folder{{Name: "widget", FS: folder, Kind: k}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "templates/widget cannot render its test case broken") || !strings.Contains(err.Error(), "spec.fail is set") {
 		t.Fatalf("error %v, want one naming the folder, the case and the failure", err)
+	}
+}
+
+// TestAKindMissingFromAddToScheme: a kind registered without its Go
+// types in AddToScheme fails at start with what to add, not later with
+// controller-runtime's "no kind is registered".
+func TestAKindMissingFromAddToScheme(t *testing.T) {
+	all := kinds.Samples()
+	missing := kinds.NewSet("widgets", all.Kinds, nil, nil)
+	err := missing.AddTo(runtime.NewScheme())
+	if err == nil || !strings.Contains(err.Error(), "are not in the project's AddToScheme") {
+		t.Fatalf("AddTo without the kinds' schemes: %v, want an error naming what to add", err)
+	}
+	if err := all.AddTo(runtime.NewScheme()); err != nil {
+		t.Errorf("AddTo of the samples: %v", err)
 	}
 }

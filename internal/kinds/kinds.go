@@ -6,6 +6,7 @@
 package kinds
 
 import (
+	"fmt"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -50,6 +51,13 @@ func (s Set) AddTo(sch *runtime.Scheme) error {
 	for _, add := range s.AddToScheme {
 		if err := add(sch); err != nil {
 			return err
+		}
+	}
+	for _, def := range s.Kinds {
+		gvk := def.GroupVersionKind
+		list := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+		if !sch.Recognizes(gvk) || !sch.Recognizes(list) {
+			return fmt.Errorf("kind %s: its Go types (%s, %s) are not in the project's AddToScheme: add the AddToScheme of its API package (api/<group>/<version>) beside the kind (templates/kinds.go)", gvk.Kind, gvk, list.Kind)
 		}
 	}
 	return nil
