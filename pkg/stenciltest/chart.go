@@ -20,7 +20,7 @@ import (
 //	func TestShopRendersAsHelm(t *testing.T) {
 //		stenciltest.ChartRendersAsHelm(t, project, "Shop", "charts/shop")
 //	}
-func ChartRendersAsHelm(t *testing.T, p stencil.Project, kind, chart string) {
+func ChartRendersAsHelm(t testing.TB, p stencil.Project, kind, chart string) {
 	t.Helper()
 	k := chartKind(t, p, kind)
 	c, err := chartimport.Load(chart)
@@ -47,7 +47,7 @@ func ChartRendersAsHelm(t *testing.T, p stencil.Project, kind, chart string) {
 }
 
 // chartKind is p's kind named kind, loaded; a chart kind.
-func chartKind(t *testing.T, p stencil.Project, kind string) *render.Kind {
+func chartKind(t testing.TB, p stencil.Project, kind string) *render.Kind {
 	t.Helper()
 	for _, def := range p.Kinds {
 		if def.GroupVersionKind.Kind != kind {

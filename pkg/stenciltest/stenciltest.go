@@ -159,7 +159,7 @@ func (c *Cluster) RunOperator(t testing.TB, p stencil.Project, args ...string) {
 // (config/crd/bases, config/crd/external), renders to its expected.yaml,
 // and every object is valid for its type. It fails the test with the
 // failed cases.
-func TemplateTestsPass(t *testing.T, p stencil.Project, o Options) {
+func TemplateTestsPass(t testing.TB, p stencil.Project, o Options) {
 	t.Helper()
 	root := o.Root
 	if root == "" {
@@ -198,7 +198,7 @@ func set(p stencil.Project) kinds.Set {
 // config/crd/bases and config/crd/external, runs the project's operator,
 // applies every resource of config/samples/*.yaml and waits until each is
 // Ready, failing with its conditions when one is not in time.
-func SamplesBecomeReady(t *testing.T, p stencil.Project, o Options) {
+func SamplesBecomeReady(t testing.TB, p stencil.Project, o Options) {
 	t.Helper()
 	root := o.Root
 	if root == "" {
@@ -235,7 +235,7 @@ func SamplesBecomeReady(t *testing.T, p stencil.Project, o Options) {
 }
 
 // waitReady waits until the resource like s has a Ready condition True.
-func waitReady(t *testing.T, cl client.Client, s *unstructured.Unstructured, timeout time.Duration) {
+func waitReady(t testing.TB, cl client.Client, s *unstructured.Unstructured, timeout time.Duration) {
 	t.Helper()
 	got := &unstructured.Unstructured{}
 	got.SetGroupVersionKind(s.GroupVersionKind())
