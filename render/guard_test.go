@@ -116,19 +116,8 @@ func TestPrintGuards(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tmpl, err := template.New("t").Funcs(funcs(template.New("t"))).Parse(tt.src)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := instrument(map[string]string{"t": tt.src}, tmpl); err != nil {
-				t.Fatal(err)
-			}
-			run := newExecutions(tmpl)
-			e, err := run.get(Limits{Time: time.Second, Bytes: 1 << 20, Objects: 10, StatusBytes: 1}, 1<<20, "rendered bytes")
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = e.execute("t", nil)
+			e := instrumented(t, tt.src, Limits{Time: time.Second, Bytes: 1 << 20, Objects: 10, StatusBytes: 1})
+			_, err := e.execute("t", nil)
 			limit, ok := errors.AsType[*LimitError](err)
 			if !ok || limit.Limit != tt.limit {
 				t.Fatalf("error %v, want a LimitError on %s", err, tt.limit)
@@ -223,17 +212,7 @@ func TestPrintedValuesAddNoDocument(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tmpl, err := template.New("t").Funcs(funcs(template.New("t"))).Parse(tt.src)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := instrument(map[string]string{"t": tt.src}, tmpl); err != nil {
-				t.Fatal(err)
-			}
-			e, err := newExecutions(tmpl).get(DefaultLimits, 1<<20, "rendered bytes")
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := instrumented(t, tt.src, DefaultLimits)
 			if out, err := e.execute("t", tt.data); err == nil || !strings.Contains(err.Error(), "values are data and cannot add") {
 				t.Fatalf("printed %q, error %v; want one saying values cannot add a document", out, err)
 			}
@@ -287,18 +266,7 @@ func TestPrintedValuesStayInTheirPlace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tmpl := template.New("t")
-			tmpl, err := tmpl.Funcs(funcs(tmpl)).Parse(helpers + tt.src)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := instrument(map[string]string{"t": helpers + tt.src}, tmpl.Templates()...); err != nil {
-				t.Fatal(err)
-			}
-			e, err := newExecutions(tmpl).get(DefaultLimits, 1<<20, "rendered bytes")
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := instrumented(t, helpers+tt.src, DefaultLimits)
 			out, err := e.execute("t", map[string]any{"a": tt.a, "b": "x"})
 			if escaped := err != nil && strings.Contains(err.Error(), "values are data and cannot add keys"); escaped != tt.escapes {
 				t.Fatalf("printed %q, error %v; want an error about the value's lines: %v", out, err, tt.escapes)
@@ -333,4 +301,24 @@ func TestKindsWritten(t *testing.T) {
 			}
 		})
 	}
+}
+
+// instrumented parses src as the template "t" with the template functions,
+// instruments every template it defines as Load does, and returns an
+// execution of it within limits (1 MiB of output).
+func instrumented(t *testing.T, src string, limits Limits) *execution {
+	t.Helper()
+	tmpl := template.New("t")
+	tmpl, err := tmpl.Funcs(funcs(tmpl)).Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := instrument(map[string]string{"t": src}, tmpl.Templates()...); err != nil {
+		t.Fatal(err)
+	}
+	e, err := newExecutions(tmpl).get(limits, 1<<20, "rendered bytes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }

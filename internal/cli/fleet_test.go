@@ -20,7 +20,6 @@ import (
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/kinds"
-	"github.com/stencil-operator/stencil/internal/localcluster"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
 	"github.com/stencil-operator/stencil/render"
 )
@@ -114,15 +113,7 @@ func TestFleetPrunesOnlyWhatTheOperatorWould(t *testing.T) {
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), testv1alpha1.AddToScheme(scheme)); err != nil {
 		t.Fatal(err)
 	}
-	cluster, err := localcluster.Start(t.Context(), localcluster.Options{APIServerOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	cluster := startAPIServer(t)
 	c, err := client.New(cluster.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)

@@ -322,12 +322,7 @@ func lint(stdin io.Reader, folders []kinds.Folder, v *renderschema.Validator, sa
 			problems = append(problems, uncovered(f, v)...)
 		}
 	}
-	more, err := breaking(folders, crdPaths, released)
-	if err != nil {
-		return nil, 0, err
-	}
-	problems = append(problems, more...)
-	more, err = preferredChanges(folders, crdPaths, released)
+	more, err := againstRelease(folders, crdPaths, released)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -359,10 +354,10 @@ func lint(stdin io.Reader, folders []kinds.Folder, v *renderschema.Validator, sa
 // defaultReleased is where a project keeps its kinds' CRDs as last released.
 const defaultReleased = "config/crd/released"
 
-// breaking compares each kind's CRD with its released one (in the folder
-// released; none: nothing to compare) and reports every change that breaks
-// the release and that the kind does not declare (_kind.yaml breaking).
-func breaking(folders []kinds.Folder, crdPaths []string, released string) ([]string, error) {
+// againstRelease compares each kind's CRD (in crdPaths) with its released
+// one (in the folder released; none: nothing to compare): what breaks the
+// release, and what a new preferred version drops.
+func againstRelease(folders []kinds.Folder, crdPaths []string, released string) ([]string, error) {
 	if released == "" {
 		return nil, nil
 	}
@@ -374,21 +369,31 @@ func breaking(folders []kinds.Folder, crdPaths []string, released string) ([]str
 	if err != nil {
 		return nil, err
 	}
-	find := func(crds []*apiextensionsv1.CustomResourceDefinition, gk schema.GroupKind) *apiextensionsv1.CustomResourceDefinition {
-		for _, c := range crds {
-			if c.Spec.Group == gk.Group && c.Spec.Names.Kind == gk.Kind {
-				return c
-			}
+	problems := breaking(folders, now, was, crdPaths, released)
+	return append(problems, renamedInPreferred(folders, now, was)...), nil
+}
+
+// findCRD is gk's CRD among crds, nil when there is none.
+func findCRD(crds []*apiextensionsv1.CustomResourceDefinition, gk schema.GroupKind) *apiextensionsv1.CustomResourceDefinition {
+	for _, c := range crds {
+		if c.Spec.Group == gk.Group && c.Spec.Names.Kind == gk.Kind {
+			return c
 		}
-		return nil
 	}
+	return nil
+}
+
+// breaking reports every change of a kind's CRD (in now, read from
+// crdPaths) that breaks its released one (in was, from the folder
+// released) and that the kind does not declare (_kind.yaml breaking).
+func breaking(folders []kinds.Folder, now, was []*apiextensionsv1.CustomResourceDefinition, crdPaths []string, released string) []string {
 	var problems []string
 	for _, f := range folders {
 		if f.Kind == nil {
 			continue
 		}
 		gk := f.Kind.GroupVersionKind().GroupKind()
-		r, c := find(was, gk), find(now, gk)
+		r, c := findCRD(was, gk), findCRD(now, gk)
 		if r == nil {
 			continue // a new kind
 		}
@@ -408,24 +413,7 @@ func breaking(folders []kinds.Folder, crdPaths []string, released string) ([]str
 			problems = append(problems, fmt.Sprintf("templates/%s: %s %s: %s, against the release (%s): keep it compatible, or declare the change in _kind.yaml (breaking: {%s: [%s]})", f.Name, gk.Kind, field, b.What, released, b.Version, what))
 		}
 	}
-	return problems, nil
-}
-
-// preferredChanges is renamedInPreferred over the kinds' CRDs and the
-// released ones (none: nothing to compare).
-func preferredChanges(folders []kinds.Folder, crdPaths []string, released string) ([]string, error) {
-	if released == "" {
-		return nil, nil
-	}
-	was, err := readCRDs([]string{released})
-	if err != nil {
-		return nil, fmt.Errorf("--released: %w", err)
-	}
-	now, err := readCRDs(crdPaths)
-	if err != nil {
-		return nil, err
-	}
-	return renamedInPreferred(folders, now, was), nil
+	return problems
 }
 
 // renamedInPreferred reports, for each kind whose preferred version (the
@@ -471,17 +459,16 @@ func renamedInPreferred(folders []kinds.Folder, now, released []*apiextensionsv1
 func preferredVersion(crds []*apiextensionsv1.CustomResourceDefinition, gk schema.GroupKind) (apiextensionsv1.CustomResourceDefinitionVersion, bool) {
 	var best apiextensionsv1.CustomResourceDefinitionVersion
 	found := false
-	for _, c := range crds {
-		if c.Spec.Group != gk.Group || c.Spec.Names.Kind != gk.Kind {
+	c := findCRD(crds, gk)
+	if c == nil {
+		return best, false
+	}
+	for _, v := range c.Spec.Versions {
+		if !v.Served || v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
 			continue
 		}
-		for _, v := range c.Spec.Versions {
-			if !v.Served || v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
-				continue
-			}
-			if !found || version.CompareKubeAwareVersionStrings(v.Name, best.Name) > 0 {
-				best, found = v, true
-			}
+		if !found || version.CompareKubeAwareVersionStrings(v.Name, best.Name) > 0 {
+			best, found = v, true
 		}
 	}
 	return best, found
@@ -489,14 +476,13 @@ func preferredVersion(crds []*apiextensionsv1.CustomResourceDefinition, gk schem
 
 // crdVersion is gk's version name in crds, nil when there is none.
 func crdVersion(crds []*apiextensionsv1.CustomResourceDefinition, gk schema.GroupKind, name string) *apiextensionsv1.CustomResourceDefinitionVersion {
-	for _, c := range crds {
-		if c.Spec.Group != gk.Group || c.Spec.Names.Kind != gk.Kind {
-			continue
-		}
-		for i := range c.Spec.Versions {
-			if c.Spec.Versions[i].Name == name && c.Spec.Versions[i].Schema != nil && c.Spec.Versions[i].Schema.OpenAPIV3Schema != nil {
-				return &c.Spec.Versions[i]
-			}
+	c := findCRD(crds, gk)
+	if c == nil {
+		return nil
+	}
+	for i := range c.Spec.Versions {
+		if c.Spec.Versions[i].Name == name && c.Spec.Versions[i].Schema != nil && c.Spec.Versions[i].Schema.OpenAPIV3Schema != nil {
+			return &c.Spec.Versions[i]
 		}
 	}
 	return nil

@@ -12,22 +12,13 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/stencil-operator/stencil/internal/localcluster"
 	"github.com/stencil-operator/stencil/internal/testutil"
 )
 
 // TestLintServer: lint --server dry-runs each sample and its objects against
 // a real API server, which refuses what the offline checks cannot know.
 func TestLintServer(t *testing.T) {
-	cluster, err := localcluster.Start(t.Context(), localcluster.Options{APIServerOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	cluster := startAPIServer(t)
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)

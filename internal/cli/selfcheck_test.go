@@ -25,15 +25,7 @@ import (
 // from the kind's CRD as the cluster has it. Without the defaults, the
 // operator refused to start on templates that `stencil test` passes.
 func TestStartUpCheckDefaultsFromTheClustersCRD(t *testing.T) {
-	cluster, err := localcluster.Start(t.Context(), localcluster.Options{APIServerOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	cluster := startAPIServer(t)
 	installWidgetCRDWithDefault(t, cluster)
 	def := testkind.Widget()
 	def.Templates = fstest.MapFS{

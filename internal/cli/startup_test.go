@@ -17,8 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-
-	"github.com/stencil-operator/stencil/internal/localcluster"
 )
 
 // TestStartupChecks: /readyz fails until the caches are filled (but when
@@ -68,15 +66,7 @@ func TestStartupChecks(t *testing.T) {
 // bound, or returns when stopped, and the probes say it has not started.
 // With the list allowed, the caches fill and the probes pass.
 func TestStartupBoundsCacheFill(t *testing.T) {
-	cluster, err := localcluster.Start(t.Context(), localcluster.Options{APIServerOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	cluster := startAPIServer(t)
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)

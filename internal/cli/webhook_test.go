@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/internal/kinds"
-	"github.com/stencil-operator/stencil/internal/localcluster"
 	"github.com/stencil-operator/stencil/internal/testutil"
 )
 
@@ -25,15 +24,7 @@ func TestConversionWithoutANamespaceLetsTheOperatorRun(t *testing.T) {
 		t.Skip("this process runs in a pod: it has a namespace")
 	}
 	t.Setenv("KUBERNETES_SERVICE_HOST", "") // outside a pod
-	cluster, err := localcluster.Start(t.Context(), localcluster.Options{APIServerOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	cluster := startAPIServer(t)
 	scheme := runtime.NewScheme()
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
