@@ -12,9 +12,8 @@ import (
 
 func main() {
 	stencil.Main(stencil.Project{
-		Name:        "stencil",
-		Kinds:       templates.Kinds,
-		Decorators:  templates.Decorators,
-		AddToScheme: templates.AddToScheme,
+		Name:       "stencil",
+		Kinds:      templates.Kinds,
+		Decorators: templates.Decorators,
 	})
 }

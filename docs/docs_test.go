@@ -24,8 +24,8 @@ import (
 
 	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/localcluster"
+	"github.com/stencil-operator/stencil/internal/samples"
 	"github.com/stencil-operator/stencil/internal/testutil"
 	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/render"
@@ -82,7 +82,7 @@ func myWeb(t *testing.T, folder fs.FS) *render.Kind {
 // it applied; take it away again, see it pruned.
 func TestAddAnOwnedResource(t *testing.T) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, kinds.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, samples.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,7 @@ import (
 
 	stacksv1alpha1 "github.com/stencil-operator/stencil/api/stacks/v1alpha1"
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/internal/samples"
 	"github.com/stencil-operator/stencil/internal/testutil"
 	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/render"
@@ -114,7 +114,7 @@ func TestAddGraph(t *testing.T) {
 
 	// Run it: the sample becomes Ready.
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, kinds.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, samples.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}

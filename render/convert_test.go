@@ -35,7 +35,7 @@ func converting(t *testing.T, declaration string, from string) *render.Kind {
   {{- end }}
 `)},
 	}
-	k, err := render.Load(def)
+	k, err := render.Load(render.Definition(def))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func copyingKind(t *testing.T) *render.Kind {
 		"_from-v1.yaml": {Data: []byte("spec:\n  {{- with omit .spec \"size\" }}{{ toYaml . | nindent 2 }}{{ end }}\n  replicas: {{ .spec.size }}\n")},
 		"_to-v1.yaml":   {Data: []byte("spec:\n  {{- with omit .spec \"replicas\" }}{{ toYaml . | nindent 2 }}{{ end }}\n  size: {{ .spec.replicas }}\n")},
 	}
-	k, err := render.Load(def)
+	k, err := render.Load(render.Definition(def))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestLoadRefusesOneWayConversion(t *testing.T) {
 		fsys := fstest.MapFS{"_kind.yaml": {Data: []byte("owns: [{apiVersion: v1, kind: ConfigMap}]")}, "cm.yaml": {Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n")}}
 		maps.Copy(fsys, files)
 		def.Templates = fsys
-		if _, err := render.Load(def); err == nil || !strings.Contains(err.Error(), name) {
+		if _, err := render.Load(render.Definition(def)); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("Load: %v, want an error saying %q", err, name)
 		}
 	}
@@ -382,7 +382,7 @@ func BenchmarkConvert(b *testing.B) {
 	for _, def := range templates.Kinds {
 		if def.GroupVersionKind.Kind == "Memcached" {
 			var err error
-			if k, err = render.Load(def); err != nil {
+			if k, err = render.Load(render.Definition(def)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"text/template"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
@@ -21,11 +22,16 @@ import (
 )
 
 // Definition registers a kind: its Go type and its folder of templates.
+// Its fields are stencil.Kind's, in the same order (pkg/stencil converts
+// one into the other).
 type Definition struct {
 	// GroupVersionKind of the custom resource.
 	GroupVersionKind schema.GroupVersionKind
 	// New returns an empty custom resource of the kind.
 	New func() v1alpha1.Object
+	// AddToScheme adds the kind's Go types to a scheme (the render does
+	// not read it).
+	AddToScheme func(*runtime.Scheme) error
 	// Templates is the kind's folder: *.yaml templates, a _kind.yaml
 	// declaration, optional _*.tpl helpers and an optional kustomization.yaml.
 	Templates fs.FS

@@ -26,8 +26,8 @@ import (
 
 	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/localcluster"
+	"github.com/stencil-operator/stencil/internal/samples"
 	"github.com/stencil-operator/stencil/internal/testutil"
 )
 
@@ -103,7 +103,7 @@ func startEnv(ctx context.Context, cfg config, user string) (_ *env, err error) 
 
 func (e *env) setUp(ctx context.Context, cfg config, user string) error {
 	e.scheme = runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(e.scheme), apiextensionsv1.AddToScheme(e.scheme), kinds.AddToScheme(e.scheme)); err != nil {
+	if err := errors.Join(clientgoscheme.AddToScheme(e.scheme), apiextensionsv1.AddToScheme(e.scheme), samples.Set().AddTo(e.scheme)); err != nil {
 		return err
 	}
 	var err error

@@ -22,7 +22,7 @@ import (
 
 	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/internal/samples"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -230,7 +230,7 @@ func readyStatus(objs []*unstructured.Unstructured, generation int64, now metav1
 }
 
 func myWebKind() (*render.Kind, error) {
-	loaded, err := kinds.Load()
+	loaded, err := samples.Load()
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/internal/samples"
 	"github.com/stencil-operator/stencil/render"
 	"github.com/stencil-operator/stencil/render/schema"
 )
@@ -19,7 +19,7 @@ import (
 // (cpuSeconds). The operator does not run the check: the API server
 // validates what it applies.
 func renderCost(n, namespaces int, cpuSeconds float64) (string, error) {
-	loaded, err := kinds.Load()
+	loaded, err := samples.Load()
 	if err != nil {
 		return "", err
 	}

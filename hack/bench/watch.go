@@ -20,7 +20,7 @@ import (
 
 	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/internal/samples"
 )
 
 // convergeTimeout bounds how long a contender may take to converge n
@@ -91,7 +91,7 @@ func startWatcher(ctx context.Context, e *env, n int, kind webKind) (*watcher, e
 	// as in a cluster where the CRDs are not new; else stencil's first watch
 	// of a kind gets "429 storage is (re)initializing" and retries a second
 	// later.
-	for _, def := range kinds.Definitions() {
+	for _, def := range samples.Definitions() {
 		if err == nil {
 			_, err = c.GetInformer(ctx, def.New())
 		}

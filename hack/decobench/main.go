@@ -32,8 +32,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/localcluster"
+	"github.com/stencil-operator/stencil/internal/samples"
 	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/render"
 )
@@ -88,7 +88,7 @@ func run(ctx context.Context, replicaSets, pods int) error {
 		return err
 	}
 	before := heap()
-	decorators, err := kinds.LoadDecorators()
+	decorators, err := samples.LoadDecorators()
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func (f *Folder) definition(gvk schema.GroupVersionKind, decl []byte) render.Def
 	for name, data := range f.Files {
 		fsys[name] = &fstest.MapFile{Data: data}
 	}
-	return render.Definition{GroupVersionKind: gvk, Templates: fsys, New: func() v1alpha1.Object { return &Resource{} }}
+	return render.Definition{GroupVersionKind: gvk, Templates: fsys, New: func() v1alpha1.Object { return &Resource{} }, AddToScheme: AddToScheme(gvk)}
 }
 
 // Declare writes the kind's _kind.yaml: the types its templates may

@@ -38,7 +38,7 @@ func TestImportedChartRunsToReady(t *testing.T) {
 	cluster := stenciltest.StartCluster(t)
 	cl := newClient(t, cluster, gvk)
 	installCRD(t, cl, def)
-	cluster.RunOperator(t, stencil.Project{Name: "shop-test", Kinds: []stencil.Kind{def}, AddToScheme: []func(*runtime.Scheme) error{chartimport.AddToScheme(gvk)}})
+	cluster.RunOperator(t, stencil.Project{Name: "shop-test", Kinds: []stencil.Kind{stencil.Kind(def)}})
 
 	shop := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
 		"replicaCount": 2,

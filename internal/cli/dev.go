@@ -10,7 +10,7 @@ import (
 	"github.com/stencil-operator/stencil/internal/devrun"
 )
 
-func newDevCommand() *cobra.Command {
+func newDevCommand(project *operator) *cobra.Command {
 	req := devrun.Request{}
 	cmd := &cobra.Command{
 		Use:   "dev [-- OPERATOR FLAGS]",
@@ -39,13 +39,13 @@ Flags after -- go to the operator, over dev's own choice (e.g. -- --metrics-bind
 			if err != nil {
 				return err
 			}
-			req.Operator, req.Name = exe, registered.Name
+			req.Operator, req.Name = exe, project.Name
 			return devrun.Run(cmd.Context(), req)
 		},
 	}
 	// devrun's flags are Go flags; cobra takes them through pflag.
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	devrun.BindFlags(fs, &req, registered.Name+"-system")
+	devrun.BindFlags(fs, &req, project.Name+"-system")
 	cmd.Flags().AddGoFlagSet(fs)
 	return cmd
 }

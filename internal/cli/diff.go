@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/flowcontrol"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -36,7 +35,7 @@ func (e *exitError) Unwrap() error { return e.err }
 // errDifferent is returned by diff when the cluster differs from the render.
 var errDifferent = &exitError{code: 1, err: errors.New("the cluster differs from the render")}
 
-func newDiffCommand() *cobra.Command {
+func newDiffCommand(project *operator) *cobra.Command {
 	var file, namespace string
 	var all bool
 	fleet := fleetOptions{}
@@ -68,12 +67,12 @@ Exit status: 0 no differences, 1 differences, 2 or more an error (with
 			case all == (file != ""):
 				return &exitError{code: 2, err: errors.New("give either -f FILE or --all")}
 			case all:
-				different, failed, err = runFleetDiff(cmd.Context(), fleet, cmd.OutOrStdout())
+				different, failed, err = runFleetDiff(cmd.Context(), project, fleet, cmd.OutOrStdout())
 				if err == nil && failed {
 					err = errors.New("some resources fail to render or to diff with these templates (see FAILING; -v says why)")
 				}
 			default:
-				different, err = runDiff(cmd.Context(), file, namespace, cmd.InOrStdin(), cmd.OutOrStdout())
+				different, err = runDiff(cmd.Context(), project, file, namespace, cmd.InOrStdin(), cmd.OutOrStdout())
 			}
 			if err != nil {
 				return &exitError{code: 2, err: err}
@@ -94,12 +93,12 @@ Exit status: 0 no differences, 1 differences, 2 or more an error (with
 	return cmd
 }
 
-func runDiff(ctx context.Context, file, namespace string, stdin io.Reader, out io.Writer) (bool, error) {
-	crs, err := readResources(file, stdin, namespace)
+func runDiff(ctx context.Context, project *operator, file, namespace string, stdin io.Reader, out io.Writer) (bool, error) {
+	crs, err := readResources(project, file, stdin, namespace)
 	if err != nil {
 		return false, err
 	}
-	c, err := newClient()
+	c, err := newClient(project)
 	if err != nil {
 		return false, err
 	}
@@ -223,16 +222,16 @@ func comparable(o *unstructured.Unstructured) (string, error) {
 }
 
 // newClient is a client of the current kubeconfig that knows stencil's kinds.
-func newClient() (client.Client, error) {
-	return newClientWith(0, 0)
+func newClient(project *operator) (client.Client, error) {
+	return newClientWith(project, 0, 0)
 }
 
 // newClientWith is newClient with client-side limits on requests (0: the
 // defaults).
-func newClientWith(qps float32, burst int) (client.Client, error) {
-	cfg, err := ctrl.GetConfig()
+func newClientWith(project *operator, qps float32, burst int) (client.Client, error) {
+	cfg, err := project.restConfig()
 	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+		return nil, err
 	}
 	if qps > 0 {
 		// One limiter for every resource type: the client makes a REST
@@ -240,7 +239,7 @@ func newClientWith(qps float32, burst int) (client.Client, error) {
 		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, max(burst, 1))
 	}
 	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), registered.AddTo(scheme)); err != nil {
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), project.AddTo(scheme)); err != nil {
 		return nil, err
 	}
 	return client.New(cfg, client.Options{Scheme: scheme})

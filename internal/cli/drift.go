@@ -17,7 +17,7 @@ import (
 	"github.com/stencil-operator/stencil/render"
 )
 
-func newDriftCommand() *cobra.Command {
+func newDriftCommand(project *operator) *cobra.Command {
 	var namespace string
 	cmd := &cobra.Command{
 		Use:   "drift KIND/NAME",
@@ -33,29 +33,29 @@ what it last set back (a decorator has no status of its own: see
 docs/add-decorator.md).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runDrift(cmd.Context(), args[0], namespace, cmd.OutOrStdout())
+			return runDrift(cmd.Context(), project, args[0], namespace, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "Namespace of the resource.")
 	return cmd
 }
 
-func runDrift(ctx context.Context, ref, namespace string, out io.Writer) error {
+func runDrift(ctx context.Context, project *operator, ref, namespace string, out io.Writer) error {
 	kindName, name, ok := strings.Cut(ref, "/")
 	if !ok || name == "" {
 		return fmt.Errorf("%q: want KIND/NAME, as in myweb/myweb", ref)
 	}
-	if d, err := findDecorator(kindName); err != nil || d != nil {
+	if d, err := findDecorator(project, kindName); err != nil || d != nil {
 		if err != nil {
 			return err
 		}
-		return runDecoratorDrift(ctx, d, name, namespace, out)
+		return runDecoratorDrift(ctx, project, d, name, namespace, out)
 	}
-	kind, err := findKind(kindName)
+	kind, err := findKind(project, kindName)
 	if err != nil {
 		return err
 	}
-	c, err := newClient()
+	c, err := newClient(project)
 	if err != nil {
 		return err
 	}
@@ -119,8 +119,8 @@ func indent(s, prefix string) string {
 }
 
 // findKind resolves a kind by its name, plural or short name, any case.
-func findKind(name string) (*render.Kind, error) {
-	loaded, err := registered.Load()
+func findKind(project *operator, name string) (*render.Kind, error) {
+	loaded, err := project.Load()
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +128,7 @@ func findKind(name string) (*render.Kind, error) {
 	var known []string
 	for _, k := range loaded {
 		kind := strings.ToLower(k.GroupVersionKind().Kind)
-		if name == kind || name == kind+"s" || registered.HasShortName(k.GroupVersionKind().Kind, name) {
+		if name == kind || name == kind+"s" || project.HasShortName(k.GroupVersionKind().Kind, name) {
 			return k, nil
 		}
 		known = append(known, kind)
@@ -137,8 +137,8 @@ func findKind(name string) (*render.Kind, error) {
 }
 
 // findDecorator returns the decorator named name, or nil.
-func findDecorator(name string) (*render.Decorator, error) {
-	decorators, err := registered.LoadDecorators()
+func findDecorator(project *operator, name string) (*render.Decorator, error) {
+	decorators, err := project.LoadDecorators()
 	if err != nil {
 		return nil, err
 	}
@@ -150,8 +150,8 @@ func findDecorator(name string) (*render.Decorator, error) {
 	return nil, nil
 }
 
-func runDecoratorDrift(ctx context.Context, d *render.Decorator, name, namespace string, out io.Writer) error {
-	c, err := newClient()
+func runDecoratorDrift(ctx context.Context, project *operator, d *render.Decorator, name, namespace string, out io.Writer) error {
+	c, err := newClient(project)
 	if err != nil {
 		return err
 	}

@@ -60,12 +60,12 @@ func (d *resourceDiff) different() bool {
 // by a server-side dry-run apply: nothing is written. It prints a summary
 // per kind and, verbose, what differs per resource with its diffs. It
 // reports whether anything differs and whether anything failed.
-func runFleetDiff(ctx context.Context, o fleetOptions, out io.Writer) (different, failed bool, err error) {
-	loaded, err := registered.Load()
+func runFleetDiff(ctx context.Context, project *operator, o fleetOptions, out io.Writer) (different, failed bool, err error) {
+	loaded, err := project.Load()
 	if err != nil {
 		return false, false, err
 	}
-	c, err := newClientWith(o.qps, o.burst)
+	c, err := newClientWith(project, o.qps, o.burst)
 	if err != nil {
 		return false, false, err
 	}

@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/kinds"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
 	"github.com/stencil-operator/stencil/render"
 )
@@ -28,7 +27,7 @@ import (
 // what happens to each; the details list only resources that change or
 // fail, in order, with their diffs.
 func TestFleetReport(t *testing.T) {
-	loaded, err := kinds.Load()
+	loaded, err := sampleKinds()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +65,7 @@ func TestFleetReport(t *testing.T) {
 // diff takes -f or --all, not both, not neither.
 func TestDiffNeedsOneInput(t *testing.T) {
 	for _, args := range [][]string{{"diff"}, {"diff", "--all", "-f", "x.yaml"}} {
-		cmd := newRootCommand("stencil")
+		cmd := newRootCommand(samples)
 		var out bytes.Buffer
 		cmd.SetOut(&out)
 		cmd.SetErr(&out)

@@ -33,6 +33,7 @@ import (
 // templateSource is where the offline commands read the kinds' templates
 // from, and the CRDs their objects are validated with.
 type templateSource struct {
+	project   *operator // the operator's kinds, built in
 	templates string
 	crds      []string
 	// apiVersions are the optional owned types the offline cluster serves.
@@ -74,7 +75,7 @@ func (s *templateSource) crdPaths() []string {
 // load parses the folders and reads the CRDs into the validator, which
 // also defaults custom resources.
 func (s *templateSource) load() ([]kinds.Folder, *renderschema.Validator, error) {
-	folders, err := registered.Folders(s.templates)
+	folders, err := s.project.Folders(s.templates)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -225,8 +226,8 @@ func (l *lenient) Validate(o *unstructured.Unstructured) error {
 	return err
 }
 
-func newLintCommand() *cobra.Command {
-	var src templateSource
+func newLintCommand(project *operator) *cobra.Command {
+	src := templateSource{project: project}
 	var samples []string
 	var server bool
 	var released string
@@ -281,7 +282,7 @@ such as CEL rules, admission policies and webhooks, is reported too.`,
 				return &exitError{code: 2, err: err}
 			}
 			if server {
-				more, err := lintOnServer(cmd.Context(), bytes.NewReader(stdin), folders, v, samples)
+				more, err := lintOnServer(cmd.Context(), project, bytes.NewReader(stdin), folders, v, samples)
 				if err != nil {
 					return &exitError{code: 2, err: err}
 				}
@@ -650,8 +651,8 @@ func holdsObjects(file string) (bool, error) {
 	}
 }
 
-func newTestCommand() *cobra.Command {
-	var src templateSource
+func newTestCommand(project *operator) *cobra.Command {
+	src := templateSource{project: project}
 	var update bool
 	cmd := &cobra.Command{
 		Use:   "test [FOLDER...]",

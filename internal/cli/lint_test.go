@@ -45,7 +45,7 @@ func withTypo(t *testing.T) string {
 // and error.
 func execute(t *testing.T, args ...string) (string, int, error) {
 	t.Helper()
-	cmd := newRootCommand("stencil")
+	cmd := newRootCommand(samples)
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)

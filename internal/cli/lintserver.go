@@ -21,8 +21,8 @@ const lintFieldManager = "stencil-lint"
 
 // lintOnServer is serverLint with a client of the current kubeconfig
 // context.
-func lintOnServer(ctx context.Context, stdin io.Reader, folders []kinds.Folder, v *renderschema.Validator, samples []string) ([]string, error) {
-	c, err := newClient()
+func lintOnServer(ctx context.Context, project *operator, stdin io.Reader, folders []kinds.Folder, v *renderschema.Validator, samples []string) ([]string, error) {
+	c, err := newClient(project)
 	if err != nil {
 		return nil, err
 	}

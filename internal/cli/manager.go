@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/stencil-operator/stencil/internal/fence"
@@ -35,6 +36,7 @@ import (
 
 // managerOptions are the operator's flags.
 type managerOptions struct {
+	project          *operator // the operator's kinds and the cluster --kubeconfig names
 	limits           render.Limits
 	metricsAddr      string
 	metricsSecure    bool
@@ -227,7 +229,7 @@ func metricsOptions(o managerOptions) metricsserver.Options {
 
 // leaderElectionID names the Lease that the operator's replicas compete
 // for: stencil.stencil.dev for stencil, <name>.stencil.dev for a project's.
-func leaderElectionID() string { return registered.Name + ".stencil.dev" }
+func leaderElectionID(operator string) string { return operator + ".stencil.dev" }
 
 // The leader election's timings (controller-runtime's defaults, set here
 // because the fence depends on them): a standby takes the Lease over after
@@ -269,13 +271,13 @@ func leaseNamespace(flag string) (string, error) {
 // runManager runs the operator until ctx ends: it checks the flags, loads
 // and checks the templates, builds the manager, sets up the kinds, the
 // conversion webhook and the decorators on it, and starts it.
-func runManager(ctx context.Context, o managerOptions) error {
-	log := ctrl.Log.WithName("setup")
+func runManager(ctx context.Context, o managerOptions, root logr.Logger) error {
+	log := root.WithName("setup")
 	selector, scopes, err := checkManagerOptions(o)
 	if err != nil {
 		return err
 	}
-	lease := o.shards.LeaseName(leaderElectionID())
+	lease := o.shards.LeaseName(leaderElectionID(o.project.Name))
 	cfg, unfenced, mayWrite, err := managerConfig(o, lease)
 	if err != nil {
 		return err
@@ -288,7 +290,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if len(o.watchNamespaces) > 0 {
 		decorators = nil // not even the leftover check: it lists across namespaces
 	}
-	mgr, hook, err := newManager(ctx, cfg, unfenced, o, lease, loaded, selector, scopes, log)
+	mgr, hook, err := newManager(ctx, cfg, unfenced, o, lease, loaded, selector, scopes, root)
 	if err != nil {
 		return err
 	}
@@ -305,7 +307,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := setUpProject(mgr); err != nil {
+	if err := setUpProject(mgr, o.project.Setup); err != nil {
 		return err
 	}
 	started := newStartup(o.startupTimeout, hook != nil && o.webhook.url == "", log)
@@ -360,9 +362,9 @@ func checkManagerOptions(o managerOptions) (labels.Selector, map[string]decorato
 // lease is fresh, and mayWrite says whether a write may go now (see
 // fence.Fence.Open); without, mayWrite is nil.
 func managerConfig(o managerOptions, lease string) (cfg, unfenced *rest.Config, mayWrite func() error, err error) {
-	cfg, err = ctrl.GetConfig()
+	cfg, err = o.project.restConfig()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("loading kubeconfig: %w", err)
+		return nil, nil, nil, err
 	}
 	tuneClient(cfg, o)
 	// Every replica serves the conversion webhook and keeps its
@@ -385,7 +387,7 @@ func loadFolders(ctx context.Context, cfg *rest.Config, o managerOptions, log lo
 	if err := o.templates.check(); err != nil {
 		return nil, nil, nil, err
 	}
-	folders, err = registered.Folders(o.templates.dir)
+	folders, err = o.project.Folders(o.templates.dir)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("loading templates: %w", err)
 	}
@@ -416,7 +418,7 @@ func loadFolders(ctx context.Context, cfg *rest.Config, o managerOptions, log lo
 // versions), which writes through unfenced.
 func newManager(ctx context.Context, cfg, unfenced *rest.Config, o managerOptions, lease string, loaded []*render.Kind, selector labels.Selector, scopes map[string]decorator.Scope, log logr.Logger) (ctrl.Manager, *conversionWebhook, error) {
 	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), registered.AddTo(scheme)); err != nil {
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), o.project.AddTo(scheme)); err != nil {
 		return nil, nil, fmt.Errorf("building scheme: %w", err)
 	}
 	if err := checkIdentities(o.identities, loaded); err != nil {
@@ -428,12 +430,18 @@ func newManager(ctx context.Context, cfg, unfenced *rest.Config, o managerOption
 			return nil, nil, err
 		}
 	}
-	hook, err := setUpConversion(ctx, unfenced, o, loaded, log)
+	hook, err := setUpConversion(ctx, unfenced, o, loaded, log.WithName("setup"))
 	if err != nil {
 		return nil, nil, err
 	}
 	mgrOpts := ctrl.Options{
-		Scheme:                        scheme,
+		Scheme: scheme,
+		Logger: log,
+		// Controller names are checked unique per process. An operator's
+		// are (one per kind and decorator), but a process that runs it
+		// twice (tests: Project.Run) would refuse the second run: the
+		// kinds' and decorators' controllers skip the check too.
+		Controller:                    config.Controller{SkipNameValidation: new(true)},
 		Cache:                         cacheOpts,
 		NewCache:                      reconciler.NewCache, // a kind whose CRD is missing does not stop the others
 		Client:                        reconciler.ClientOptions(),
@@ -462,7 +470,7 @@ func newManager(ctx context.Context, cfg, unfenced *rest.Config, o managerOption
 // of their templates when asked for; it returns the kinds that run, for
 // the conversion webhook (nil without reload).
 func setUpKinds(mgr ctrl.Manager, o *managerOptions, loaded []*render.Kind, mayWrite func() error, prepare func(kinds.Folder) kinds.Folder, defaults render.Validator) (*reconciler.LiveKinds, error) {
-	opts := reconciler.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite, Identities: o.identities, Namespaces: o.watchNamespaces}
+	opts := reconciler.Options{SkipNameValidation: true, MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, Rollout: o.rollout, MayWrite: mayWrite, Identities: o.identities, Namespaces: o.watchNamespaces}
 	if len(o.shards.Known) > 0 {
 		opts.Shards = &o.shards
 		if o.leaderElect {
@@ -470,7 +478,7 @@ func setUpKinds(mgr ctrl.Manager, o *managerOptions, loaded []*render.Kind, mayW
 			if err != nil {
 				return nil, err
 			}
-			opts.Shards.Leases = &shard.Leases{Namespace: ns, Base: leaderElectionID(), Wait: takeoverWait}
+			opts.Shards.Leases = &shard.Leases{Namespace: ns, Base: leaderElectionID(o.project.Name), Wait: takeoverWait}
 		}
 	}
 	if o.templates.reload {
@@ -479,7 +487,7 @@ func setUpKinds(mgr ctrl.Manager, o *managerOptions, loaded []*render.Kind, mayW
 	if err := reconciler.Setup(mgr, loaded, opts); err != nil {
 		return nil, fmt.Errorf("setting up the kinds' controllers: %w", err)
 	}
-	if err := watchTemplates(mgr, o.templates, registered, prepare, opts.Live, defaults); err != nil {
+	if err := watchTemplates(mgr, o.templates, o.project.Set, prepare, opts.Live, defaults); err != nil {
 		return nil, err
 	}
 	return opts.Live, nil
@@ -487,11 +495,11 @@ func setUpKinds(mgr ctrl.Manager, o *managerOptions, loaded []*render.Kind, mayW
 
 // setUpProject adds the project's own Go controllers, webhooks and
 // runnables (stencil.Project.Setup) to mgr, beside the templates'.
-func setUpProject(mgr ctrl.Manager) error {
-	if registered.Setup == nil {
+func setUpProject(mgr ctrl.Manager, setup func(ctrl.Manager) error) error {
+	if setup == nil {
 		return nil
 	}
-	if err := registered.Setup(mgr); err != nil {
+	if err := setup(mgr); err != nil {
 		return fmt.Errorf("the project's Setup: %w", err)
 	}
 	return nil
@@ -522,7 +530,7 @@ func addConversion(mgr ctrl.Manager, hook *conversionWebhook, cfg *rest.Config, 
 // scopes of the flags; a shard other than the default runs none. It
 // returns the options they run with.
 func setUpDecorators(mgr ctrl.Manager, o managerOptions, decorators []*render.Decorator, scopes map[string]decorator.Scope, mayWrite func() error) (decorator.Options, error) {
-	decOpts := decorator.Options{MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, MayWrite: mayWrite, Enabled: scopes, Disabled: o.decorators.disabled}
+	decOpts := decorator.Options{SkipNameValidation: true, MaxConcurrentReconciles: o.concurrency, ReconcileTimeout: o.reconcileTimeout, MayWrite: mayWrite, Enabled: scopes, Disabled: o.decorators.disabled}
 	if o.shards.Name != "" {
 		// The default shard runs the decorators: one writer of their labels.
 		decorators, decOpts.Enabled, decOpts.Disabled = nil, nil, nil

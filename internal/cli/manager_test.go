@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
-	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/testkind"
 	"github.com/stencil-operator/stencil/reconciler"
 	"github.com/stencil-operator/stencil/render"
@@ -132,7 +131,7 @@ func TestDecoratorFlags(t *testing.T) {
 // refuses what would need more: decorators, kinds that own cluster-scoped
 // types.
 func TestNamespaceScoped(t *testing.T) {
-	seeds, err := kinds.Load()
+	seeds, err := sampleKinds()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +177,7 @@ func TestNamespaceScoped(t *testing.T) {
 // A --kind-service-account for a kind stencil does not run, or a name that
 // is no ServiceAccount name, is refused at start.
 func TestCheckIdentities(t *testing.T) {
-	seeds, err := kinds.Load()
+	seeds, err := sampleKinds()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ type manifestPaths struct {
 	rbac, policy, crds, crdKustomization, config, chart string
 }
 
-func newManifestsCommand() *cobra.Command {
+func newManifestsCommand(project *operator) *cobra.Command {
 	var p manifestPaths
 	cmd := &cobra.Command{
 		Use:   "manifests",
@@ -37,7 +37,7 @@ declarations (templates/<kind>/_kind.yaml, _decorator.yaml) and CRDs:
 
 ` + "`make manifests`" + ` runs it after controller-gen has written the CRDs.`,
 		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error { return writeManifests(p) },
+		RunE: func(*cobra.Command, []string) error { return writeManifests(project, p) },
 	}
 	cmd.Flags().StringVar(&p.rbac, "rbac", "config/rbac/role.yaml", "Where to write the ClusterRole.")
 	cmd.Flags().StringVar(&p.policy, "policy", "config/policy/graph_deletion.yaml", "Where to write the graph deletion policy.")
@@ -48,15 +48,15 @@ declarations (templates/<kind>/_kind.yaml, _decorator.yaml) and CRDs:
 	return cmd
 }
 
-func writeManifests(p manifestPaths) error {
-	notes, err := chartimport.WriteCRDSchemas(p.crds, registered.Kinds)
+func writeManifests(project *operator, p manifestPaths) error {
+	notes, err := chartimport.WriteCRDSchemas(p.crds, project.Kinds)
 	if err != nil {
 		return fmt.Errorf("writing the chart kinds' schemas: %w", err)
 	}
 	for _, n := range notes {
 		fmt.Fprintln(os.Stderr, "chart values:", n)
 	}
-	if err := writeConversionWebhooks(p.crds); err != nil {
+	if err := writeConversionWebhooks(project, p.crds); err != nil {
 		return err
 	}
 	if p.crdKustomization != "" {
@@ -64,14 +64,14 @@ func writeManifests(p manifestPaths) error {
 			return err
 		}
 	}
-	role, err := registered.ClusterRoleYAML(p.crds, filepath.Join(filepath.Dir(p.crds), "external"))
+	role, err := project.ClusterRoleYAML(p.crds, filepath.Join(filepath.Dir(p.crds), "external"))
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(p.rbac, role, 0o644); err != nil {
 		return err
 	}
-	policy, err := registered.GraphDeletionPolicyYAML(p.crds)
+	policy, err := project.GraphDeletionPolicyYAML(p.crds)
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func writeManifests(p manifestPaths) error {
 	if p.chart == "" {
 		return nil
 	}
-	if err := chart.Write(p.config, p.chart, registered.Name, registered.DecoratorNames()); err != nil {
+	if err := chart.Write(p.config, p.chart, project.Name, project.DecoratorNames()); err != nil {
 		return fmt.Errorf("writing the Helm chart: %w", err)
 	}
 	return nil
@@ -90,8 +90,8 @@ func writeManifests(p manifestPaths) error {
 // writeConversionWebhooks points the CRDs of the kinds with several
 // versions at stencil's webhook Service, <operator>-webhook in
 // <operator>-system (config/manager).
-func writeConversionWebhooks(crds string) error {
-	folders, err := registered.Folders("")
+func writeConversionWebhooks(project *operator, crds string) error {
+	folders, err := project.Folders("")
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func writeConversionWebhooks(crds string) error {
 			converting = append(converting, f.Kind.GroupVersionKind().GroupKind())
 		}
 	}
-	svc := conversion.Service{Namespace: registered.Name + "-system", Name: registered.Name + "-webhook"}
+	svc := conversion.Service{Namespace: project.Name + "-system", Name: project.Name + "-webhook"}
 	if err := conversion.WriteCRDWebhooks(crds, converting, svc); err != nil {
 		return fmt.Errorf("writing the conversion webhooks into the CRDs: %w", err)
 	}

@@ -53,7 +53,7 @@ func watchTemplates(mgr ctrl.Manager, f templateFlags, set kinds.Set, prepare fu
 		return nil
 	}
 	return mgr.Add(&templateWatcher{dir: f.dir, set: set, prepare: prepare, live: live, defaults: defaults,
-		log: ctrl.Log.WithName("templates"), failing: map[string]bool{}})
+		log: mgr.GetLogger().WithName("templates"), failing: map[string]bool{}})
 }
 
 // templateWatcher reloads the kinds' folders as they are edited. It runs

@@ -23,9 +23,9 @@ import (
 	renderschema "github.com/stencil-operator/stencil/render/schema"
 )
 
-func newRenderCommand() *cobra.Command {
+func newRenderCommand(project *operator) *cobra.Command {
 	var file, namespace, observed string
-	var src templateSource
+	src := templateSource{project: project}
 	validate, live := true, false
 	cmd := &cobra.Command{
 		Use:   "render -f FILE",
@@ -63,7 +63,7 @@ standard error.`,
 			if err != nil {
 				return err
 			}
-			in, err := graphInput(cmd.Context(), observed, live)
+			in, err := graphInput(cmd.Context(), project, observed, live)
 			if err != nil {
 				return err
 			}
@@ -120,13 +120,13 @@ func liveUID(cr resource, in render.GraphInput) error {
 
 // graphInput is what a graph kind's render reads: the objects of the
 // file observed, or the cluster's (live), or none.
-func graphInput(ctx context.Context, observed string, live bool) (render.GraphInput, error) {
+func graphInput(ctx context.Context, project *operator, observed string, live bool) (render.GraphInput, error) {
 	switch {
 	case observed != "":
 		objs, err := readObserved(observed)
 		return render.GraphInput{Live: objs}, err
 	case live:
-		c, err := newClient()
+		c, err := newClient(project)
 		if err != nil {
 			return render.GraphInput{}, err
 		}
@@ -145,8 +145,8 @@ type resource struct {
 
 // readResources reads a YAML stream of custom resources of stencil's kinds.
 // Unknown kinds and fields are errors.
-func readResources(file string, stdin io.Reader, namespace string) ([]resource, error) {
-	loaded, err := registered.Load()
+func readResources(project *operator, file string, stdin io.Reader, namespace string) ([]resource, error) {
+	loaded, err := project.Load()
 	if err != nil {
 		return nil, err
 	}

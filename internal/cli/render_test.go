@@ -20,7 +20,7 @@ func TestRenderOffline(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := newRootCommand("stencil")
+			cmd := newRootCommand(samples)
 			var out bytes.Buffer
 			cmd.SetOut(&out)
 			cmd.SetErr(&out)
@@ -39,7 +39,7 @@ func TestRenderOffline(t *testing.T) {
 }
 
 func TestInvalidSpecIsAClearError(t *testing.T) {
-	cmd := newRootCommand("stencil")
+	cmd := newRootCommand(samples)
 	cmd.SetIn(strings.NewReader("apiVersion: flights.com/v1\nkind: FlightTicket\nmetadata: {name: x}\nspec: {form: A}\n"))
 	cmd.SetOut(&bytes.Buffer{})
 	cmd.SetArgs([]string{"render", "-f", "-"})
@@ -64,7 +64,7 @@ func TestRenderAppliesCRDDefaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := newRootCommand("stencil")
+			cmd := newRootCommand(samples)
 			var out bytes.Buffer
 			cmd.SetIn(strings.NewReader(stack))
 			cmd.SetOut(&out)

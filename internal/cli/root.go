@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 
 	"github.com/stencil-operator/stencil/internal/kinds"
@@ -18,16 +22,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
-// registered is the operator's kinds: the project's, set by Execute before
-// any command runs (this repository's samples in its own tests).
-var registered = kinds.Samples()
-
 // Execute runs the command line of the operator whose kinds are set, and
 // returns the process exit code.
 func Execute(set kinds.Set) int {
-	registered = set
 	// The context is cancelled on SIGINT or SIGTERM; a second signal exits.
-	err := newRootCommand(set.Name).ExecuteContext(ctrl.SetupSignalHandler())
+	ctx, stop := signalContext()
+	defer stop()
+	err := newRootCommand(set).ExecuteContext(ctx)
 	if err == nil {
 		return 0
 	}
@@ -41,11 +42,55 @@ func Execute(set kinds.Set) int {
 	return 1
 }
 
-func newRootCommand(name string) *cobra.Command {
-	opts := managerOptions{}
+// signalContext is cancelled on the first SIGINT or SIGTERM; a second
+// exits. Unlike controller-runtime's SetupSignalHandler, it may be set up
+// more than once in a process (Execute called again), and stop undoes it.
+func signalContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-signals:
+		case <-ctx.Done():
+			return
+		}
+		cancel()
+		select {
+		case <-signals:
+			os.Exit(1)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(signals)
+		cancel()
+	}
+}
+
+// processLogger is set once per process, by the first operator run.
+var processLogger sync.Once
+
+// setProcessLogger makes log, the first time only, the logger of what
+// logs without a logger of its own: controller-runtime's global one and
+// client-go's (klog: its informers' failed lists and watches, its
+// warnings), in the same stream and format, at the same level, not in
+// klog's own on stderr. An operator's own logs (its manager's, its
+// reconcilers') go to its own log, so that several operators run in one
+// process (tests) each log with their flags.
+func setProcessLogger(log logr.Logger) {
+	processLogger.Do(func() {
+		ctrl.SetLogger(log)
+		klog.SetLoggerWithOptions(log, klog.ContextualLogger(true))
+	})
+}
+
+func newRootCommand(set kinds.Set) *cobra.Command {
+	op := &operator{Set: set}
+	opts := managerOptions{project: op}
 	zapOpts := zap.Options{}
 	cmd := &cobra.Command{
-		Use:   name,
+		Use:   set.Name,
 		Short: "A Kubernetes operator whose resource logic lives in templates",
 		Long: `stencil renders each custom resource's spec through embedded Go templates,
 server-side-applies the result, prunes orphans by label and reports drift in
@@ -58,20 +103,16 @@ current kubeconfig (or in-cluster configuration).`,
 		Args:          cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := zap.New(zap.UseFlagOptions(&zapOpts))
-			ctrl.SetLogger(log)
-			// client-go logs through klog what it does without a context
-			// (its informers' failed lists and watches, its warnings): in
-			// the same stream and format, at the same level, not in
-			// klog's own on stderr.
-			klog.SetLoggerWithOptions(log, klog.ContextualLogger(true))
-			return runManager(cmd.Context(), opts)
+			setProcessLogger(log)
+			return runManager(cmd.Context(), opts, log)
 		},
 	}
 	if strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-") {
 		// Run as a kubectl plugin: help says "kubectl stencil".
 		cmd.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl stencil"}
 	}
-	cmd.AddCommand(newRenderCommand(), newLintCommand(), newTestCommand(), newDiffCommand(), newDriftCommand(), newManifestsCommand(), newInitCommand(), newCreateCommand(), newImportCommand(), newDevCommand(), newVersionCommand())
+	cmd.AddCommand(newRenderCommand(op), newLintCommand(op), newTestCommand(op), newDiffCommand(op), newDriftCommand(op), newManifestsCommand(op), newInitCommand(), newCreateCommand(), newImportCommand(), newDevCommand(op), newVersionCommand())
+	cmd.PersistentFlags().StringVar(&op.kubeconfig, "kubeconfig", "", "Path of the kubeconfig file of the cluster to work on (default: $KUBECONFIG, else the in-cluster configuration, else ~/.kube/config).")
 	opts.bindFlags(cmd.Flags())
 	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zapOpts.BindFlags(goFlags)
@@ -83,8 +124,7 @@ current kubeconfig (or in-cluster configuration).`,
 // this process, until ctx ends (the operator) or the command is done: what
 // package stenciltest runs a project's operator with.
 func Run(ctx context.Context, set kinds.Set, args []string, out io.Writer) error {
-	registered = set
-	cmd := newRootCommand(set.Name)
+	cmd := newRootCommand(set)
 	cmd.SetArgs(args)
 	if out != nil {
 		cmd.SetOut(out)

@@ -53,7 +53,7 @@ func TestStartUpCheckDefaultsFromTheClustersCRD(t *testing.T) {
 
 	// A kind whose CRD cannot be read (a namespace-scoped install may not
 	// read CRDs) renders its cases as they are, as before.
-	unread := kinds.Samples()
+	unread := samples
 	shipped, err := unread.Folders("")
 	if err != nil {
 		t.Fatal(err)

@@ -224,7 +224,7 @@ func certSecret(o managerOptions) (*types.NamespacedName, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the conversion webhook's certificate: %w (or set --webhook-cert-secret)", err)
 	}
-	return &types.NamespacedName{Namespace: ns, Name: registered.Name + "-webhook-cert"}, nil
+	return &types.NamespacedName{Namespace: ns, Name: o.project.Name + "-webhook-cert"}, nil
 }
 
 // crdNames are the names of the kinds' CRDs, from discovery; a kind that is

@@ -10,7 +10,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/testutil"
 )
 
@@ -40,12 +39,12 @@ func TestConversionWithoutANamespaceLetsTheOperatorRun(t *testing.T) {
 	if err := testutil.InstallCRDs(t.Context(), c, fstest.MapFS{"memcacheds.yaml": {Data: crd}}); err != nil {
 		t.Fatal(err)
 	}
-	loaded, err := kinds.Load()
+	loaded, err := sampleKinds()
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	w, err := setUpConversion(t.Context(), cluster.Config, managerOptions{}, loaded, ctrl.Log)
+	w, err := setUpConversion(t.Context(), cluster.Config, managerOptions{project: &operator{Set: samples}}, loaded, ctrl.Log)
 	if err != nil {
 		t.Fatalf("setting up the conversion webhook stops the operator: %v", err)
 	}
@@ -55,11 +54,11 @@ func TestConversionWithoutANamespaceLetsTheOperatorRun(t *testing.T) {
 	// In a pod that cannot tell its namespace, the install is broken: the
 	// operator stops, as before.
 	t.Setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
-	if _, err := setUpConversion(t.Context(), cluster.Config, managerOptions{}, loaded, ctrl.Log); err == nil {
+	if _, err := setUpConversion(t.Context(), cluster.Config, managerOptions{project: &operator{Set: samples}}, loaded, ctrl.Log); err == nil {
 		t.Errorf("in a pod without its namespace, the webhook set-up goes on")
 	}
 	// A malformed flag is still refused.
-	if _, err := setUpConversion(t.Context(), cluster.Config, managerOptions{webhook: webhookOptions{certSecret: "no-slash"}}, loaded, ctrl.Log); err == nil {
+	if _, err := setUpConversion(t.Context(), cluster.Config, managerOptions{project: &operator{Set: samples}, webhook: webhookOptions{certSecret: "no-slash"}}, loaded, ctrl.Log); err == nil {
 		t.Errorf("--webhook-cert-secret=no-slash is accepted")
 	}
 }

@@ -50,7 +50,7 @@ func memcached(t *testing.T) *render.Kind {
 	t.Helper()
 	for _, def := range templates.Kinds {
 		if def.GroupVersionKind.Kind == "Memcached" {
-			k, err := render.Load(def)
+			k, err := render.Load(render.Definition(def))
 			if err != nil {
 				t.Fatal(err)
 			}

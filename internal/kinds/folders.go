@@ -24,10 +24,6 @@ type Folder struct {
 	Decorator *render.Decorator
 }
 
-// Folders parses every sample kind's and decorator's folder (see
-// Set.Folders).
-func Folders(dir string) ([]Folder, error) { return Samples().Folders(dir) }
-
 // Folders parses every registered kind's and decorator's folder: the
 // built-in ones when dir is "", else those under dir (laid out as
 // templates/), so that a kind author can lint and test edited templates

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/internal/samples"
 	"github.com/stencil-operator/stencil/internal/testkind"
 	"github.com/stencil-operator/stencil/render"
 )
@@ -16,7 +17,7 @@ import (
 // TestCheckRenders: the start-up check passes on the shipped kinds and
 // refuses a folder whose templates fail one of its own cases, naming it.
 func TestCheckRenders(t *testing.T) {
-	shipped, err := kinds.Folders("")
+	shipped, err := samples.Folders("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,16 +52,33 @@ func TestCheckRenders(t *testing.T) {
 }
 
 // TestAKindMissingFromAddToScheme: a kind registered without its Go
-// types in AddToScheme fails at start with what to add, not later with
-// controller-runtime's "no kind is registered".
+// types (no AddToScheme, or one of another API package) fails at start
+// with what to set, not later with controller-runtime's "no kind is
+// registered"; kinds of one package may each name its AddToScheme.
 func TestAKindMissingFromAddToScheme(t *testing.T) {
-	all := kinds.Samples()
-	missing := kinds.NewSet("widgets", all.Kinds, nil, nil)
-	err := missing.AddTo(runtime.NewScheme())
-	if err == nil || !strings.Contains(err.Error(), "are not in the project's AddToScheme") {
-		t.Fatalf("AddTo without the kinds' schemes: %v, want an error naming what to add", err)
-	}
-	if err := all.AddTo(runtime.NewScheme()); err != nil {
-		t.Errorf("AddTo of the samples: %v", err)
+	all := samples.Set()
+	memcached, myweb := all.Kinds[0], all.Kinds[1]
+	noScheme, otherScheme, twice := memcached, memcached, myweb
+	noScheme.AddToScheme = nil
+	otherScheme.AddToScheme = myweb.AddToScheme
+	for _, tt := range []struct {
+		name  string
+		kinds []render.Definition
+		want  string // "": no error
+	}{
+		{"the samples", all.Kinds, ""},
+		{"no AddToScheme", []render.Definition{noScheme}, "kind Memcached has no AddToScheme: set it to the AddToScheme of its API package"},
+		{"another package's", []render.Definition{otherScheme}, "kind Memcached: its AddToScheme does not add its Go types"},
+		{"one package's twice", []render.Definition{myweb, twice}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := kinds.NewSet("widgets", tt.kinds, nil).AddTo(runtime.NewScheme())
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("AddTo: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("AddTo: %v, want an error with %q", err, tt.want)
+			}
+		})
 	}
 }

@@ -1,8 +1,9 @@
 // Package kinds holds one operator's registered kinds (a Set: each kind's
-// Go type with its folder of templates, the decorators, the schemes) and
-// what stencil does with them as a whole: load and check the folders,
-// generate the RBAC and admission policy they need. Everything else about
-// a kind lives in its templates. Samples is this repository's set.
+// Go type with its folder of templates, the decorators) and what stencil
+// does with them as a whole: load and check the folders, generate the RBAC
+// and admission policy they need. Everything else about a kind lives in
+// its templates. This repository's own set, its sample kinds, is
+// internal/samples': nothing here links them.
 package kinds
 
 import (
@@ -13,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/stencil-operator/stencil/render"
-	"github.com/stencil-operator/stencil/templates"
 )
 
 // Set is one operator's kinds and decorators, as a project registers them
@@ -21,43 +21,39 @@ import (
 type Set struct {
 	// Name is the operator's: it prefixes its cluster-wide objects'
 	// names (the ClusterRole, the admission policies, the Lease).
-	Name        string
-	Kinds       []render.Definition
-	Decorators  []render.DecoratorDefinition
-	AddToScheme []func(*runtime.Scheme) error
+	Name       string
+	Kinds      []render.Definition
+	Decorators []render.DecoratorDefinition
 	// Setup adds the project's own Go controllers, webhooks and runnables
 	// to the operator's manager (nil: none).
 	Setup func(manager.Manager) error
 }
 
 // NewSet is the set of the operator named name ("stencil" when empty).
-func NewSet(name string, ks []render.Definition, decorators []render.DecoratorDefinition, schemes []func(*runtime.Scheme) error) Set {
+func NewSet(name string, ks []render.Definition, decorators []render.DecoratorDefinition) Set {
 	if name == "" {
 		name = "stencil"
 	}
-	return Set{Name: name, Kinds: ks, Decorators: decorators, AddToScheme: schemes}
-}
-
-// Samples is this repository's set: the sample kinds of package templates.
-func Samples() Set {
-	return Set{Name: "stencil", Kinds: templates.Kinds, Decorators: templates.Decorators, AddToScheme: templates.AddToScheme}
+	return Set{Name: name, Kinds: ks, Decorators: decorators}
 }
 
 // Definitions returns every registered kind.
 func (s Set) Definitions() []render.Definition { return s.Kinds }
 
-// AddTo adds every registered kind's types to sch.
+// AddTo adds every registered kind's types to sch, each by its own
+// AddToScheme.
 func (s Set) AddTo(sch *runtime.Scheme) error {
-	for _, add := range s.AddToScheme {
-		if err := add(sch); err != nil {
-			return err
-		}
-	}
 	for _, def := range s.Kinds {
 		gvk := def.GroupVersionKind
+		if def.AddToScheme == nil {
+			return fmt.Errorf("kind %s has no AddToScheme: set it to the AddToScheme of its API package (api/<group>/<version>) in its entry of templates/kinds.go", gvk.Kind)
+		}
+		if err := def.AddToScheme(sch); err != nil {
+			return fmt.Errorf("kind %s: adding its Go types to the scheme: %w", gvk.Kind, err)
+		}
 		list := gvk.GroupVersion().WithKind(gvk.Kind + "List")
 		if !sch.Recognizes(gvk) || !sch.Recognizes(list) {
-			return fmt.Errorf("kind %s: its Go types (%s, %s) are not in the project's AddToScheme: add the AddToScheme of its API package (api/<group>/<version>) beside the kind (templates/kinds.go)", gvk.Kind, gvk, list.Kind)
+			return fmt.Errorf("kind %s: its AddToScheme does not add its Go types (%s, %s): set it to the AddToScheme of the API package that defines them (api/<group>/<version>) in its entry of templates/kinds.go", gvk.Kind, gvk, list.Kind)
 		}
 	}
 	return nil
@@ -100,17 +96,3 @@ func (s Set) HasShortName(kind, name string) bool {
 	}
 	return false
 }
-
-// The sample set's, for this repository's tests and tools.
-
-// Definitions returns every sample kind.
-func Definitions() []render.Definition { return Samples().Definitions() }
-
-// AddToScheme adds every sample kind's types to s.
-func AddToScheme(s *runtime.Scheme) error { return Samples().AddTo(s) }
-
-// Load parses every sample kind's templates.
-func Load() ([]*render.Kind, error) { return Samples().Load() }
-
-// LoadDecorators parses every sample decorator's templates.
-func LoadDecorators() ([]*render.Decorator, error) { return Samples().LoadDecorators() }

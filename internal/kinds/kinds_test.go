@@ -31,8 +31,8 @@ import (
 	samplecontrollerv1alpha1 "github.com/stencil-operator/stencil/api/samplecontroller/v1alpha1"
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	webappv1 "github.com/stencil-operator/stencil/api/webapp/v1"
-	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/localcluster"
+	"github.com/stencil-operator/stencil/internal/samples"
 	"github.com/stencil-operator/stencil/internal/testutil"
 	"github.com/stencil-operator/stencil/internal/testutil/testop"
 )
@@ -65,7 +65,7 @@ func start(ctx context.Context) error {
 		return err
 	}
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, kinds.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, samples.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return err
 		}
@@ -76,11 +76,11 @@ func start(ctx context.Context) error {
 	if err := testutil.InstallCRDs(ctx, k8s, os.DirFS("../../config/crd/bases")); err != nil {
 		return err
 	}
-	loaded, err := kinds.Load()
+	loaded, err := samples.Load()
 	if err != nil {
 		return err
 	}
-	decorators, err := kinds.LoadDecorators()
+	decorators, err := samples.LoadDecorators()
 	if err != nil {
 		return err
 	}

@@ -10,13 +10,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/internal/samples"
 	"github.com/stencil-operator/stencil/render"
 )
 
 // TestPolicyIsUpToDate fails when config/policy/graph_deletion.yaml is not
 // what the kinds' declarations give: run `make manifests`.
 func TestPolicyIsUpToDate(t *testing.T) {
-	want, err := kinds.Samples().GraphDeletionPolicyYAML("../../config/crd/bases")
+	want, err := samples.Set().GraphDeletionPolicyYAML("../../config/crd/bases")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestPolicyIsUpToDate(t *testing.T) {
 // graph kinds' resources, and of no other kind's; without a graph kind the
 // file holds no object (kustomize takes it as it is).
 func TestPolicyMatchesGraphKindsOnly(t *testing.T) {
-	loaded, err := kinds.Load()
+	loaded, err := samples.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/internal/samples"
 )
 
 // TestPropertyConversions: for every kind with several versions, random
@@ -26,7 +26,7 @@ func TestPropertyConversions(t *testing.T) {
 	}
 	t.Logf("seed %d, %d resources per version (-property.seed, -property.specs)", seed, *propertySpecs)
 	p := newProperty(t)
-	folders, err := kinds.Folders("")
+	folders, err := samples.Folders("")
 	if err != nil {
 		t.Fatal(err)
 	}

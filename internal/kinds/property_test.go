@@ -29,6 +29,7 @@ import (
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/internal/samples"
 	"github.com/stencil-operator/stencil/render"
 	"github.com/stencil-operator/stencil/render/kindtest"
 	renderschema "github.com/stencil-operator/stencil/render/schema"
@@ -55,7 +56,7 @@ func TestPropertyKinds(t *testing.T) {
 	}
 	t.Logf("seed %d, %d resources per kind (-property.seed, -property.specs)", seed, *propertySpecs)
 	p := newProperty(t)
-	folders, err := kinds.Folders("")
+	folders, err := samples.Folders("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestPropertyKinds(t *testing.T) {
 //	go test ./internal/kinds -run '^$' -fuzz FuzzKinds -fuzztime 10m
 func FuzzKinds(f *testing.F) {
 	f.Add(uint64(1), uint64(2))
-	folders, err := kinds.Folders("")
+	folders, err := samples.Folders("")
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -8,13 +8,13 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/internal/samples"
 )
 
 // TestRBACIsUpToDate fails when config/rbac/role.yaml is not what the kinds'
 // declarations give: run `make manifests`.
 func TestRBACIsUpToDate(t *testing.T) {
-	want, err := kinds.Samples().ClusterRoleYAML("../../config/crd/bases")
+	want, err := samples.Set().ClusterRoleYAML("../../config/crd/bases")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestRBACCoversEveryDeclaredType(t *testing.T) {
 		}
 		return false
 	}
-	loaded, err := kinds.Load()
+	loaded, err := samples.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestRBACCoversEveryDeclaredType(t *testing.T) {
 			}
 		}
 	}
-	decorators, err := kinds.LoadDecorators()
+	decorators, err := samples.LoadDecorators()
 	if err != nil {
 		t.Fatal(err)
 	}

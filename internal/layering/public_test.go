@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -34,6 +35,30 @@ func TestMainUsesOnlyThePublicAPI(t *testing.T) {
 	t.Fatal("go list found no main package at the module's root")
 }
 
+// TestPublicPackagesLinkNoSample: what a project imports (pkg/stencil,
+// pkg/stenciltest) links none of stencil's sample kinds: not package
+// templates, not internal/samples, no API group but the shared
+// api/v1alpha1. The project's kinds reach the command line as a value.
+// (internal/scaffold's TestInitProjectRunsAndPasses checks a project's
+// built binary too.)
+func TestPublicPackagesLinkNoSample(t *testing.T) {
+	for _, pkg := range []string{"pkg/stencil", "pkg/stenciltest"} {
+		out, err := exec.Command("go", "list", "-deps", module+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		for dep := range strings.Lines(string(out)) {
+			dep, ours := strings.CutPrefix(strings.TrimSpace(dep), module)
+			if !ours {
+				continue
+			}
+			if dep == "templates" || dep == "internal/samples" || strings.HasPrefix(dep, "api/") && dep != "api/v1alpha1" {
+				t.Errorf("%s links %s, of stencil's samples", pkg, dep)
+			}
+		}
+	}
+}
+
 // public is every exported name of the public packages, methods and
 // struct fields as Type.Method and Type.Field (an alias's fields too): the
 // surface a project depends on, kept small. A new name
@@ -41,9 +66,9 @@ func TestMainUsesOnlyThePublicAPI(t *testing.T) {
 var public = map[string][]string{
 	"pkg/stencil": {
 		"Decorator", "Decorator.Name", "Decorator.Templates",
-		"Kind", "Kind.GroupVersionKind", "Kind.New", "Kind.ShortNames", "Kind.Templates",
+		"Kind", "Kind.AddToScheme", "Kind.GroupVersionKind", "Kind.New", "Kind.ShortNames", "Kind.Templates",
 		"Main",
-		"Project", "Project.AddToScheme", "Project.Decorators", "Project.Execute", "Project.Kinds", "Project.Name", "Project.Setup",
+		"Project", "Project.Decorators", "Project.Execute", "Project.Kinds", "Project.Name", "Project.Run", "Project.Setup",
 	},
 	"pkg/stenciltest": {
 		"ChartRendersAsHelm",

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -58,6 +59,42 @@ func TestInitProjectRunsAndPasses(t *testing.T) {
 	checkHoldsNoSample(t, dir)
 	checkClusterRole(t, dir)
 	checkMakeRun(t, dir, env)
+	checkLinksNoSample(t, filepath.Join(dir, "bin", "widgets"), stencil)
+}
+
+// samplePackages are the packages of stencil's sample kinds.
+var samplePackages = regexp.MustCompile(`github\.com/stencil-operator/stencil/(templates|internal/samples|api/(cache|operator|samplecontroller|flights|webapp|stacks)/)`)
+
+// checkLinksNoSample: the project's binary (make run built it) holds no
+// symbol of stencil's sample kinds, which stencil's own binary does hold;
+// it logs both binaries' sizes.
+func checkLinksNoSample(t *testing.T, project, stencil string) {
+	t.Helper()
+	linked := func(bin string) (samples []string, size int64) {
+		info, err := os.Stat(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command("go", "tool", "nm", bin).Output()
+		if err != nil {
+			t.Fatalf("go tool nm %s: %v", bin, err)
+		}
+		for line := range strings.Lines(string(out)) {
+			if samplePackages.MatchString(line) {
+				samples = append(samples, strings.TrimSpace(line))
+			}
+		}
+		return samples, info.Size()
+	}
+	got, size := linked(project)
+	if len(got) > 0 {
+		t.Errorf("the project's binary links %d symbols of stencil's samples, e.g. %s", len(got), got[0])
+	}
+	own, ownSize := linked(stencil)
+	if len(own) == 0 {
+		t.Errorf("stencil's own binary links no symbol of its samples: the check finds nothing")
+	}
+	t.Logf("binary sizes: the project's %.1f MiB, stencil's %.1f MiB (%d symbols of the samples)", float64(size)/(1<<20), float64(ownSize)/(1<<20), len(own))
 }
 
 // guide is what docs/getting-started.md's "In five commands" runs.

@@ -192,7 +192,6 @@ func write(root, path string, k kind, text string) error {
 const (
 	importsMarker = "// +stencil:scaffold:imports"
 	kindsMarker   = "// +stencil:scaffold:kinds"
-	schemesMarker = "// +stencil:scaffold:schemes"
 )
 
 // registrations are the edited templates/kinds.go and templates/doc.go
@@ -214,8 +213,7 @@ func registrations(root string, k kind) (map[string][]byte, error) {
 	}
 	steps := []struct{ marker, insert string }{
 		{importsMarker, imports},
-		{kindsMarker, "\t{GroupVersionKind: " + k.Alias + ".GroupVersion.WithKind(\"" + k.Kind + "\"), New: func() v1alpha1.Object { return &" + k.Alias + "." + k.Kind + "{} }, Templates: Kind(\"" + k.Lower + "\")},\n"},
-		{schemesMarker, "\t" + k.Alias + ".AddToScheme,\n"},
+		{kindsMarker, "\t{GroupVersionKind: " + k.Alias + ".GroupVersion.WithKind(\"" + k.Kind + "\"), New: func() v1alpha1.Object { return &" + k.Alias + "." + k.Kind + "{} }, AddToScheme: " + k.Alias + ".AddToScheme, Templates: Kind(\"" + k.Lower + "\")},\n"},
 	}
 	for _, s := range steps {
 		i := strings.Index(text, s.marker)

@@ -21,10 +21,9 @@ import (
 // subcommand named on the command line.
 func Example() {
 	project := stencil.Project{
-		Name:        "widgets",
-		Kinds:       templates.Kinds,
-		Decorators:  templates.Decorators,
-		AddToScheme: templates.AddToScheme,
+		Name:       "widgets",
+		Kinds:      templates.Kinds,
+		Decorators: templates.Decorators,
 	}
 	for _, k := range project.Kinds[:2] {
 		fmt.Println(k.GroupVersionKind.Kind)
@@ -44,9 +43,8 @@ func Example() {
 // one like it on a local control plane (docs/go-beside-templates.md).
 func ExampleProject_setup() {
 	project := stencil.Project{
-		Name:        "widgets",
-		Kinds:       templates.Kinds,
-		AddToScheme: templates.AddToScheme,
+		Name:  "widgets",
+		Kinds: templates.Kinds,
 		Setup: func(mgr manager.Manager) error {
 			own, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 			if err != nil {

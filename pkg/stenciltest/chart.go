@@ -53,7 +53,7 @@ func chartKind(t testing.TB, p stencil.Project, kind string) *render.Kind {
 		if def.GroupVersionKind.Kind != kind {
 			continue
 		}
-		k, err := render.Load(def)
+		k, err := render.Load(render.Definition(def))
 		if err != nil {
 			t.Fatal(err)
 		}

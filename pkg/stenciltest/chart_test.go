@@ -19,5 +19,5 @@ func TestChartRendersAsHelm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stenciltest.ChartRendersAsHelm(t, stencil.Project{Name: "shop", Kinds: []stencil.Kind{def}}, "Shop", chart)
+	stenciltest.ChartRendersAsHelm(t, stencil.Project{Name: "shop", Kinds: []stencil.Kind{stencil.Kind(def)}}, "Shop", chart)
 }

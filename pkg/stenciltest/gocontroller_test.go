@@ -86,7 +86,7 @@ func TestAGoControllerBesideTheTemplates(t *testing.T) {
 	}
 	cluster := stenciltest.StartCluster(t)
 	cluster.InstallCRDs(t, "../../config/crd/bases")
-	cluster.RunOperator(t, stencil.Project{Name: "flights", Kinds: flights, AddToScheme: templates.AddToScheme, Setup: auditConfigMaps})
+	cluster.RunOperator(t, stencil.Project{Name: "flights", Kinds: flights, Setup: auditConfigMaps})
 
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {

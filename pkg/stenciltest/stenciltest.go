@@ -43,20 +43,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/stencil-operator/stencil/internal/cli"
-	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/localcluster"
 	"github.com/stencil-operator/stencil/pkg/stencil"
 )
 
-// Options shape SamplesBecomeReady. The zero value is usable.
+// Options say where a project is and how the stencil command a function
+// runs is run. Every function that takes Options reads every field. The
+// zero value is usable.
 type Options struct {
-	// Root is the project's root folder, holding config/; default ".".
+	// Root is the project's root folder, holding templates/ and config/;
+	// default ".".
 	Root string
-	// Timeout bounds how long each sample may take to be Ready; default
-	// two minutes.
+	// Timeout bounds the wait for one outcome: each sample to be Ready
+	// (SamplesBecomeReady; default two minutes), the template tests as a
+	// whole (TemplateTestsPass; default none but go test's own).
 	Timeout time.Duration
-	// Args are more operator flags, such as --decorators.
+	// Args are more flags of the command the function runs: the
+	// operator's (SamplesBecomeReady), such as --decorators; stencil
+	// test's (TemplateTestsPass), such as --render-time-limit.
 	Args []string
 }
 
@@ -128,12 +132,11 @@ func (c *Cluster) waitServed(t testing.TB, cl client.Client, crd *apiextensionsv
 // cluster until the test ends, with the flags args (metrics and probes are
 // off unless args set them). A kind with several versions gets its
 // conversion webhook on a free local port (--webhook-url), as `make run`
-// does: the API server calls it. One operator per test process at a time: it
-// sets KUBECONFIG (t.Setenv) and the process's logger, so it is not for
-// parallel tests.
+// does: the API server calls it. It changes nothing of the process (see
+// Project.Run): tests may run operators in parallel, of one project or
+// several, on one cluster or several.
 func (c *Cluster) RunOperator(t testing.TB, p stencil.Project, args ...string) {
 	t.Helper()
-	t.Setenv("KUBECONFIG", c.Kubeconfig)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +146,7 @@ func (c *Cluster) RunOperator(t testing.TB, p stencil.Project, args ...string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- cli.Run(ctx, set(p), append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0", webhook}, args...), nil)
+		done <- p.Run(ctx, append([]string{"--kubeconfig=" + c.Kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0", webhook}, args...), nil)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -170,8 +173,19 @@ func TemplateTestsPass(t testing.TB, p stencil.Project, o Options) {
 	if crds := crdFolders(root); crds != "" {
 		args = append(args, "--crds", crds)
 	}
-	if err := cli.Run(t.Context(), set(p), args, &out); err != nil {
-		t.Fatalf("template tests: %v\n%s", err, out.String())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(t.Context(), append(args, o.Args...), &out) }()
+	var timeout <-chan time.Time
+	if o.Timeout > 0 {
+		timeout = time.After(o.Timeout)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("template tests: %v\n%s", err, out.String())
+		}
+	case <-timeout:
+		t.Fatalf("the template tests did not finish within %s", o.Timeout)
 	}
 	t.Log(strings.TrimSpace(out.String()))
 }
@@ -188,11 +202,6 @@ func crdFolders(root string) string {
 }
 
 // set is p as the engine takes it.
-func set(p stencil.Project) kinds.Set {
-	s := kinds.NewSet(p.Name, p.Kinds, p.Decorators, p.AddToScheme)
-	s.Setup = p.Setup
-	return s
-}
 
 // SamplesBecomeReady starts a local control plane, installs the CRDs of
 // config/crd/bases and config/crd/external, runs the project's operator,

@@ -22,7 +22,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/internal/samples"
 	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/reconciler/decorator"
 	"github.com/stencil-operator/stencil/render"
@@ -51,7 +51,7 @@ const podCount = "replicaset-podcount"
 // shipped is the shipped decorator name.
 func shipped(t *testing.T, name string) *render.Decorator {
 	t.Helper()
-	all, err := kinds.LoadDecorators()
+	all, err := samples.LoadDecorators()
 	if err != nil {
 		t.Fatal(err)
 	}

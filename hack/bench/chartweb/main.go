@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/stencil-operator/stencil/internal/chartimport"
@@ -28,5 +27,5 @@ func main() {
 		fmt.Fprintln(os.Stderr, "importing the chart:", err)
 		os.Exit(1)
 	}
-	stencil.Main(stencil.Project{Name: "chartweb", Kinds: []stencil.Kind{def}, AddToScheme: []func(*runtime.Scheme) error{chartimport.AddToScheme(GVK)}})
+	stencil.Main(stencil.Project{Name: "chartweb", Kinds: []stencil.Kind{stencil.Kind(def)}})
 }

@@ -25,8 +25,8 @@ import (
 	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/hack/bench/handwritten"
-	"github.com/stencil-operator/stencil/internal/kinds"
 	"github.com/stencil-operator/stencil/internal/localcluster"
+	"github.com/stencil-operator/stencil/internal/samples"
 	"github.com/stencil-operator/stencil/internal/testutil"
 	"github.com/stencil-operator/stencil/internal/testutil/testop"
 	"github.com/stencil-operator/stencil/reconciler/shard"
@@ -111,7 +111,7 @@ func TestSameObjectsAsStencil(t *testing.T) {
 func start(ctx context.Context, t *testing.T) client.Client {
 	t.Helper()
 	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), apiextensionsv1.AddToScheme(scheme), kinds.AddToScheme(scheme)); err != nil {
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), apiextensionsv1.AddToScheme(scheme), samples.AddToScheme(scheme)); err != nil {
 		t.Fatal(err)
 	}
 	admin, err := client.New(cluster.Config, client.Options{Scheme: scheme})
@@ -146,7 +146,7 @@ func start(ctx context.Context, t *testing.T) client.Client {
 
 func myWebKind(t *testing.T) *render.Kind {
 	t.Helper()
-	loaded, err := kinds.Load()
+	loaded, err := samples.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func main() {
 	os.Args = append(os.Args[:1], os.Args[2:]...)
 	for _, k := range templates.Kinds {
 		if k.GroupVersionKind.Kind == name {
-			stencil.Main(stencil.Project{Name: strings.ToLower(name), Kinds: []stencil.Kind{k}, AddToScheme: templates.AddToScheme})
+			stencil.Main(stencil.Project{Name: strings.ToLower(name), Kinds: []stencil.Kind{k}})
 		}
 	}
 	fmt.Fprintf(os.Stderr, "onekind: no sample kind %q\n", name)

@@ -1,0 +1,40 @@
+package cli
+
+import (
+	"fmt"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/stencil-operator/stencil/internal/kinds"
+)
+
+// operator is what every command works on: the project's kinds, and the
+// cluster --kubeconfig names. Each command line has its own (Run may run
+// several in one process).
+type operator struct {
+	kinds.Set
+	// kubeconfig is --kubeconfig: "" follows controller-runtime's order
+	// (the KUBECONFIG variable, in-cluster, ~/.kube/config).
+	kubeconfig string
+}
+
+// restConfig is the client configuration of the cluster the flags name,
+// with client-side rate limits off, as controller-runtime's (API priority
+// and fairness limits instead).
+func (o *operator) restConfig() (*rest.Config, error) {
+	if o.kubeconfig == "" {
+		cfg, err := ctrl.GetConfig()
+		if err != nil {
+			return nil, fmt.Errorf("loading kubeconfig: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig %s: %w", o.kubeconfig, err)
+	}
+	cfg.QPS = -1
+	return cfg, nil
+}

@@ -1,0 +1,8 @@
+package cli_test
+
+import (
+	"github.com/stencil-operator/stencil/internal/cli"
+	"github.com/stencil-operator/stencil/internal/samples"
+)
+
+func init() { cli.UseSamples(samples.Set()) }
