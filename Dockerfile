@@ -5,7 +5,9 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 GOTOOLCHAIN=local go build -trimpath -tags fieldsv1string -ldflags="-s -w" -o /out/stencil .
+# VERSION is the release tag the image is built at (make docker-build).
+ARG VERSION=""
+RUN CGO_ENABLED=0 GOTOOLCHAIN=local go build -trimpath -tags fieldsv1string -ldflags="-s -w -X github.com/stencil-operator/stencil/internal/cli.stampedVersion=${VERSION}" -o /out/stencil .
 
 # Minimal base, no shell, non-root.
 FROM gcr.io/distroless/static-debian12:nonroot

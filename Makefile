@@ -17,6 +17,10 @@ IMG ?= stencil:dev
 # Integration and e2e tests start their own control plane; each can take a few
 # minutes on two cores.
 TEST_TIMEOUT ?= 30m
+# VERSION is the release the checkout is at (its tag vX.Y.Z), else empty:
+# stamped into the binary (stencil version, stencil_build_info).
+VERSION ?= $(shell git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null)
+LDFLAGS = $(if $(VERSION),-X github.com/stencil-operator/stencil/internal/cli.stampedVersion=$(VERSION))
 
 .PHONY: help
 help: ## Show this help.
@@ -108,7 +112,7 @@ build: ## Build the stencil binary into bin/, also as the kubectl plugin bin/kub
 	# (kustomize links Go's plugin package) and the binary grows by a quarter.
 	# fieldsv1string: apimachinery interns every managedFields record, so the
 	# cache's objects and stencil's baselines keep one copy of each.
-	CGO_ENABLED=0 go build -tags fieldsv1string -o $(BIN)/stencil .
+	CGO_ENABLED=0 go build -tags fieldsv1string -ldflags "$(LDFLAGS)" -o $(BIN)/stencil .
 	ln -f $(BIN)/stencil $(BIN)/kubectl-stencil
 
 # `make run` starts a local control plane whatever the kubeconfig says.
@@ -126,7 +130,7 @@ run: tools build ## Run stencil on a local control plane it starts; CONTEXT=<kub
 
 .PHONY: docker-build
 docker-build: ## Build the container image $(IMG) (needs a Docker engine).
-	docker build -t $(IMG) .
+	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
 
 ##@ Deployment (to the cluster of the current kubeconfig)
 
@@ -140,6 +144,10 @@ uninstall: tools ## Remove the CRDs (and with them every custom resource).
 
 # INSTALLER is where build-installer writes the install manifest.
 INSTALLER ?= dist/install.yaml
+
+.PHONY: release
+release: ## Cut release VERSION=vX.Y.Z: CHANGELOG's section for it checked, the CRDs kept as released, a commit and the tag.
+	hack/release.sh "$(VERSION)"
 
 .PHONY: release-crds
 release-crds: manifests ## At a release: keep the kinds' CRDs as released (config/crd/released), which stencil lint checks every later change against.

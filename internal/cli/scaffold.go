@@ -123,6 +123,9 @@ func gitInit(cmd *cobra.Command, dir string) {
 // a project's go.mod requires it: "" for a development build (a checkout
 // with changes, or go run), which has no such version.
 func buildVersion() string {
+	if stampedVersion != "" {
+		return stampedVersion
+	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return ""

@@ -10,6 +10,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
+// stampedVersion is the release a build from a checkout was made at, set
+// by the linker: make build and the image stamp it when the checkout is at
+// a release tag (-ldflags "-X …/internal/cli.stampedVersion=vX.Y.Z"). A
+// go install of a tagged version needs no stamp: Go records the module's
+// version.
+var stampedVersion string
+
 // build is what this binary says of itself: stencil's version (buildVersion;
 // "(devel)" for a development build), the commit it was built from, as Go
 // stamps it ("+dirty" when the checkout had changes), and Go's version.
