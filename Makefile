@@ -47,6 +47,11 @@ kind: tools ## Scaffold a kind: make kind GROUP=gadgets.example.com VERSION=v1al
 	$(MAKE) generate manifests
 	go run . test --templates templates --update $(shell echo "$(KIND)" | tr A-Z a-z)
 
+.PHONY: api-version
+api-version: tools ## Give a kind a new API version: make api-version KIND=Gadget VERSION=v1 (docs/evolve-api.md).
+	go run . create version --kind "$(KIND)" --version "$(VERSION)"
+	$(MAKE) generate manifests
+
 .PHONY: generate
 generate: tools ## Generate DeepCopy methods for the API types and render/schema's table of the built-in types' required fields.
 	$(CONTROLLER_GEN) object paths=./api/... paths=./internal/testkind/...

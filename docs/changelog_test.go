@@ -41,7 +41,7 @@ func TestChangelogSaysWhatAProjectMustChange(t *testing.T) {
 		t.Logf("git tag: %v: the tags are not checked", err)
 		return
 	}
-	for _, tag := range strings.Fields(string(out)) {
+	for tag := range strings.FieldsSeq(string(out)) {
 		if !versions[tag] {
 			t.Errorf("the release %s has no section in CHANGELOG.md", tag)
 		}

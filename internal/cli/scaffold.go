@@ -180,6 +180,39 @@ expected output.`,
 	kindCmd.Flags().StringVar(&kind, "kind", "", "Kind, in CamelCase, such as Gadget (required).")
 	_ = kindCmd.MarkFlagRequired("group")
 	_ = kindCmd.MarkFlagRequired("kind")
-	cmd.AddCommand(kindCmd)
+	cmd.AddCommand(kindCmd, newCreateVersionCommand())
+	return cmd
+}
+
+func newCreateVersionCommand() *cobra.Command {
+	var version, kind string
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Give a kind a new API version, with conversion templates",
+		Long: `create version gives a registered kind a new API version, the steps of
+docs/evolve-api.md: api/<group>/<version>/ as a copy of the kind's current
+package, marked as the version the API server stores; the kind registered
+at the new version, its hub (templates/kinds.go); _from-<old>.yaml and
+_to-<old>.yaml, conversion templates that copy the spec as it is; ownerVersion
+<old> in _kind.yaml, so that the objects the kind made keep their owner
+references; the samples and test inputs at the new version, and one test
+case kept at the old one (tests/<old>/).
+` + "`make api-version`" + ` runs it, then make generate manifests. Then change the new
+version's Go types, and the conversion templates with them.`,
+		Example: `  stencil create version --kind Gadget --version v1`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			old, err := scaffold.AddVersion(".", kind, version)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Kind %s is served at %s and %s, stored at %s. Next: make generate manifests, then change the %s Go types and templates/%s/_from-%s.yaml and _to-%s.yaml with them.\n", kind, old, version, version, version, strings.ToLower(kind), old, old)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&version, "version", "", "The new API version, such as v1 (required).")
+	cmd.Flags().StringVar(&kind, "kind", "", "The registered kind, in CamelCase, such as Gadget (required).")
+	_ = cmd.MarkFlagRequired("version")
+	_ = cmd.MarkFlagRequired("kind")
 	return cmd
 }

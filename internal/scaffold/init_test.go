@@ -58,8 +58,9 @@ func TestInitProjectRunsAndPasses(t *testing.T) {
 	}
 	checkHoldsNoSample(t, dir)
 	checkClusterRole(t, dir)
-	checkMakeRun(t, dir, env)
+	checkMakeRun(t, dir, env, nil)
 	checkLinksNoSample(t, filepath.Join(dir, "bin", "widgets"), stencil)
+	checkEvolveAPI(t, dir, env)
 }
 
 // samplePackages are the packages of stencil's sample kinds.
@@ -290,9 +291,10 @@ func checkClusterRole(t *testing.T, dir string) {
 	}
 }
 
-// checkMakeRun runs the project's make run until its sample is Ready, then
-// stops it as a developer does, with Ctrl-C.
-func checkMakeRun(t *testing.T, dir string, env []string) {
+// checkMakeRun runs the project's make run until its sample is Ready, runs
+// whileReady (when not nil) with a kubectl of its control plane, then stops
+// it as a developer does, with Ctrl-C.
+func checkMakeRun(t *testing.T, dir string, env []string, whileReady func(kubectl func(args ...string) (string, error))) {
 	t.Helper()
 	var out bytes.Buffer
 	// Its operator's endpoints off: other tests run beside this one.
@@ -334,6 +336,12 @@ func checkMakeRun(t *testing.T, dir string, env []string) {
 			t.Fatalf("make run: the sample Widget is not Ready after %s (%q, %v)\n%s", time.Since(start).Round(time.Second), ready, err, out.String())
 		}
 		time.Sleep(time.Second)
+	}
+	if whileReady != nil {
+		whileReady(func(args ...string) (string, error) {
+			out, err := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+			return string(out), err
+		})
 	}
 	stop()
 	if !strings.Contains(out.String(), "Stopping the local control plane") {

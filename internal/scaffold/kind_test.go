@@ -157,3 +157,47 @@ func run(t *testing.T, dir, name string, args ...string) string {
 	}
 	return string(out)
 }
+
+// TestAddVersionRefuses: create version refuses what it cannot do, and
+// writes nothing then.
+func TestAddVersionRefuses(t *testing.T) {
+	root := t.TempDir()
+	files := map[string]string{
+		"go.mod": "module example.com/widgets\n",
+		"templates/kinds.go": `package templates
+
+import (
+	widgetsv1alpha1 "example.com/widgets/api/widgets/v1alpha1"
+)
+
+var Kinds = []stencil.Kind{
+	{GroupVersionKind: widgetsv1alpha1.GroupVersion.WithKind("Widget"), Templates: Kind("widget")},
+}
+`,
+	}
+	for path, data := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, path), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct{ kind, version, want string }{
+		{"Widget", "v1beta", `version "v1beta": want v1, v1alpha1, v2beta3…`},
+		{"Gadget", "v1", "templates/kinds.go registers no kind Gadget (make kind adds one)"},
+		{"Widget", "v1alpha1", "kind Widget is registered at v1alpha1 already"},
+		{"Widget", "v1", "api/widgets/v1alpha1: no file declares type Widget struct"},
+	} {
+		if _, err := AddVersion(root, tt.kind, tt.version); err == nil || err.Error() != tt.want {
+			t.Errorf("AddVersion(%s, %s): %v, want %q", tt.kind, tt.version, err, tt.want)
+		}
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 {
+		t.Errorf("the project holds %d entries after refusals, want its 2", len(entries))
+	}
+}
