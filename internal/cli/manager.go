@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/stencil-operator/stencil/internal/fence"
 	"github.com/stencil-operator/stencil/internal/kinds"
@@ -458,6 +459,15 @@ func newManager(ctx context.Context, cfg, unfenced *rest.Config, o managerOption
 	}
 	if hook != nil {
 		mgrOpts.WebhookServer = hook.server
+	} else {
+		// The project's own webhooks (Setup: mgr.GetWebhookServer()),
+		// served only when Setup registers one, with the flags' address
+		// and certificate.
+		host, port, err := o.webhook.address()
+		if err != nil {
+			return nil, nil, err
+		}
+		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: o.webhook.certDir})
 	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {

@@ -36,9 +36,9 @@ type webhookOptions struct {
 }
 
 func (w *webhookOptions) bind(fs *pflag.FlagSet) {
-	fs.StringVar(&w.bindAddress, "webhook-bind-address", "", `Address the conversion webhook of the kinds with several versions binds to (default: the host and port of --webhook-url, else ":9443"). Only served when a kind has several versions.`)
+	fs.StringVar(&w.bindAddress, "webhook-bind-address", "", `Address the conversion webhook of the kinds with several versions binds to (default: the host and port of --webhook-url, else ":9443"). Served when a kind has several versions, or the project's Setup registers a webhook of its own (mgr.GetWebhookServer()).`)
 	fs.StringVar(&w.url, "webhook-url", "", "URL the API server reaches this process's conversion webhook at, for a run outside the cluster (make run, tests), e.g. https://127.0.0.1:9443/convert: stencil points its CRDs at it, with a certificate it makes and keeps in memory. Empty: the CRDs send conversions to stencil's Service (config/crd), and stencil writes only their CA bundle.")
-	fs.StringVar(&w.certDir, "webhook-cert-dir", "", "Folder holding tls.crt and tls.key for the conversion webhook, made by someone else (cert-manager, whose CA injector then writes the CRDs' CA bundle: docs/evolve-api.md). Empty: stencil makes the certificate, keeps it in --webhook-cert-secret, renews it and writes the CA bundle into its CRDs.")
+	fs.StringVar(&w.certDir, "webhook-cert-dir", "", "Folder holding tls.crt and tls.key for the webhook server (the conversion webhook, and the project's own webhooks), made by someone else (cert-manager, whose CA injector then writes the CA bundles: docs/evolve-api.md, docs/go-beside-templates.md). Empty: for the conversion webhook, stencil makes the certificate, keeps it in --webhook-cert-secret, renews it and writes the CA bundle into its CRDs.")
 	fs.StringVar(&w.service, "webhook-service", "", "Service, <namespace>/<name>, that stencil points its CRDs' conversion webhook at (the Helm chart passes its release's). Empty: the Service the CRDs name (config/crd), or --webhook-url.")
 	fs.StringVar(&w.certSecret, "webhook-cert-secret", "", "Secret, <namespace>/<name>, that holds the certificate stencil makes for its conversion webhook, shared by its replicas (default: <leader election namespace>/<operator>-webhook-cert).")
 }
