@@ -96,18 +96,18 @@ func measure(helm, dir string, details io.Writer) (string, error) {
 // declare declares the kind from the values files that render; those that
 // do not (a random password the chart would generate) are returned.
 func declare(gvk schema.GroupVersionKind, f *chartimport.Folder, dir string, files []string) ([]byte, []string, error) {
-	var good []map[string]any
+	var good []chartimport.ValuesFile
 	var skipped []string
 	for _, vf := range files {
 		values, err := readValues(dir, vf)
 		if err != nil {
 			return nil, nil, err
 		}
-		if _, err := chartimport.Declare(gvk, f, []map[string]any{values}); err != nil {
+		if _, err := chartimport.Declare(gvk, f, []chartimport.ValuesFile{{Path: vf, Values: values}}); err != nil {
 			skipped = append(skipped, fmt.Sprintf("%s (%v)", vf, err))
 			continue
 		}
-		good = append(good, values)
+		good = append(good, chartimport.ValuesFile{Path: vf, Values: values})
 	}
 	if len(good) == 0 {
 		return nil, skipped, errors.New("no values file renders")

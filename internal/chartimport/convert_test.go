@@ -40,7 +40,7 @@ func TestConvertSubchartsAndHooks(t *testing.T) {
 		t.Errorf("hooks %v: the subchart's post-install Job is not ordered after the rest", f.Hooks)
 	}
 	gvk := schema.GroupVersionKind{Group: "apps.example.com", Version: "v1alpha1", Kind: "App"}
-	decl, err := Declare(gvk, f, []map[string]any{{}, {"monitor": true}, {"primary": map[string]any{"enabled": false}}})
+	decl, err := Declare(gvk, f, []ValuesFile{{"values.yaml", map[string]any{}}, {"monitor", map[string]any{"monitor": true}}, {"no primary", map[string]any{"primary": map[string]any{"enabled": false}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,5 +65,44 @@ func TestConvertSubchartsAndHooks(t *testing.T) {
 	}
 	if objs, err = Render(k, "rel", "ns", map[string]any{"primary": map[string]any{"enabled": false}}); err != nil || len(objs) != 1 {
 		t.Errorf("the alias's condition false: %d objects (%v), want the chart's one", len(objs), err)
+	}
+}
+
+// TestHooksWaitForEveryBuiltinType: a chart whose post-install hook comes
+// after a LoadBalancer Service, a DaemonSet, a ReplicaSet and a CRD
+// imports: the offline run holds each ready (the import aborted on the
+// first two before); the values file that fails is named by its path.
+func TestHooksWaitForEveryBuiltinType(t *testing.T) {
+	c, err := newChart(map[string][]byte{
+		"Chart.yaml":            []byte("name: edge\nversion: 1.0.0\n"),
+		"values.yaml":           []byte("broken: false\n"),
+		"ci/broken-values.yaml": []byte("broken: true\n"),
+		"templates/svc.yaml":    []byte("apiVersion: v1\nkind: Service\nmetadata: {name: edge}\nspec: {type: LoadBalancer, ports: [{port: 80}]}\n"),
+		"templates/ds.yaml": []byte("apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent}\n" +
+			"spec: {selector: {matchLabels: {a: b}}, template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: busybox}]}}}\n"),
+		"templates/rs.yaml": []byte("apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: rs}\n" +
+			"spec: {replicas: 2, selector: {matchLabels: {a: c}}, template: {metadata: {labels: {a: c}}, spec: {containers: [{name: c, image: busybox}]}}}\n"),
+		"templates/fail.yaml": []byte("{{ if .Values.broken }}{{ fail \"broken on purpose\" }}{{ end }}\n"),
+		"templates/job.yaml": []byte("apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: smoke\n  annotations: {\"helm.sh/hook\": post-install}\n" +
+			"spec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}}}\n"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Convert(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := c.cases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvk := schema.GroupVersionKind{Group: "edge.example.com", Version: "v1alpha1", Kind: "Edge"}
+	if _, err := Declare(gvk, f, cases.values()[:1]); err != nil {
+		t.Fatalf("the default values: %v", err)
+	}
+	_, err = Declare(gvk, f, cases.values())
+	if want := "rendering with ci/broken-values.yaml: "; err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "broken on purpose") {
+		t.Errorf("the broken values file: %v, want an error with %q and the chart's message", err, want)
 	}
 }

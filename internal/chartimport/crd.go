@@ -141,7 +141,11 @@ func Definition(dir string, gvk schema.GroupVersionKind, values ...map[string]an
 	if err != nil {
 		return render.Definition{}, err
 	}
-	decl, err := Declare(gvk, f, append([]map[string]any{{}}, values...))
+	files := []ValuesFile{{Path: "values.yaml", Values: map[string]any{}}}
+	for i, v := range values {
+		files = append(files, ValuesFile{Path: fmt.Sprintf("values %d", i+1), Values: v})
+	}
+	decl, err := Declare(gvk, f, files)
 	if err != nil {
 		return render.Definition{}, err
 	}

@@ -70,10 +70,17 @@ func (f *Folder) definition(gvk schema.GroupVersionKind, decl []byte) render.Def
 	return render.Definition{GroupVersionKind: gvk, Templates: fsys, New: func() v1alpha1.Object { return &Resource{} }, AddToScheme: AddToScheme(gvk)}
 }
 
+// ValuesFile is one of a chart's values files: its path in the chart
+// (values.yaml, ci/…) and its values.
+type ValuesFile struct {
+	Path   string
+	Values map[string]any
+}
+
 // Declare writes the kind's _kind.yaml: the types its templates may
 // render, found in their literal apiVersion and kind lines and in what
-// they render for each values file (each a map of values).
-func Declare(gvk schema.GroupVersionKind, f *Folder, values []map[string]any) ([]byte, error) {
+// they render for each values file.
+func Declare(gvk schema.GroupVersionKind, f *Folder, values []ValuesFile) ([]byte, error) {
 	types := literalTypes(f)
 	for range 100 {
 		decl := declaration(types, f.graph())
@@ -123,15 +130,15 @@ func privilege(gk schema.GroupKind) string {
 
 // renderedTypes renders every values file and returns the first type that
 // is not declared yet (none: the zero value).
-func renderedTypes(k *render.Kind, values []map[string]any) (schema.GroupVersionKind, error) {
+func renderedTypes(k *render.Kind, values []ValuesFile) (schema.GroupVersionKind, error) {
 	k = k.WithAPIVersions(OptionalServed(k))
-	for i, v := range values {
-		_, _, err := RenderConverged(k, "release", "default", v)
+	for _, v := range values {
+		_, _, err := RenderConverged(k, "release", "default", v.Values)
 		if undeclared, ok := errors.AsType[*render.UndeclaredTypeError](err); ok {
 			return undeclared.GroupVersionKind, nil
 		}
 		if err != nil {
-			return schema.GroupVersionKind{}, fmt.Errorf("rendering values file %d: %w", i+1, err)
+			return schema.GroupVersionKind{}, fmt.Errorf("rendering with %s: %w", v.Path, err)
 		}
 	}
 	return schema.GroupVersionKind{}, nil

@@ -91,7 +91,7 @@ func RenderConverged(k *render.Kind, release, namespace string, values map[strin
 			return plan.Objects, snapshot, nil
 		}
 		if len(plan.Objects) == len(snapshot) {
-			return nil, nil, fmt.Errorf("the graph does not converge: %v", plan.Waiting)
+			return nil, nil, fmt.Errorf("the hooks' order does not converge offline, every object ready: %s", waitingNodes(plan.Waiting))
 		}
 		snapshot = snapshot[:0]
 		for _, o := range plan.Objects {
@@ -99,4 +99,13 @@ func RenderConverged(k *render.Kind, release, namespace string, values map[strin
 		}
 	}
 	return nil, nil, fmt.Errorf("the graph does not converge in 10 renders")
+}
+
+// waitingNodes says which nodes wait, and for what.
+func waitingNodes(ws []render.Waiting) string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = fmt.Sprintf("template %s.yaml waits for %s", w.Node, w.For)
+	}
+	return strings.Join(out, "; ")
 }

@@ -66,14 +66,15 @@ func Import(root, chartPath string, o *Options) (string, []Note, error) {
 type testCase struct {
 	name   string
 	values map[string]any
+	file   string // its path in the chart
 }
 
 type testCases []testCase
 
-func (cs testCases) values() []map[string]any {
-	out := make([]map[string]any, len(cs))
+func (cs testCases) values() []ValuesFile {
+	out := make([]ValuesFile, len(cs))
 	for i, c := range cs {
-		out[i] = c.values
+		out[i] = ValuesFile{Path: c.file, Values: c.values}
 	}
 	return out
 }
@@ -96,7 +97,7 @@ func (c *Chart) cases() (testCases, error) {
 		if vf == "values.yaml" {
 			name = "default"
 		}
-		out = append(out, testCase{name: name, values: values})
+		out = append(out, testCase{name: name, values: values, file: vf})
 	}
 	return out, nil
 }

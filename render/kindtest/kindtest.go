@@ -481,29 +481,65 @@ func namesOptional(k *render.Kind, s string) bool {
 
 // Healthy gives o the status of a ready object of its type, as kstatus
 // reads it: a live object for a graph node that waits for it (the cases
-// of a graph kind, and the import of a chart whose hooks make one).
+// of a graph kind, and the import of a chart whose hooks make one). Every
+// built-in type kstatus has a rule for is covered (TestHealthyIsCurrent);
+// kstatus calls any other type without a status current.
 func Healthy(o *unstructured.Unstructured) *unstructured.Unstructured {
 	o.SetGeneration(1)
 	replicas, found, _ := unstructured.NestedInt64(o.Object, "spec", "replicas")
 	if !found {
 		replicas = 1
 	}
-	switch o.GroupVersionKind().GroupKind() {
-	case schema.GroupKind{Group: "apps", Kind: "Deployment"}:
-		o.Object["status"] = map[string]any{"observedGeneration": int64(1), "replicas": replicas, "readyReplicas": replicas,
-			"updatedReplicas": replicas, "availableReplicas": replicas,
-			"conditions": []any{map[string]any{"type": "Available", "status": "True"}}}
-	case schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
-		o.Object["status"] = map[string]any{"observedGeneration": int64(1), "replicas": replicas, "readyReplicas": replicas,
-			"currentReplicas": replicas, "updatedReplicas": replicas, "availableReplicas": replicas,
-			"currentRevision": "r1", "updateRevision": "r1"}
-	case schema.GroupKind{Group: "batch", Kind: "Job"}:
-		o.Object["status"] = map[string]any{"succeeded": int64(1),
-			"conditions": []any{map[string]any{"type": "Complete", "status": "True"}}}
-	case schema.GroupKind{Kind: "Pod"}:
-		o.Object["status"] = map[string]any{"phase": "Running", "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
-	case schema.GroupKind{Kind: "PersistentVolumeClaim"}:
-		o.Object["status"] = map[string]any{"phase": "Bound"}
+	ready := func(conditions ...string) []any {
+		var out []any
+		for _, c := range conditions {
+			out = append(out, map[string]any{"type": c, "status": "True"})
+		}
+		return out
 	}
+	status := map[string]any{"observedGeneration": int64(1)}
+	switch o.GroupVersionKind().GroupKind() {
+	default:
+		return o
+	case schema.GroupKind{Group: "apps", Kind: "Deployment"}:
+		maps.Copy(status, map[string]any{"replicas": replicas, "readyReplicas": replicas,
+			"updatedReplicas": replicas, "availableReplicas": replicas, "conditions": ready("Available")})
+	case schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
+		maps.Copy(status, map[string]any{"replicas": replicas, "readyReplicas": replicas,
+			"currentReplicas": replicas, "updatedReplicas": replicas, "availableReplicas": replicas,
+			"currentRevision": "r1", "updateRevision": "r1"})
+	case schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}:
+		maps.Copy(status, map[string]any{"replicas": replicas, "readyReplicas": replicas,
+			"availableReplicas": replicas, "fullyLabeledReplicas": replicas})
+	case schema.GroupKind{Group: "apps", Kind: "DaemonSet"}:
+		// One node: the DaemonSet's pod on it is ready.
+		maps.Copy(status, map[string]any{"desiredNumberScheduled": int64(1), "currentNumberScheduled": int64(1),
+			"updatedNumberScheduled": int64(1), "numberAvailable": int64(1), "numberReady": int64(1)})
+	case schema.GroupKind{Group: "batch", Kind: "Job"}:
+		status = map[string]any{"succeeded": int64(1), "conditions": ready("Complete")}
+	case schema.GroupKind{Kind: "Pod"}:
+		status = map[string]any{"phase": "Running", "conditions": ready("Ready")}
+	case schema.GroupKind{Kind: "PersistentVolumeClaim"}:
+		status = map[string]any{"phase": "Bound"}
+	case schema.GroupKind{Kind: "Service"}:
+		healthyService(o)
+		return o
+	case schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
+		status = map[string]any{"conditions": ready("NamesAccepted", "Established")}
+	}
+	o.Object["status"] = status
 	return o
+}
+
+// healthyService gives a Service what the API server and a load balancer
+// give it: a cluster IP (but to a headless or ExternalName one) and, for a
+// LoadBalancer, an ingress address.
+func healthyService(o *unstructured.Unstructured) {
+	typ, _, _ := unstructured.NestedString(o.Object, "spec", "type")
+	if ip, _, _ := unstructured.NestedString(o.Object, "spec", "clusterIP"); ip == "" && typ != "ExternalName" {
+		_ = unstructured.SetNestedField(o.Object, "10.96.0.10", "spec", "clusterIP")
+	}
+	if typ == "LoadBalancer" {
+		o.Object["status"] = map[string]any{"loadBalancer": map[string]any{"ingress": []any{map[string]any{"ip": "192.0.2.10"}}}}
+	}
 }
