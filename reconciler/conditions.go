@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,10 +39,25 @@ func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPo
 			after.Inventory = mergeInventory(before.Inventory, res.desired, res.pruned)
 		}
 		after.OwnedFields = res.ownedFields
+		after.Once = onceApplied(before.Once, res.once)
 		setDriftedCondition(after, res, policy, uncheckedObjects(before.Inventory, res))
 	} else {
 		after.Inventory = mergeInventory(before.Inventory, res.applied, res.pruned)
 	}
+	return after
+}
+
+// onceApplied is status.once after a reconcile that applied every object
+// of the once nodes it rendered: their digests, and the records of the
+// once nodes it did not render (they wait) as they were.
+func onceApplied(before, rendered []v1alpha1.OnceApplied) []v1alpha1.OnceApplied {
+	after := slices.Clone(rendered)
+	for _, b := range before {
+		if !slices.ContainsFunc(rendered, func(r v1alpha1.OnceApplied) bool { return r.Node == b.Node }) {
+			after = append(after, b)
+		}
+	}
+	slices.SortFunc(after, func(a, b v1alpha1.OnceApplied) int { return strings.Compare(a.Node, b.Node) })
 	return after
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -179,7 +180,8 @@ func (r *Reconciler) renderPhase(ctx context.Context, s *state) outcome {
 		return renderFailed(s.res, err)
 	}
 	s.res.desired, s.res.graphWaiting = plan.Objects, plan.Waiting
-	if len(s.res.graphWaiting) == 0 && engine.EmptyRender(s.cr, s.res.desired) {
+	s.res.once, s.res.done = plan.Once, plan.Done
+	if len(s.res.graphWaiting) == 0 && engine.EmptyRender(s.cr, append(slices.Clip(s.res.desired), s.res.done...)) {
 		s.res.record(v1alpha1.ReasonEmptyRender, true, errEmptyRender)
 		return lookAgain(0)
 	}
@@ -344,7 +346,9 @@ func (r *Reconciler) prunePhase(ctx context.Context, s *state) outcome {
 	if len(s.res.graphWaiting) > 0 {
 		return goOn
 	}
-	pruned, err := r.pruneAfterClaim(s.writes(ctx), s.cr, s.res.desired)
+	// A once node's objects that are gone stay gone, and are not pruned
+	// should the cache still show them.
+	pruned, err := r.pruneAfterClaim(s.writes(ctx), s.cr, append(slices.Clip(s.res.desired), s.res.done...))
 	s.res.pruned = pruned
 	if err != nil {
 		return stopWith(s.res.fail(v1alpha1.ReasonPruneFailed, false, err))

@@ -65,6 +65,11 @@ type result struct {
 	// graphWaiting are the nodes of a graph kind that this render did not
 	// render: their turn has not come.
 	graphWaiting []render.Waiting
+	// once are the rendered nodes declared once, with their objects'
+	// digest (status.once once applied); done are the objects of such
+	// nodes applied before and gone since, not made again.
+	once []v1alpha1.OnceApplied
+	done []*unstructured.Unstructured
 }
 
 // pending is why a resource waits for a paced rollout.

@@ -28,6 +28,14 @@ type Node struct {
 	// generated values (the generate function), read back from the live
 	// object by the nodes after it.
 	CreateOnly bool `json:"createOnly,omitempty"`
+	// Once: the node's objects are made once for what the template
+	// renders, as Helm runs a hook once per release. Once stencil has
+	// applied them (status.once records it), an object of the node that is
+	// gone (a Job its ttlSecondsAfterFinished removed, a hook its delete
+	// policy removed, one someone deleted) is not made again, and counts
+	// as ready for the nodes after it, until the template renders the
+	// node's objects differently.
+	Once bool `json:"once,omitempty"`
 }
 
 // Input is an object a graph kind reads but does not own, declared in

@@ -10,6 +10,7 @@ import (
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
 	"github.com/stencil-operator/stencil/render"
+	"github.com/stencil-operator/stencil/render/kindtest"
 )
 
 const graphOwns = "owns:\n- {apiVersion: v1, kind: ConfigMap}\n- {apiVersion: v1, kind: Secret}\n- {apiVersion: batch/v1, kind: Job}\n"
@@ -326,5 +327,58 @@ func laundering(t *testing.T, decl string, snapshot render.Objects, cr *testv1al
 	_, err = laundered.RenderGraph(cr, render.GraphInput{Live: live})
 	if err == nil || !strings.Contains(err.Error(), `reads node "copy", which holds the Secret input "creds", so it may render only Secrets`) {
 		t.Fatalf("a Secret input's data reached a ConfigMap through another node: %v", err)
+	}
+}
+
+// TestOnceNodes: a node declared once renders as any other until status
+// says its objects were applied at their digest; then an object of it that
+// is gone is left out (Plan.Done), not made again, and the nodes after it
+// go on; one still live is rendered as before; a change of what the node
+// renders makes it again.
+func TestOnceNodes(t *testing.T) {
+	kind, err := loadGraph(t, "graph:\n  hook: {once: true}\n  app: {after: [hook]}\n", map[string]string{
+		"hook.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata: {name: migrate}\n" +
+			"spec: {ttlSecondsAfterFinished: 0, template: {spec: {restartPolicy: Never, containers: [{name: m, image: '{{ .Spec.Message }}'}]}}}\n",
+		"app.yaml": configMap("app", ""),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := widget(testv1alpha1.WidgetSpec{Message: "v1"})
+	first, err := kind.RenderGraph(cr, render.GraphInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(first.Objects); got != "Job/migrate" || len(first.Once) != 1 || first.Once[0].Node != "hook" || len(first.Done) != 0 {
+		t.Fatalf("before it was applied: objects %s, once %v, done %v; want the Job, its digest, nothing done", got, first.Once, first.Done)
+	}
+	job := kindtest.Healthy(first.Objects[0].DeepCopy())
+	cr.Status.Once = first.Once // the reconcile that applied it records it
+
+	for _, tt := range []struct {
+		name    string
+		message string
+		live    render.Objects
+		objects string
+		done    int
+	}{
+		{"applied and still there", "v1", render.Objects{job}, "ConfigMap/app Job/migrate", 0},
+		{"applied and gone (its TTL)", "v1", nil, "ConfigMap/app", 1},
+		{"gone, and its template renders it differently", "v2", nil, "Job/migrate", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cr := cr.DeepCopy()
+			cr.Spec.Message = tt.message
+			plan, err := kind.RenderGraph(cr, render.GraphInput{Live: tt.live})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := names(plan.Objects); got != tt.objects || len(plan.Done) != tt.done {
+				t.Errorf("objects %s, %d done (waiting %q); want %s, %d done", got, len(plan.Done), waits(plan), tt.objects, tt.done)
+			}
+			if changed := plan.Once[0] != first.Once[0]; changed != (tt.message != "v1") {
+				t.Errorf("digest %v, first %v: changed %v", plan.Once[0], first.Once[0], changed)
+			}
+		})
 	}
 }

@@ -2,6 +2,8 @@ package render
 
 import (
 	cryptorand "crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -81,6 +83,13 @@ type Plan struct {
 	Objects []*unstructured.Unstructured
 	// Waiting are the nodes not rendered, in graph order.
 	Waiting []Waiting
+	// Once are the rendered nodes declared once, each with the digest of
+	// its objects: what status.once records once they are applied.
+	Once []v1alpha1.OnceApplied
+	// Done are the objects of nodes declared once that were applied for
+	// the same digest and are gone: not made again, and not pruned should
+	// they still be seen.
+	Done []*unstructured.Unstructured
 }
 
 // Waiting is a node that was not rendered: what it waits for.
@@ -230,20 +239,12 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 		if scope.secretInput != "" {
 			gr.secretInput[name] = scope.secretInput
 		}
-		for _, d := range docs {
-			setSource(d, n.file)
-			if err := k.checkWritten(d); err != nil {
+		if err := gr.finishNode(scope, docs, v, seen); err != nil {
+			return nil, err
+		}
+		if n.Once {
+			if docs, err = gr.once(n, docs); err != nil {
 				return nil, err
-			}
-			markNode(d, n, k.graph.stage[name])
-			if err := k.finishObject(d, gr.owner, v, seen); err != nil {
-				if scope.read != "" {
-					return nil, &Error{File: n.file, Err: withheld(scope, err)} // a name may quote the data
-				}
-				return nil, err
-			}
-			if scope.secretInput != "" && !isSecret(d) {
-				return nil, &Error{File: n.file, Err: fmt.Errorf("a %s: the template reads %s, so it may render only Secrets: a Secret's data must not reach an object that more people can read", d.GetKind(), scope.secretInput)}
 			}
 		}
 		gr.rendered[name] = docs
@@ -254,6 +255,65 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 	}
 	slices.SortFunc(gr.plan.Objects, func(a, b *unstructured.Unstructured) int { return strings.Compare(objectID(a), objectID(b)) })
 	return gr.plan, nil
+}
+
+// finishNode checks and stamps the objects a node rendered, as Render
+// does, and marks them with the node.
+func (gr *graphRun) finishNode(scope *graphScope, docs []*unstructured.Unstructured, v Validator, seen map[string]bool) error {
+	k, n := gr.k, scope.node
+	for _, d := range docs {
+		setSource(d, n.file)
+		if err := k.checkWritten(d); err != nil {
+			return err
+		}
+		markNode(d, n, k.graph.stage[n.name])
+		if err := k.finishObject(d, gr.owner, v, seen); err != nil {
+			if scope.read != "" {
+				return &Error{File: n.file, Err: withheld(scope, err)} // a name may quote the data
+			}
+			return err
+		}
+		if scope.secretInput != "" && !isSecret(d) {
+			return &Error{File: n.file, Err: fmt.Errorf("a %s: the template reads %s, so it may render only Secrets: a Secret's data must not reach an object that more people can read", d.GetKind(), scope.secretInput)}
+		}
+	}
+	return nil
+}
+
+// once records the digest of a once node's objects in the plan and, when
+// the resource's status says stencil applied them at that digest, leaves
+// out those that are gone (Plan.Done): they are not made again.
+func (gr *graphRun) once(n *graphNode, docs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	digest := onceDigest(docs)
+	gr.plan.Once = append(gr.plan.Once, v1alpha1.OnceApplied{Node: n.name, Digest: digest})
+	if !slices.Contains(gr.cr.StencilStatus().Once, v1alpha1.OnceApplied{Node: n.name, Digest: digest}) {
+		return docs, nil
+	}
+	var kept []*unstructured.Unstructured
+	for _, d := range docs {
+		live, err := gr.in.Live.Get(d.GroupVersionKind(), d.GetNamespace(), d.GetName())
+		if err != nil {
+			return nil, &Error{File: n.file, Err: &ReadError{Err: err}}
+		}
+		if live == nil {
+			gr.plan.Done = append(gr.plan.Done, d)
+			continue
+		}
+		kept = append(kept, d)
+	}
+	return kept, nil
+}
+
+// onceDigest is the digest of a node's objects: of their identities and
+// desired hashes, in order.
+func onceDigest(docs []*unstructured.Unstructured) string {
+	ids := make([]string, len(docs))
+	for i, d := range docs {
+		ids[i] = objectID(d) + "=" + d.GetAnnotations()[v1alpha1.AnnotationDesiredHash]
+	}
+	slices.Sort(ids)
+	sum := sha256.Sum256([]byte(strings.Join(ids, "\n")))
+	return hex.EncodeToString(sum[:8])
 }
 
 // markNode records on o the node that rendered it and its stage; a

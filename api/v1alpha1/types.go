@@ -84,6 +84,22 @@ type Status struct {
 	// restarted stencil counts such resources against --rollout-batch.
 	// +optional
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
+
+	// Once records, for each graph node declared once (a chart's hooks),
+	// the digest of the objects stencil last applied for it: such an
+	// object that is gone since (a Job its ttlSecondsAfterFinished removed)
+	// is not made again until the node renders other objects.
+	// +optional
+	// +listType=map
+	// +listMapKey=node
+	Once []OnceApplied `json:"once,omitempty"`
+}
+
+// OnceApplied is a graph node declared once, and the digest of the
+// objects stencil applied for it.
+type OnceApplied struct {
+	Node   string `json:"node"`
+	Digest string `json:"digest"`
 }
 
 // RolloutStatus is the paced rollout that reached a resource.

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sigs.k8s.io/yaml"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -39,6 +40,9 @@ type Folder struct {
 	// Hooks are the files of hooks, by name, and when they come: before
 	// or after the others (see [Folder.graph]).
 	Hooks map[string]string
+	// HookWeights are the hooks' helm.sh/hook-weight, by name (0 when
+	// unset): a hook comes after the hooks of its phase that weigh less.
+	HookWeights map[string]int
 }
 
 // Convert makes the chart's kind folder: Chart.yaml as _chart.yaml,
@@ -47,7 +51,7 @@ type Folder struct {
 // .Files reads under _files/, and each subchart's under _charts/<name>/
 // and charts--<name>--*.
 func Convert(c *Chart) (*Folder, error) {
-	f := &Folder{Files: map[string][]byte{}, Hooks: map[string]string{}}
+	f := &Folder{Files: map[string][]byte{}, Hooks: map[string]string{}, HookWeights: map[string]int{}}
 	f.addChart(c, "", "")
 	subs, err := c.Subcharts()
 	if err != nil {
@@ -180,6 +184,7 @@ func chartFile(p string) bool {
 var (
 	testHook = regexp.MustCompile(`helm\.sh/hook["']?\s*:\s*["']?test`)
 	hook     = regexp.MustCompile(`helm\.sh/hook["']?\s*:\s*["']?([a-z,-]+)`)
+	weight   = regexp.MustCompile(`helm\.sh/hook-weight["']?\s*:\s*["']?(-?[0-9]+)["']?`)
 )
 
 // template decides the kind folder's name of the chart's template file rel
@@ -210,11 +215,14 @@ func (f *Folder) template(shown, rel, prefix string, src []byte) (string, bool) 
 			f.note(shown, 0, "a "+string(m[1])+" hook is left out: stencil has no delete or rollback moment to run it at", "a graph kind deletes its objects in reverse order; a finalizer of your own runs what must happen on delete")
 			return "", false
 		case hookBefore:
-			f.note(shown, 0, "a "+string(m[1])+" hook becomes a graph node that every other template waits for (ready: a Job complete)", "its hook-weight and hook-delete-policy have no effect: the objects stay, applied like the others; a Job's pod template is immutable, so annotate it stencil.dev/force: enabled for stencil to recreate it when it changes, as before-hook-creation does")
+			f.note(shown, 0, "a "+string(m[1])+" hook becomes a graph node that every other template waits for (ready: a Job complete), run once for what it renders (once: true)", "a Job's pod template is immutable: annotate it stencil.dev/force: enabled for stencil to recreate it when it changes, as before-hook-creation does; hook-delete-policy has no other effect")
 		case hookAfter:
-			f.note(shown, 0, "a "+string(m[1])+" hook becomes a graph node after every other template", "its hook-weight and hook-delete-policy have no effect")
+			f.note(shown, 0, "a "+string(m[1])+" hook becomes a graph node after every other template, run once for what it renders (once: true)", "hook-delete-policy has no effect: the objects stay until their TTL or someone removes them, and are not made again")
 		}
 		f.Hooks[prefix+name] = hookPhase(string(m[1]))
+		if w := weight.FindSubmatch(src); w != nil {
+			f.HookWeights[prefix+name], _ = strconv.Atoi(string(w[1]))
+		}
 	}
 	f.scan(shown, src)
 	return name, true

@@ -39,13 +39,15 @@ func hookPhase(hooks string) string {
 }
 
 // graph is the _kind.yaml graph that orders the hooks' files: each file's
-// node (its name without .yaml) after the hooks before it; nil without
-// hooks.
+// node (its name without .yaml) after the hooks before it; a hook after
+// the hooks of its phase that weigh less (helm.sh/hook-weight), and run
+// once for what it renders, as Helm runs a hook once per release; nil
+// without hooks.
 func (f *Folder) graph() map[string]render.Node {
 	if len(f.Hooks) == 0 {
 		return nil
 	}
-	var before, rest []string
+	var before, rest, after []string
 	for _, name := range slices.Sorted(maps.Keys(f.Files)) {
 		if !strings.HasSuffix(name, ".yaml") || strings.HasPrefix(name, "_") || strings.Contains(name, "/") {
 			continue
@@ -54,7 +56,9 @@ func (f *Folder) graph() map[string]render.Node {
 		switch f.Hooks[name] {
 		case hookBefore:
 			before = append(before, node)
-		case "":
+		case hookAfter:
+			after = append(after, node)
+		default:
 			rest = append(rest, node)
 		}
 	}
@@ -62,12 +66,24 @@ func (f *Folder) graph() map[string]render.Node {
 	for _, n := range rest {
 		g[n] = render.Node{After: before}
 	}
-	for name, phase := range f.Hooks {
-		if phase == hookAfter {
-			g[strings.TrimSuffix(name, ".yaml")] = render.Node{After: append(slices.Clone(before), rest...)}
-		}
+	for _, n := range before {
+		g[n] = render.Node{After: f.lighter(n, before), Once: true}
+	}
+	for _, n := range after {
+		g[n] = render.Node{After: append(append(slices.Clone(before), rest...), f.lighter(n, after)...), Once: true}
 	}
 	return g
+}
+
+// lighter are the hooks of phase that weigh less than hook.
+func (f *Folder) lighter(hook string, phase []string) []string {
+	var out []string
+	for _, h := range phase {
+		if f.HookWeights[h+".yaml"] < f.HookWeights[hook+".yaml"] {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // RenderConverged renders values with k as the release release in
