@@ -106,3 +106,70 @@ func TestHooksWaitForEveryBuiltinType(t *testing.T) {
 		t.Errorf("the broken values file: %v, want an error with %q and the chart's message", err, want)
 	}
 }
+
+// TestTemplatedAPIVersionsAreDeclared: a type whose apiVersion is
+// templated on the capabilities, in the line (ternary) or in a helper
+// (bitnami's common.capabilities.*.apiVersion), is declared at import
+// (optional, at the newest version quoted) even when no values file
+// renders it, so that a value that turns it on later renders (it was an
+// undeclared type, RenderFailed).
+func TestTemplatedAPIVersionsAreDeclared(t *testing.T) {
+	c, err := newChart(map[string][]byte{
+		"Chart.yaml":  []byte("name: app\nversion: 1.0.0\n"),
+		"values.yaml": []byte("pdb: false\nhpa: false\n"),
+		"templates/_helpers.tpl": []byte(`{{- define "app.hpa.apiVersion" -}}
+{{- if .Capabilities.APIVersions.Has "autoscaling/v2" -}}
+{{- print "autoscaling/v2" -}}
+{{- else -}}
+{{- print "autoscaling/v2beta2" -}}
+{{- end -}}
+{{- end -}}
+`),
+		"templates/cm.yaml": []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\n"),
+		"templates/pdb.yaml": []byte(`{{- if .Values.pdb }}
+apiVersion: {{ ternary "policy/v1" "policy/v1beta1" (.Capabilities.APIVersions.Has "policy/v1") }}
+kind: PodDisruptionBudget
+metadata: {name: app}
+spec: {minAvailable: 1, selector: {matchLabels: {app: app}}}
+{{- end }}
+`),
+		"templates/hpa.yaml": []byte(`{{- if .Values.hpa }}
+apiVersion: {{ include "app.hpa.apiVersion" . }}
+kind: HorizontalPodAutoscaler
+metadata: {name: app}
+spec: {maxReplicas: 3, scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: app}}
+{{- end }}
+`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Convert(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvk := schema.GroupVersionKind{Group: "apps.example.com", Version: "v1alpha1", Kind: "App"}
+	decl, err := Declare(gvk, f, []ValuesFile{{"values.yaml", map[string]any{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"- apiVersion: policy/v1\n  kind: PodDisruptionBudget\n  optional: true",
+		"- apiVersion: autoscaling/v2\n  kind: HorizontalPodAutoscaler\n  optional: true",
+	} {
+		if !strings.Contains(string(decl), want) {
+			t.Errorf("_kind.yaml has no\n%s\n%s", want, decl)
+		}
+	}
+	k, err := Kind(gvk, f, decl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Render(k.WithAPIVersions(OptionalServed(k)), "release", "default", map[string]any{"pdb": true, "hpa": true})
+	if err != nil {
+		t.Fatalf("rendering with the PDB and HPA turned on: %v", err)
+	}
+	if len(objs) != 3 {
+		t.Errorf("rendered %d objects, want the ConfigMap, the PDB and the HPA", len(objs))
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
@@ -82,6 +83,11 @@ type ValuesFile struct {
 // they render for each values file.
 func Declare(gvk schema.GroupVersionKind, f *Folder, values []ValuesFile) ([]byte, error) {
 	types := literalTypes(f)
+	for gvk := range templatedTypes(f) {
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(types)), func(t schema.GroupVersionKind) bool { return t.GroupKind() == gvk.GroupKind() }) {
+			types[gvk] = true // optional: the cluster may serve it or not
+		}
+	}
 	for range 100 {
 		decl := declaration(types, f.graph())
 		k, err := Kind(gvk, f, decl)
@@ -96,7 +102,7 @@ func Declare(gvk schema.GroupVersionKind, f *Folder, values []ValuesFile) ([]byt
 			f.noteReach(types)
 			return decl, nil
 		}
-		types[found] = true
+		types[found] = false
 	}
 	return nil, errors.New("the chart renders more than 100 types")
 }
@@ -148,7 +154,7 @@ var apiVersionKind = regexp.MustCompile(`(?m)^apiVersion:\s*["']?([\w.\-/]+)["']
 
 // literalTypes are the types the templates name literally: an apiVersion
 // line and, within the next lines, a kind line (what only some values
-// turn on is found here).
+// turn on is found here). Each is owned, not optional (false).
 func literalTypes(f *Folder) map[schema.GroupVersionKind]bool {
 	types := map[schema.GroupVersionKind]bool{}
 	for name, data := range f.Files {
@@ -156,10 +162,85 @@ func literalTypes(f *Folder) map[schema.GroupVersionKind]bool {
 			continue
 		}
 		for _, m := range apiVersionKind.FindAllStringSubmatch(string(data), -1) {
-			types[schema.FromAPIVersionAndKind(m[1], m[2])] = true
+			types[schema.FromAPIVersionAndKind(m[1], m[2])] = false
 		}
 	}
 	return types
+}
+
+var (
+	// templatedAPIVersion is a templated apiVersion line and, within the
+	// next lines, a literal kind line.
+	templatedAPIVersion = regexp.MustCompile(`(?m)^apiVersion:\s*["']?(.*\{\{.*\}\}.*?)["']?\s*\n(?:.*\n){0,3}?kind:\s*["']?(\w+)["']?\s*$`)
+	// quotedAPIVersion is a string literal that is an API version:
+	// "policy/v1", "v1", "autoscaling/v2beta2".
+	quotedAPIVersion = regexp.MustCompile(`"((?:[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?/)?v[0-9]+(?:(?:alpha|beta)[0-9]+)?)"`)
+	// included is the name of a template an action includes.
+	included = regexp.MustCompile(`\b(?:include|template)\s+"([^"]+)"`)
+)
+
+// templatedTypes are the types an apiVersion templated on the cluster's
+// capabilities may name ({{ ternary "policy/v1" "policy/v1beta1" … }}, or
+// a helper such as bitnami's common.capabilities.policy.apiVersion): of
+// the API versions the action or the helpers it includes quote, the
+// newest at which Kubernetes' own API has the kind line's kind (a kind
+// owns a type at one version; the render picks the newest the cluster
+// serves, as the chart asks). They are declared optional: the operator
+// runs whether the cluster serves them or not.
+func templatedTypes(f *Folder) map[schema.GroupVersionKind]bool {
+	defines := helperBodies(f)
+	newest := map[schema.GroupKind]schema.GroupVersionKind{}
+	for name, data := range f.Files {
+		if !strings.HasSuffix(name, ".yaml") || strings.HasPrefix(name, "_") {
+			continue
+		}
+		for _, m := range templatedAPIVersion.FindAllStringSubmatch(string(data), -1) {
+			for _, gv := range quotedVersions(m[1], defines, 3) {
+				gvk := schema.FromAPIVersionAndKind(gv, m[2])
+				if !scheme.Scheme.Recognizes(gvk) {
+					continue
+				}
+				if had, ok := newest[gvk.GroupKind()]; !ok || version.CompareKubeAwareVersionStrings(gvk.Version, had.Version) > 0 {
+					newest[gvk.GroupKind()] = gvk
+				}
+			}
+		}
+	}
+	types := map[schema.GroupVersionKind]bool{}
+	for _, gvk := range newest {
+		types[gvk] = true
+	}
+	return types
+}
+
+// quotedVersions are the API versions text quotes, and those of the
+// helpers it includes, depth levels deep.
+func quotedVersions(text string, defines map[string]string, depth int) []string {
+	var out []string
+	for _, m := range quotedAPIVersion.FindAllStringSubmatch(text, -1) {
+		out = append(out, m[1])
+	}
+	if depth == 0 {
+		return out
+	}
+	for _, m := range included.FindAllStringSubmatch(text, -1) {
+		out = append(out, quotedVersions(defines[m[1]], defines, depth-1)...)
+	}
+	return out
+}
+
+var define = regexp.MustCompile(`(?s)\{\{-?\s*define\s+"([^"]+)"\s*-?\}\}(.*?)\{\{-?\s*end\s*-?\}\}`)
+
+// helperBodies are the folder's defined templates' bodies, by name, up to
+// the first {{ end }} (enough to see what a helper quotes).
+func helperBodies(f *Folder) map[string]string {
+	out := map[string]string{}
+	for _, data := range f.Files {
+		for _, m := range define.FindAllStringSubmatch(string(data), -1) {
+			out[m[1]] = m[2]
+		}
+	}
+	return out
 }
 
 // declaration is a _kind.yaml owning types (a ConfigMap when there are
@@ -173,10 +254,12 @@ func declaration(types map[schema.GroupVersionKind]bool, graph map[string]render
 		return strings.Compare(a.String(), b.String())
 	}) {
 		ref := render.TypeRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, ClusterScoped: clusterScoped[gvk.GroupKind()],
-			// A custom resource's type (a ServiceMonitor) may not be served:
-			// the kind runs without it, and .Capabilities.APIVersions.Has
-			// says whether it is, as the chart expects.
-			Optional: !scheme.Scheme.Recognizes(gvk)}
+			// A custom resource's type (a ServiceMonitor) may not be served,
+			// nor a type an apiVersion templated on the capabilities may
+			// name (policy/v1beta1): the kind runs without it, and
+			// .Capabilities.APIVersions.Has says whether it is, as the
+			// chart expects.
+			Optional: types[gvk] || !scheme.Scheme.Recognizes(gvk)}
 		if plural, _ := meta.UnsafeGuessKindToResource(gvk); plural.Resource != strings.ToLower(gvk.Kind)+"s" {
 			ref.Resource = plural.Resource
 		}
