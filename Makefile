@@ -17,10 +17,12 @@ IMG ?= stencil:dev
 # Integration and e2e tests start their own control plane; each can take a few
 # minutes on two cores.
 TEST_TIMEOUT ?= 30m
-# VERSION is the release the checkout is at (its tag vX.Y.Z), else empty:
-# stamped into the binary (stencil version, stencil_build_info).
-VERSION ?= $(shell git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null)
-LDFLAGS = $(if $(VERSION),-X github.com/stencil-operator/stencil/internal/cli.stampedVersion=$(VERSION))
+# STAMP is the release a clean checkout is at (its tag vX.Y.Z), else empty
+# (a checkout with changes is not the release): stamped into the binary
+# (stencil version, stencil_build_info). Not VERSION, which make kind and
+# make api-version read as an API version.
+STAMP := $(shell git diff --quiet HEAD 2>/dev/null && git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null)
+LDFLAGS = $(if $(STAMP),-X github.com/stencil-operator/stencil/internal/cli.stampedVersion=$(STAMP))
 
 .PHONY: help
 help: ## Show this help.
@@ -135,7 +137,7 @@ run: tools build ## Run stencil on a local control plane it starts; CONTEXT=<kub
 
 .PHONY: docker-build
 docker-build: ## Build the container image $(IMG) (needs a Docker engine).
-	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+	docker build --build-arg VERSION=$(STAMP) -t $(IMG) .
 
 ##@ Deployment (to the cluster of the current kubeconfig)
 
@@ -151,8 +153,8 @@ uninstall: tools ## Remove the CRDs (and with them every custom resource).
 INSTALLER ?= dist/install.yaml
 
 .PHONY: release
-release: ## Cut release VERSION=vX.Y.Z: CHANGELOG's section for it checked, the CRDs kept as released, a commit and the tag.
-	hack/release.sh "$(VERSION)"
+release: ## Cut release RELEASE=vX.Y.Z: CHANGELOG's section for it checked, the CRDs kept as released, a commit and the tag.
+	hack/release.sh "$(RELEASE)"
 
 .PHONY: release-crds
 release-crds: manifests ## At a release: keep the kinds' CRDs as released (config/crd/released), which stencil lint checks every later change against.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# release.sh vX.Y.Z cuts a release of stencil: CHANGELOG.md has a section
+# release.sh vX.Y.Z cuts a release of stencil (make release RELEASE=vX.Y.Z): CHANGELOG.md has a section
 # "## vX.Y.Z" with a "### What a project must change" part, the tree is
 # clean, the kinds' CRDs are kept as released (make release-crds), and the
 # commit that records them is tagged vX.Y.Z. Pushing the tag is left to
@@ -7,10 +7,9 @@
 # works once it is public.
 set -eu
 version=${1:-}
-case $version in
-v[0-9]*.[0-9]*.[0-9]*) ;;
-*) echo "release: VERSION=$version: want vX.Y.Z (make release VERSION=v0.2.0)" >&2; exit 2 ;;
-esac
+if ! printf '%s\n' "$version" | grep -Eq '^v[0-9]+\.[0-9]+\.[0-9]+$'; then
+	echo "release: RELEASE=$version: want vX.Y.Z (make release RELEASE=v0.2.0)" >&2; exit 2
+fi
 if git rev-parse -q --verify "refs/tags/$version" >/dev/null; then
 	echo "release: the tag $version exists" >&2; exit 1
 fi
@@ -28,6 +27,11 @@ if ! printf '%s\n' "$section" | grep -q '^### What a project \(or fork \)\{0,1\}
 	echo "release: CHANGELOG.md's $version has no \"### What a project must change\" (write \"Nothing.\" under it if so)" >&2; exit 1
 fi
 make release-crds
+if [ -n "$(git status --porcelain -- . ':!config/crd/released')" ]; then
+	echo "release: make release-crds changed generated files besides config/crd/released: commit them (make generate manifests) and release again" >&2
+	git status --short -- . ':!config/crd/released' >&2
+	exit 1
+fi
 git add config/crd/released
 git commit -q -m "Release $version" --allow-empty
 git tag -a "$version" -m "stencil $version"

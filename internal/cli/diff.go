@@ -90,6 +90,7 @@ Exit status: 0 no differences, 1 differences, 2 or more an error (with
 	cmd.Flags().IntVar(&fleet.concurrency, "concurrency", 16, "With --all: resources diffed at once.")
 	cmd.Flags().Float32Var(&fleet.qps, "kube-api-qps", 300, "With --all: client-side limit on requests per second to the API server, all types together.")
 	cmd.Flags().IntVar(&fleet.burst, "kube-api-burst", 600, "With --all: client-side burst of requests to the API server.")
+	project.bindKubeconfig(cmd.Flags())
 	return cmd
 }
 

@@ -37,6 +37,7 @@ docs/add-decorator.md).`,
 		},
 	}
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "Namespace of the resource.")
+	project.bindKubeconfig(cmd.Flags())
 	return cmd
 }
 

@@ -302,6 +302,7 @@ such as CEL rules, admission policies and webhooks, is reported too.`,
 	cmd.Flags().StringSliceVarP(&samples, "filename", "f", nil, "Files of custom resources, or folders of them, to render too (default: config/samples, when in the working directory).")
 	cmd.Flags().StringVar(&released, "released", "", "Folder of the kinds' CRDs as last released, to refuse a change that breaks them (default: config/crd/released, when in the working directory; make release-crds writes it).")
 	cmd.Flags().BoolVar(&server, "server", false, "Dry-run every sample and every object it renders against the cluster of the current kubeconfig context.")
+	project.bindKubeconfig(cmd.Flags())
 	return cmd
 }
 

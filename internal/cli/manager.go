@@ -21,7 +21,6 @@ import (
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -436,13 +435,8 @@ func newManager(ctx context.Context, cfg, unfenced *rest.Config, o managerOption
 		return nil, nil, err
 	}
 	mgrOpts := ctrl.Options{
-		Scheme: scheme,
-		Logger: log,
-		// Controller names are checked unique per process. An operator's
-		// are (one per kind and decorator), but a process that runs it
-		// twice (tests: Project.Run) would refuse the second run: the
-		// kinds' and decorators' controllers skip the check too.
-		Controller:                    config.Controller{SkipNameValidation: new(true)},
+		Scheme:                        scheme,
+		Logger:                        log,
 		Cache:                         cacheOpts,
 		NewCache:                      reconciler.NewCache, // a kind whose CRD is missing does not stop the others
 		Client:                        reconciler.ClientOptions(),

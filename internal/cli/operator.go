@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,6 +19,12 @@ type operator struct {
 	// kubeconfig is --kubeconfig: "" follows controller-runtime's order
 	// (the KUBECONFIG variable, in-cluster, ~/.kube/config).
 	kubeconfig string
+}
+
+// bindKubeconfig adds --kubeconfig to the flags of a command that talks to
+// a cluster.
+func (o *operator) bindKubeconfig(fs *pflag.FlagSet) {
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path of the kubeconfig file of the cluster to work on (default: $KUBECONFIG, else the in-cluster configuration, else ~/.kube/config).")
 }
 
 // restConfig is the client configuration of the cluster the flags name,

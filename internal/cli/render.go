@@ -89,6 +89,7 @@ standard error.`,
 	cmd.Flags().StringVar(&observed, "observed", "", "A graph kind's live objects (its own and its inputs), as a file of objects.")
 	cmd.Flags().BoolVar(&live, "live", false, "Read a graph kind's live objects from the cluster (the current kubeconfig context).")
 	cmd.MarkFlagsMutuallyExclusive("observed", "live")
+	project.bindKubeconfig(cmd.Flags())
 	return cmd
 }
 

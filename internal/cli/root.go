@@ -112,7 +112,7 @@ current kubeconfig (or in-cluster configuration).`,
 		cmd.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl stencil"}
 	}
 	cmd.AddCommand(newRenderCommand(op), newLintCommand(op), newTestCommand(op), newDiffCommand(op), newDriftCommand(op), newManifestsCommand(op), newInitCommand(), newCreateCommand(), newImportCommand(), newDevCommand(op), newVersionCommand())
-	cmd.PersistentFlags().StringVar(&op.kubeconfig, "kubeconfig", "", "Path of the kubeconfig file of the cluster to work on (default: $KUBECONFIG, else the in-cluster configuration, else ~/.kube/config).")
+	op.bindKubeconfig(cmd.Flags())
 	opts.bindFlags(cmd.Flags())
 	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zapOpts.BindFlags(goFlags)

@@ -206,7 +206,7 @@ version's Go types, and the conversion templates with them.`,
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Kind %s is served at %s and %s, stored at %s. Next: make generate manifests, then change the %s Go types and templates/%s/_from-%s.yaml and _to-%s.yaml with them.\n", kind, old, version, version, version, strings.ToLower(kind), old, old)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Kind %s has a version %s beside %s: its types in api/, its registration, conversion templates, samples and tests. Next: make generate manifests (the CRD serves both and stores %s), then change the %s Go types and templates/%s/_from-%s.yaml and _to-%s.yaml with them.\n", kind, version, old, version, version, strings.ToLower(kind), old, old)
 			return err
 		},
 	}

@@ -11,8 +11,8 @@ import (
 )
 
 // stampedVersion is the release a build from a checkout was made at, set
-// by the linker: make build and the image stamp it when the checkout is at
-// a release tag (-ldflags "-X …/internal/cli.stampedVersion=vX.Y.Z"). A
+// by the linker: make build and the image stamp it when a checkout without
+// changes is at a release tag (-ldflags "-X …/internal/cli.stampedVersion=vX.Y.Z"). A
 // go install of a tagged version needs no stamp: Go records the module's
 // version.
 var stampedVersion string

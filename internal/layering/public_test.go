@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"go/types"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -60,21 +61,26 @@ func TestPublicPackagesLinkNoSample(t *testing.T) {
 }
 
 // public is every exported name of the public packages, methods and
-// struct fields as Type.Method and Type.Field (an alias's fields too): the
-// surface a project depends on, kept small. A new name
+// struct fields as Type.Method and Type.Field (an alias's fields too),
+// with their signatures and types: the surface a project depends on, kept
+// small. A new name
 // here is a promise to every project; say so in the CHANGELOG.
 var public = map[string][]string{
 	"pkg/stencil": {
-		"Decorator", "Decorator.Name", "Decorator.Templates",
-		"Kind", "Kind.AddToScheme", "Kind.GroupVersionKind", "Kind.New", "Kind.ShortNames", "Kind.Templates",
-		"Main",
-		"Project", "Project.Decorators", "Project.Execute", "Project.Kinds", "Project.Name", "Project.Run", "Project.Setup",
+		"Decorator", "Decorator.Name string", "Decorator.Templates fs.FS",
+		"Kind", "Kind.AddToScheme func(*runtime.Scheme) error", "Kind.GroupVersionKind schema.GroupVersionKind",
+		"Kind.New func() v1alpha1.Object", "Kind.ShortNames []string", "Kind.Templates fs.FS",
+		"Main func(p Project)",
+		"Project", "Project.Decorators []Decorator", "Project.Execute func() int", "Project.Kinds []Kind", "Project.Name string",
+		"Project.Run func(ctx context.Context, args []string, out io.Writer) error", "Project.Setup func(mgr manager.Manager) error",
 	},
 	"pkg/stenciltest": {
-		"ChartRendersAsHelm",
-		"Cluster", "Cluster.Config", "Cluster.InstallCRDs", "Cluster.Kubeconfig", "Cluster.RunOperator",
-		"Options", "Options.Args", "Options.Root", "Options.Timeout",
-		"SamplesBecomeReady", "StartCluster", "TemplateTestsPass",
+		"ChartRendersAsHelm func(t testing.TB, p stencil.Project, kind, chart string)",
+		"Cluster", "Cluster.Config *rest.Config", "Cluster.InstallCRDs func(t testing.TB, dirs ...string)", "Cluster.Kubeconfig string",
+		"Cluster.RunOperator func(t testing.TB, p stencil.Project, args ...string)",
+		"Options", "Options.Args []string", "Options.Root string", "Options.Timeout time.Duration",
+		"SamplesBecomeReady func(t testing.TB, p stencil.Project, o Options)", "StartCluster func(t testing.TB) *Cluster",
+		"TemplateTestsPass func(t testing.TB, p stencil.Project, o Options)",
 	},
 }
 
@@ -159,7 +165,7 @@ func fieldNames(t *testing.T, d ast.Decl, imports map[string]string) []string {
 		for _, f := range st.Fields.List {
 			for _, n := range f.Names {
 				if n.IsExported() {
-					names = append(names, ts.Name.Name+"."+n.Name)
+					names = append(names, ts.Name.Name+"."+n.Name+" "+types.ExprString(f.Type))
 				}
 			}
 			if len(f.Names) == 0 { // embedded
@@ -226,15 +232,16 @@ func declNames(d ast.Decl) []string {
 		if !d.Name.IsExported() {
 			return nil
 		}
+		sig := " " + types.ExprString(d.Type)
 		if d.Recv == nil {
-			return []string{d.Name.Name}
+			return []string{d.Name.Name + sig}
 		}
 		typ := d.Recv.List[0].Type
 		if star, ok := typ.(*ast.StarExpr); ok {
 			typ = star.X
 		}
 		if id, ok := typ.(*ast.Ident); ok && id.IsExported() {
-			return []string{id.Name + "." + d.Name.Name}
+			return []string{id.Name + "." + d.Name.Name + sig}
 		}
 	case *ast.GenDecl:
 		for _, s := range d.Specs {

@@ -3,6 +3,7 @@ package scaffold
 import (
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,46 +159,90 @@ func run(t *testing.T, dir, name string, args ...string) string {
 	return string(out)
 }
 
-// TestAddVersionRefuses: create version refuses what it cannot do, and
-// writes nothing then.
-func TestAddVersionRefuses(t *testing.T) {
+// TestAddVersion: create version refuses what it cannot do, and writes
+// nothing then (a kind not registered, its version already, a package of
+// several kinds, a new version's package that exists); it finds an entry
+// written over several lines, in a file with CRLF line ends.
+func TestAddVersion(t *testing.T) {
 	root := t.TempDir()
-	files := map[string]string{
-		"go.mod": "module example.com/widgets\n",
-		"templates/kinds.go": `package templates
+	if err := Init(root, Options{Module: "example.com/widgets", StencilVersion: "v0.1.0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AddKind(root, "widgets.example.com", "v1alpha1", "Widget"); err != nil {
+		t.Fatal(err)
+	}
+	gadget := filepath.Join(root, "api", "widgets", "v1alpha1", "gadget_types.go")
+	refusals := []struct {
+		name, kind, version, want string
+		setUp, tearDown           func()
+	}{
+		{name: "bad version", kind: "Widget", version: "v1beta", want: `version "v1beta": want v1, v1alpha1, v2beta3…`},
+		{name: "unregistered", kind: "Gadget", version: "v1", want: "templates/kinds.go registers no kind Gadget (make kind adds one)"},
+		{name: "same version", kind: "Widget", version: "v1alpha1", want: "kind Widget is registered at v1alpha1 already"},
+		{name: "package of two kinds", kind: "Widget", version: "v1", want: "api/widgets/v1alpha1 declares other kinds too (Gadget, GadgetList)",
+			setUp: func() {
+				writeTestFile(t, gadget, "package v1alpha1\n\n// +kubebuilder:object:root=true\ntype Gadget struct{}\n\n// +kubebuilder:object:root=true\ntype GadgetList struct{}\n")
+			},
+			tearDown: func() { _ = os.Remove(gadget) }},
+		{name: "new package exists", kind: "Widget", version: "v1", want: "api/widgets/v1 exists",
+			setUp:    func() { _ = os.MkdirAll(filepath.Join(root, "api", "widgets", "v1"), 0o755) },
+			tearDown: func() { _ = os.RemoveAll(filepath.Join(root, "api", "widgets", "v1")) }},
+	}
+	for _, tt := range refusals {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.setUp != nil {
+				tt.setUp()
+				defer tt.tearDown()
+			}
+			before := tree(t, root)
+			if _, err := AddVersion(root, tt.kind, tt.version); err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("AddVersion(%s, %s): %v, want an error beginning %q", tt.kind, tt.version, err, tt.want)
+			}
+			if after := tree(t, root); !maps.Equal(before, after) {
+				t.Errorf("a refused AddVersion changed the project")
+			}
+		})
+	}
 
-import (
-	widgetsv1alpha1 "example.com/widgets/api/widgets/v1alpha1"
-)
-
-var Kinds = []stencil.Kind{
-	{GroupVersionKind: widgetsv1alpha1.GroupVersion.WithKind("Widget"), Templates: Kind("widget")},
-}
-`,
-	}
-	for path, data := range files {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, path)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, path), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, tt := range []struct{ kind, version, want string }{
-		{"Widget", "v1beta", `version "v1beta": want v1, v1alpha1, v2beta3…`},
-		{"Gadget", "v1", "templates/kinds.go registers no kind Gadget (make kind adds one)"},
-		{"Widget", "v1alpha1", "kind Widget is registered at v1alpha1 already"},
-		{"Widget", "v1", "api/widgets/v1alpha1: no file declares type Widget struct"},
-	} {
-		if _, err := AddVersion(root, tt.kind, tt.version); err == nil || err.Error() != tt.want {
-			t.Errorf("AddVersion(%s, %s): %v, want %q", tt.kind, tt.version, err, tt.want)
-		}
-	}
-	entries, err := os.ReadDir(root)
+	kindsGo := filepath.Join(root, "templates", "kinds.go")
+	src, err := os.ReadFile(kindsGo)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != 2 {
-		t.Errorf("the project holds %d entries after refusals, want its 2", len(entries))
+	split := strings.ReplaceAll(string(src), ", AddToScheme:", ",\n\t\tAddToScheme:")
+	writeTestFile(t, kindsGo, strings.ReplaceAll(split, "\n", "\r\n"))
+	old, err := AddVersion(root, "Widget", "v1")
+	if err != nil || old != "v1alpha1" {
+		t.Fatalf("AddVersion over a multi-line CRLF entry: %q, %v", old, err)
 	}
+	got, err := os.ReadFile(kindsGo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`widgetsv1 "example.com/widgets/api/widgets/v1"`, "widgetsv1.GroupVersion.WithKind(\"Widget\")", "AddToScheme: widgetsv1.AddToScheme"} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("templates/kinds.go has no %s:\n%s", want, got)
+		}
+	}
+	if strings.Contains(string(got), "widgetsv1alpha1") {
+		t.Errorf("templates/kinds.go still imports v1alpha1, which nothing uses:\n%s", got)
+	}
+}
+
+// tree is every file under root, with its content.
+func tree(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		out[p] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -3,12 +3,16 @@ package scaffold
 import (
 	"bytes"
 	"fmt"
+	"go/ast"
 	"go/format"
+	"go/parser"
+	"go/token"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
-	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -64,23 +68,88 @@ func AddVersion(root, name, version string) (string, error) {
 }
 
 // registration is where templates/kinds.go registers a kind: the import
-// alias and path of its API package, and its version.
+// alias and path of its API package, its version, and the byte range of
+// its entry.
 type registration struct {
 	alias, pkg, version string
-	line                string // the kind's entry
+	start, end          int // the kind's entry
+	importStart         int // the line of its package's import
+	importEnd           int
 }
 
-// findRegistration finds kind's entry in templates/kinds.go.
+// findRegistration finds kind's entry in templates/kinds.go (one line or
+// several) and the import of its API package.
 func findRegistration(kindsGo, module, kind string) (registration, error) {
-	entry := regexp.MustCompile(`(?m)^\s*\{GroupVersionKind: (\w+)\.GroupVersion\.WithKind\("` + regexp.QuoteMeta(kind) + `"\).*$`).FindStringSubmatch(kindsGo)
-	if entry == nil {
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, "kinds.go", kindsGo, parser.ParseComments)
+	if err != nil {
+		return registration{}, fmt.Errorf("templates/kinds.go: %w", err)
+	}
+	var reg registration
+	found := false
+	ast.Inspect(file, func(n ast.Node) bool {
+		entry, ok := n.(*ast.CompositeLit)
+		if !ok || found {
+			return !found
+		}
+		if alias := entryKind(entry, kind); alias != "" {
+			reg = registration{alias: alias, start: fset.Position(entry.Pos()).Offset, end: fset.Position(entry.End()).Offset}
+			found = true
+		}
+		return true
+	})
+	if !found {
 		return registration{}, fmt.Errorf("templates/kinds.go registers no kind %s (make kind adds one)", kind)
 	}
-	imp := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(entry[1]) + ` "` + regexp.QuoteMeta(module) + `/api/([a-z0-9]+)/(v[0-9a-z]+)"$`).FindStringSubmatch(kindsGo)
-	if imp == nil {
-		return registration{}, fmt.Errorf("templates/kinds.go: kind %s's package %s is not imported from %s/api/<group>/<version>", kind, entry[1], module)
+	for _, imp := range file.Imports {
+		p, _ := strconv.Unquote(imp.Path.Value)
+		name := path.Base(p)
+		if imp.Name != nil {
+			name = imp.Name.Name
+		}
+		rest, ours := strings.CutPrefix(p, module+"/api/")
+		if name != reg.alias || !ours || strings.Count(rest, "/") != 1 {
+			continue
+		}
+		reg.pkg, reg.version, _ = strings.Cut(rest, "/")
+		reg.importStart, reg.importEnd = fset.Position(imp.Pos()).Offset, fset.Position(imp.End()).Offset
+		return reg, nil
 	}
-	return registration{alias: entry[1], pkg: imp[1], version: imp[2], line: entry[0]}, nil
+	return registration{}, fmt.Errorf("templates/kinds.go: kind %s's package %s is not imported from %s/api/<group>/<version>", kind, reg.alias, module)
+}
+
+// entryKind is the import alias of the package in entry's
+// GroupVersionKind, <alias>.GroupVersion.WithKind("<kind>"), when entry
+// registers kind ("" otherwise).
+func entryKind(entry *ast.CompositeLit, kind string) string {
+	for _, e := range entry.Elts {
+		kv, ok := e.(*ast.KeyValueExpr)
+		if !ok {
+			continue
+		}
+		if key, ok := kv.Key.(*ast.Ident); !ok || key.Name != "GroupVersionKind" {
+			continue
+		}
+		call, ok := kv.Value.(*ast.CallExpr)
+		if !ok || len(call.Args) != 1 {
+			return ""
+		}
+		withKind, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok || withKind.Sel.Name != "WithKind" {
+			return ""
+		}
+		gv, ok := withKind.X.(*ast.SelectorExpr)
+		if !ok || gv.Sel.Name != "GroupVersion" {
+			return ""
+		}
+		alias, ok := gv.X.(*ast.Ident)
+		lit, isLit := call.Args[0].(*ast.BasicLit)
+		if !ok || !isLit || lit.Value != strconv.Quote(kind) {
+			return ""
+		}
+		return alias.Name
+	}
+	return ""
 }
 
 // newVersion is one AddVersion: kind, registered as registration, gains
@@ -130,7 +199,14 @@ func (v newVersion) apiPackage(e edits) error {
 	if err != nil {
 		return err
 	}
-	typeLine := regexp.MustCompile(`(?m)^type ` + regexp.QuoteMeta(v.kind) + ` struct \{$`)
+	to := filepath.Join("api", v.pkg, v.to)
+	if _, err := os.Stat(filepath.Join(v.root, to)); err == nil {
+		return fmt.Errorf("%s exists (another kind's version?): create version makes the package; add %s's %s types to it by hand (docs/evolve-api.md)", to, v.kind, v.to)
+	}
+	if others := otherKinds(v.root, from, v.kind); len(others) > 0 {
+		return fmt.Errorf("%s declares other kinds too (%s): create version copies a package of one kind; give %s its %s by hand (docs/evolve-api.md)", from, strings.Join(others, ", "), v.kind, v.to)
+	}
+	typeLine := regexp.MustCompile(`(?m)^type ` + regexp.QuoteMeta(v.kind) + ` struct \{\r?$`)
 	marked := false
 	for _, f := range files {
 		base := filepath.Base(f)
@@ -163,6 +239,28 @@ func (v newVersion) apiPackage(e edits) error {
 		return fmt.Errorf("%s: no file declares type %s struct", from, v.kind)
 	}
 	return nil
+}
+
+// rootType is a type kubebuilder makes an API object of.
+var rootType = regexp.MustCompile(`(?m)^// \+kubebuilder:object:root=true\r?\n(?://.*\n)*type (\w+) struct`)
+
+// otherKinds are the API object types of the package in dir other than
+// kind and its list.
+func otherKinds(root, dir, kind string) []string {
+	files, _ := filepath.Glob(filepath.Join(root, dir, "*.go"))
+	var out []string
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, m := range rootType.FindAllSubmatch(src, -1) {
+			if name := string(m[1]); name != kind && name != kind+"List" {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
 }
 
 // conversions writes the two conversion templates, which copy the spec.
@@ -292,18 +390,14 @@ func (v newVersion) keepCase(e edits, dir, dst string) error {
 // entry uses it).
 func (v newVersion) register(kindsGo string) ([]byte, error) {
 	alias := v.pkg + v.to
-	entry := strings.ReplaceAll(v.line, v.alias+".", alias+".")
-	text := strings.Replace(kindsGo, v.line, entry, 1)
-	oldImport := "\t" + v.alias + ` "` + v.module + "/api/" + v.pkg + "/" + v.version + `"` + "\n"
-	newImport := "\t" + alias + ` "` + v.module + "/api/" + v.pkg + "/" + v.to + `"` + "\n"
-	if !strings.Contains(text, newImport) {
-		text = strings.Replace(text, oldImport, oldImport+newImport, 1)
+	entry := strings.ReplaceAll(kindsGo[v.start:v.end], v.alias+".", alias+".")
+	rest := kindsGo[:v.start] + kindsGo[v.end:]
+	newImport := alias + ` "` + v.module + "/api/" + v.pkg + "/" + v.to + `"`
+	oldImport := kindsGo[v.importStart:v.importEnd]
+	if strings.Contains(rest, v.alias+".") {
+		newImport = oldImport + "\n\t" + newImport // still used by other kinds
 	}
-	if !slices.ContainsFunc(strings.Split(text, "\n"), func(l string) bool {
-		return strings.Contains(l, v.alias+".") && !strings.HasPrefix(strings.TrimSpace(l), "//")
-	}) {
-		text = strings.Replace(text, oldImport, "", 1)
-	}
+	text := kindsGo[:v.importStart] + newImport + kindsGo[v.importEnd:v.start] + entry + kindsGo[v.end:]
 	out, err := format.Source([]byte(text))
 	if err != nil {
 		return nil, fmt.Errorf("templates/kinds.go: %w", err)

@@ -14,10 +14,11 @@
 // on a local control plane while you edit (`dev`).
 //
 // A Kind pairs a custom resource's Go type (api/<group>/<version>, with
-// kubebuilder markers for its CRD) with its folder of templates, usually
-// embedded with go:embed. A Decorator is a folder of templates whose parent
-// is an existing type. Project lists both, with the functions that add the
-// kinds' Go types to a scheme.
+// kubebuilder markers for its CRD) and the AddToScheme of its package with
+// its folder of templates, usually embedded with go:embed. A Decorator is
+// a folder of templates whose parent is an existing type. Project lists
+// both; its Setup adds Go controllers, webhooks and runnables of your own
+// to the manager that runs the templates.
 //
 // stencil's own binary is built the same way, from its sample kinds
 // (package templates of github.com/stencil-operator/stencil).

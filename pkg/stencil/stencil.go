@@ -76,8 +76,9 @@ type Project struct {
 	// Setup, when set, adds the project's own Go code to the manager that
 	// runs its templates, once the kinds' controllers are set up and
 	// before it starts: a controller (ctrl.NewControllerManagedBy(mgr)),
-	// any runnable (mgr.Add). It shares the manager's client, scheme (with
-	// AddToScheme's types), metrics and leader election: a runnable runs
+	// a webhook (mgr.GetWebhookServer().Register), any runnable (mgr.Add).
+	// It shares the manager's client, scheme (with the kinds' types),
+	// metrics and leader election: a runnable runs
 	// on the leader unless it says it needs no election (under --shards,
 	// on each shard's leader). Types of your own that the kinds do not add
 	// are added here, to mgr.GetScheme(). The manager's cache holds only stencil's

@@ -60,7 +60,7 @@ type Options struct {
 	Timeout time.Duration
 	// Args are more flags of the command the function runs: the
 	// operator's (SamplesBecomeReady), such as --decorators; stencil
-	// test's (TemplateTestsPass), such as --render-time-limit.
+	// test's (TemplateTestsPass), such as --render-timeout.
 	Args []string
 }
 
@@ -200,8 +200,6 @@ func crdFolders(root string) string {
 	}
 	return strings.Join(dirs, ",")
 }
-
-// set is p as the engine takes it.
 
 // SamplesBecomeReady starts a local control plane, installs the CRDs of
 // config/crd/bases and config/crd/external, runs the project's operator,

@@ -20,6 +20,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -114,6 +115,25 @@ func TestAWebhookBesideTheTemplates(t *testing.T) {
 	allowed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "allowed", Namespace: "default", Labels: map[string]string{"example.com/deny": "no"}}}
 	if err := cl.Create(t.Context(), allowed); err != nil {
 		t.Errorf("a ConfigMap labelled example.com/deny=no, through the webhook: %v", err)
+	}
+	// The template kind reconciles beside it.
+	ticket := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "flights.com/v1", "kind": "FlightTicket",
+		"metadata": map[string]any{"name": "trip", "namespace": "default"},
+		"spec":     map[string]any{"from": "Mumbai", "to": "Oslo", "number": int64(1)},
+	}}
+	if err := cl.Create(t.Context(), ticket); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		cm := &corev1.ConfigMap{}
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: "default", Name: "trip-booking"}, cm); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return cm.Data["summary"] == "1 ticket(s) from Mumbai to Oslo", nil
+	})
+	if err != nil {
+		t.Errorf("the FlightTicket's ConfigMap: %v", err)
 	}
 }
 
