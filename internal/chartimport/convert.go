@@ -232,22 +232,49 @@ func (f *Folder) template(shown, rel, prefix string, src []byte) (string, bool) 
 var scans = []struct {
 	re              *regexp.Regexp
 	reason, instead string
+	// text: the rule reads the template's text (a literal namespace
+	// line); else only its actions, so that a CRD's `format: date-time`
+	// or a word in a comment is not a clock function.
+	text bool
 }{
-	{regexp.MustCompile(`\blookup\b`), "lookup finds nothing (an empty map), as in helm template and a first install", "to read a live object, declare it under inputs in _kind.yaml and read it with input (a graph kind)"},
-	{regexp.MustCompile(`^\s*namespace:\s*[^{\s]|^\s*namespace:\s*\{\{[^}]*\.Values`), "an object in a namespace of its own is refused at render: a kind's objects are in its resource's namespace", "create the resource in that namespace, or leave the object out"},
-	{regexp.MustCompile(`\b(randAlphaNum|randAlpha|randAscii|randNumeric|randInt|randBytes|uuidv4|genPrivateKey|genCA|genSelfSignedCert|genSignedCert|now|date|htpasswd|bcrypt|shuffle)\b`), "a random or clock function is refused: a render is a pure function of the resource", "generate the value once in a createOnly graph node (generate), or make it a value of the spec"},
-	{regexp.MustCompile(`\.Release\.(IsUpgrade|IsInstall|Revision)\b`), ".Release.IsInstall is always true, .IsUpgrade false and .Revision 1, as in helm template", "stencil applies the same objects on every reconcile"},
-	{regexp.MustCompile(`\.Capabilities\.HelmVersion\b`), ".Capabilities.HelmVersion is the Helm release whose template semantics stencil follows (v4.3.0), not a Helm binary's", ""},
-	{regexp.MustCompile(`\.Subcharts\b`), ".Subcharts is not there", "read a subchart's values under .Values.<name>"},
-	{regexp.MustCompile(`\btoToml\b`), "toToml is not a stencil template function", "write the file with toYaml or toJson"},
+	{regexp.MustCompile(`\blookup\b`), "lookup finds nothing (an empty map), as in helm template and a first install", "to read a live object, declare it under inputs in _kind.yaml and read it with input (a graph kind)", false},
+	{regexp.MustCompile(`^\s*namespace:\s*[^{\s]|^\s*namespace:\s*\{\{[^}]*\.Values`), "an object in a namespace of its own is refused at render: a kind's objects are in its resource's namespace", "create the resource in that namespace, or leave the object out", true},
+	{regexp.MustCompile(`\b(randAlphaNum|randAlpha|randAscii|randNumeric|randInt|randBytes|uuidv4|genPrivateKey|genCA|genSelfSignedCert|genSignedCert|now|date|htpasswd|bcrypt|shuffle)\b`), "a random or clock function is refused: a render is a pure function of the resource", "generate the value once in a createOnly graph node (generate), or make it a value of the spec", false},
+	{regexp.MustCompile(`\.Release\.(IsUpgrade|IsInstall|Revision)\b`), ".Release.IsInstall is always true, .IsUpgrade false and .Revision 1, as in helm template", "stencil applies the same objects on every reconcile", false},
+	{regexp.MustCompile(`\.Capabilities\.HelmVersion\b`), ".Capabilities.HelmVersion is the Helm release whose template semantics stencil follows (v4.3.0), not a Helm binary's", "", false},
+	{regexp.MustCompile(`\.Subcharts\b`), ".Subcharts is not there", "read a subchart's values under .Values.<name>", false},
+	{regexp.MustCompile(`\btoToml\b`), "toToml is not a stencil template function", "write the file with toYaml or toJson", false},
 }
 
 func (f *Folder) scan(shown string, src []byte) {
+	actions := strings.Split(actionsOnly(src), "\n")
 	for i, line := range strings.Split(string(src), "\n") {
 		for _, s := range scans {
-			if s.re.MatchString(line) {
+			if s.text && s.re.MatchString(line) || !s.text && s.re.MatchString(actions[i]) {
 				f.note(shown, i+1, s.reason, s.instead)
 			}
 		}
 	}
+}
+
+// action is a template action; a comment is one that begins with /*.
+var action = regexp.MustCompile(`(?s)\{\{-?\s*(.*?)\s*-?\}\}`)
+
+// actionsOnly is src with everything but its actions (not comments)
+// blanked, line breaks kept: what the action rules read, line by line.
+func actionsOnly(src []byte) string {
+	out := make([]byte, len(src))
+	for i, b := range src {
+		out[i] = ' '
+		if b == '\n' {
+			out[i] = '\n'
+		}
+	}
+	for _, m := range action.FindAllSubmatchIndex(src, -1) {
+		if strings.HasPrefix(string(src[m[2]:m[3]]), "/*") {
+			continue
+		}
+		copy(out[m[0]:m[1]], src[m[0]:m[1]])
+	}
+	return string(out)
 }

@@ -173,3 +173,31 @@ spec: {maxReplicas: 3, scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, n
 		t.Errorf("rendered %d objects, want the ConfigMap, the PDB and the HPA", len(objs))
 	}
 }
+
+// TestNotesAreAboutActions: the notes on functions a template calls read
+// its actions only, not its text: a CRD's `format: date-time` and a
+// comment naming now are no clock function; a call of now is.
+func TestNotesAreAboutActions(t *testing.T) {
+	c, err := newChart(map[string][]byte{
+		"Chart.yaml":  []byte("name: app\nversion: 1.0.0\n"),
+		"values.yaml": []byte("{}\n"),
+		"templates/crd.yaml": []byte("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: a}\n" +
+			"# stamped with the date of the lookup\nspec:\n  x:\n    format: date-time\n"),
+		"templates/cm.yaml": []byte("{{/* not now */}}\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\ndata:\n  at: {{ now | quote }}\n"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Convert(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range f.Notes {
+		got = append(got, n.String())
+	}
+	clock := slices.DeleteFunc(slices.Clone(got), func(n string) bool { return !strings.Contains(n, "clock") && !strings.Contains(n, "lookup") })
+	if len(clock) != 1 || !strings.Contains(clock[0], "cm.yaml:6") {
+		t.Errorf("notes on functions %q, want one, on cm.yaml:6 (all: %q)", clock, got)
+	}
+}
