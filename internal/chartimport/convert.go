@@ -40,6 +40,9 @@ type Folder struct {
 	// Hooks are the files of hooks, by name, and when they come: before
 	// or after the others (see [Folder.graph]).
 	Hooks map[string]string
+	// Missing are the dependencies Chart.yaml lists that are not under
+	// charts/ (not vendored).
+	Missing []string
 	// HookWeights are the hooks' helm.sh/hook-weight, by name (0 when
 	// unset): a hook comes after the hooks of its phase that weigh less.
 	HookWeights map[string]int
@@ -68,6 +71,7 @@ func Convert(c *Chart) (*Folder, error) {
 		switch {
 		case sub == nil:
 			f.note("Chart.yaml", 0, "the dependency "+d.Name+" is not under charts/: it is left out", "vendor it (helm dependency build) and import again")
+			f.Missing = append(f.Missing, d.Name)
 			continue
 		case len(d.Tags) > 0:
 			f.note("Chart.yaml", 0, "the dependency "+d.key()+"'s tags are not read: only its condition turns it off", "")

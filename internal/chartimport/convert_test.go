@@ -201,3 +201,25 @@ func TestNotesAreAboutActions(t *testing.T) {
 		t.Errorf("notes on functions %q, want one, on cm.yaml:6 (all: %q)", clock, got)
 	}
 }
+
+// TestAMissingDependencyIsNamed: a chart that includes the helpers of a
+// dependency it does not vendor fails to import with an error that names
+// the dependency and how to vendor it, not only Go's "no template".
+func TestAMissingDependencyIsNamed(t *testing.T) {
+	c, err := newChart(map[string][]byte{
+		"Chart.yaml":        []byte("name: app\nversion: 1.0.0\ndependencies:\n- {name: common, version: 2.x.x, repository: oci://registry-1.docker.io/bitnamicharts}\n"),
+		"values.yaml":       []byte("{}\n"),
+		"templates/cm.yaml": []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: {{ include \"common.names.fullname\" . }}}\n"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Convert(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Declare(schema.GroupVersionKind{Group: "apps.example.com", Version: "v1alpha1", Kind: "App"}, f, []ValuesFile{{"values.yaml", map[string]any{}}})
+	if err == nil || !strings.Contains(err.Error(), `no template "common.names.fullname"`) || !strings.Contains(err.Error(), "not under charts/: common; vendor them with helm dependency build") {
+		t.Errorf("importing without the dependency: %v", err)
+	}
+}

@@ -95,6 +95,9 @@ func Declare(gvk schema.GroupVersionKind, f *Folder, values []ValuesFile) ([]byt
 			return nil, err
 		}
 		found, err := renderedTypes(k, values)
+		if err != nil && len(f.Missing) > 0 && strings.Contains(err.Error(), "no template ") {
+			return nil, fmt.Errorf("%w (Chart.yaml lists dependencies that are not under charts/: %s; vendor them with helm dependency build, or copy them there, and import again)", err, strings.Join(f.Missing, ", "))
+		}
 		if err != nil {
 			return nil, err
 		}
