@@ -182,7 +182,7 @@ var renames = []struct {
 	re   *regexp.Regexp
 	with string
 }{
-	{regexp.MustCompile(`\bstencil-(system|manager|metrics|leader-election|control-keys|graph-deletion)\b`), "${name}-$1"},
+	{regexp.MustCompile(`\bstencil-(system|manager|metrics|leader-election|control-keys|graph-deletion|webhook-cert|webhook)\b`), "${name}-$1"},
 	{regexp.MustCompile(`(?m)((?:^|\s)(?:name|serviceAccountName|app\.kubernetes\.io/name): )stencil$`), "${1}${name}"},
 	{regexp.MustCompile(`image: stencil:latest`), "image: ${name}:latest"},
 	{regexp.MustCompile(`prometheus-stencil\b`), "prometheus-${name}"},

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -245,4 +247,44 @@ func tree(t *testing.T, root string) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestRenameLeavesNoStencilName: every deployment file a project gets
+// (config/) names the project's operator, not stencil: its webhook
+// Service and certificate Secret too, which the CRDs of a kind with
+// several versions and the operator's flags name <name>-webhook and
+// <name>-webhook-cert.
+func TestRenameLeavesNoStencilName(t *testing.T) {
+	root := t.TempDir()
+	if err := Init(root, Options{Module: "example.com/widgets", StencilVersion: "v0.1.0"}); err != nil {
+		t.Fatal(err)
+	}
+	stencilName := regexp.MustCompile(`\bstencil-[a-z-]+`)
+	err := filepath.WalkDir(filepath.Join(root, "config"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, m := range stencilName.FindAllString(string(data), -1) {
+			// The user extra key stencil's writes carry, and a policy
+			// rule about it, are the same for every operator.
+			if !slices.Contains([]string{"stencil-operator", "stencil-tools", "stencil-writer", "stencil-as-a-tenant"}, m) {
+				t.Errorf("%s names %s", p, m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "config", "manager", "manager.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "name: widgets-webhook\n") {
+		t.Errorf("config/manager/manager.yaml has no Service widgets-webhook")
+	}
 }
