@@ -125,7 +125,7 @@ func failureMessage(s *v1alpha1.Status, f *failure) string {
 		}
 		return "Render failed: " + f.err.Error() + ". Nothing was applied or pruned; fix the spec or the template."
 	case v1alpha1.ReasonLimitExceeded:
-		return "Render stopped: " + f.err.Error() + ". Nothing was applied or pruned; ask less of the templates in the spec, or raise the operator's limit (--render-timeout, --render-max-bytes, --render-max-objects)."
+		return "Render stopped: " + f.err.Error() + ". Nothing was applied or pruned; ask less of the templates in the spec, or raise the operator's limit (--render-max-steps, --render-timeout, --render-max-bytes, --render-max-objects)."
 	case v1alpha1.ReasonEmptyRender:
 		return "The templates rendered no objects, but " + strconv.Itoa(len(s.Inventory)) + " were applied before; stencil did not prune them. Check the spec, or delete the resource to remove them."
 	case v1alpha1.ReasonOwnershipConflict, v1alpha1.ReasonImmutableField:

@@ -81,7 +81,7 @@ func TestHostileSpecsDoNotStallOthers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limits := render.Limits{Time: 300 * time.Millisecond, Bytes: 1 << 20, Objects: 20, StatusBytes: 4 << 10}
+	limits := render.Limits{Steps: 200_000, Time: 10 * time.Second, Bytes: 1 << 20, Objects: 20, StatusBytes: 4 << 10}
 	if err := testop.StartOperator(t.Context(), cluster.Get(t).Config, scheme, []*render.Kind{kind.WithLimits(limits)}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestHostileSpecsDoNotStallOthers(t *testing.T) {
 	})
 	hostile := map[string]string{
 		"bytes":   "rendered bytes",
-		"time":    "render time",
+		"time":    "render steps",
 		"objects": "rendered objects",
 		"status":  "status bytes",
 	}

@@ -57,7 +57,7 @@ func TestGraphTemplatesWithinLimits(t *testing.T) {
 			kind:    "graph:\n  a: {readyWhen: ['{{ range $i := mul (atoi .data.count) 1000 }}{{ end }}true']}\n",
 			files:   map[string]string{"a.yaml": a, "b.yaml": b},
 			hostile: 100000,
-			limit:   "render time",
+			limit:   "render steps",
 		},
 		{
 			name:    "readyWhen on a Secret recursing through include",
@@ -86,10 +86,10 @@ func TestGraphTemplatesWithinLimits(t *testing.T) {
 			kind:    "inputs:\n  cfg: {apiVersion: v1, kind: ConfigMap, name: '{{ range $i := mul .Spec.Replicas 1000 }}{{ end }}settings', optional: true}\n",
 			files:   map[string]string{"b.yaml": readsInput},
 			hostile: 100000,
-			limit:   "render time",
+			limit:   "render steps",
 		},
 	}
-	limits := render.Limits{Time: 200 * time.Millisecond, Bytes: 1 << 20, Objects: 50, StatusBytes: 4 << 10}
+	limits := render.Limits{Steps: 200_000, Time: 10 * time.Second, Bytes: 1 << 20, Objects: 50, StatusBytes: 4 << 10}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			kind, err := loadGraph(t, tt.kind, tt.files)

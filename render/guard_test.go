@@ -116,7 +116,7 @@ func TestPrintGuards(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := instrumented(t, tt.src, Limits{Time: time.Second, Bytes: 1 << 20, Objects: 10, StatusBytes: 1})
+			e := instrumented(t, tt.src, Limits{Steps: DefaultSteps, Time: time.Second, Bytes: 1 << 20, Objects: 10, StatusBytes: 1})
 			_, err := e.execute("t", nil)
 			limit, ok := errors.AsType[*LimitError](err)
 			if !ok || limit.Limit != tt.limit {

@@ -2,6 +2,7 @@ package render_test
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -29,7 +30,7 @@ func TestLimits(t *testing.T) {
 		{"indent", head + "data: {k: {{ indent (atoi .Spec.PageContentHtml) \"x\" | quote }}}\n", "rendered bytes", false, ""},
 		{"include in a loop", "{{ define \"big\" }}{{ repeat 1000 \"x\" }}{{ end }}" + head + "data:\n{{- range $i := until (atoi .Spec.PageContentHtml) }}\n  k{{ $i }}: {{ include \"big\" . | quote }}{{ end }}\n", "rendered bytes", false, ""},
 		{"objects", "{{- range $i := until (atoi .Spec.PageContentHtml) }}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: \"c{{ $i }}\"}\n{{- end }}\n", "rendered objects", false, "51"},
-		{"a loop over an integer", head + "{{- range $i := atoi .Spec.PageContentHtml }}{{ end }}\n", "render time", false, ""},
+		{"a loop over an integer", head + "{{- range $i := atoi .Spec.PageContentHtml }}{{ end }}\n", "render steps", false, ""},
 		{"status", head, "status bytes", true, ""},
 		{"recursive include", "{{ define \"down\" }}{{ if gt . 0 }}-{{ include \"down\" (sub . 1) }}{{ end }}{{ end }}" + head + "data: {k: {{ include \"down\" (atoi .Spec.PageContentHtml) | quote }}}\n", "include depth", false, ""},
 		{"replace that grows", head + "data: {k: {{ replace \"x\" (repeat 200 \"y\") (repeat (atoi .Spec.PageContentHtml) \"x\") | quote }}}\n", "rendered bytes", false, "100000"},
@@ -43,10 +44,10 @@ func TestLimits(t *testing.T) {
 		{"append in a loop", head + "{{- $l := list }}{{ range $i := atoi .Spec.PageContentHtml }}{{ $l = append $l $i }}{{ end }}\n", "rendered bytes", false, "2000"},
 		{"deepCopy of a shared list", head + "{{- $l := list 1 }}{{ range $i := atoi .Spec.PageContentHtml }}{{ $l = list $l $l }}{{ end }}{{ $c := deepCopy $l }}\n", "rendered bytes", false, "17"},
 		{"splitList of every character", head + "{{- $l := splitList \"\" (repeat (atoi .Spec.PageContentHtml) \"x\") }}\n", "rendered bytes", false, "200000"},
-		{"tpl whose source defines a loop", head + "{{- $_ := tpl (printf `{{ define \"x\" }}{{ range $i := %s }}{{ end }}{{ end }}{{ template \"x\" }}` .Spec.PageContentHtml) . }}\n", "render time", false, ""},
+		{"tpl whose source defines a loop", head + "{{- $_ := tpl (printf `{{ define \"x\" }}{{ range $i := %s }}{{ end }}{{ end }}{{ template \"x\" }}` .Spec.PageContentHtml) . }}\n", "render steps", false, ""},
 		{"fromJson of a long array", head + "{{- $l := fromJson (printf \"[%s0]\" (repeat (atoi .Spec.PageContentHtml) \"0,\")) }}\n", "rendered bytes", false, "140000"},
 	}
-	limits := render.Limits{Time: 200 * time.Millisecond, Bytes: 1 << 20, Objects: 50, StatusBytes: 4 << 10}
+	limits := render.Limits{Steps: 200_000, Time: 10 * time.Second, Bytes: 1 << 20, Objects: 50, StatusBytes: 4 << 10}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			files := fstest.MapFS{
@@ -93,6 +94,48 @@ func TestLimits(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), "exceeded its limit on "+tt.limit) {
 				t.Errorf("message %q does not name the limit", err)
+			}
+		})
+	}
+}
+
+// TestRenderStepsNotTime: the limit that stops a hostile loop counts the
+// templates' steps, so the same render stops at the same step whatever
+// the machine's load; the wall-clock limit is a backstop, which still
+// stops a render that steps allow when it is set below what they take.
+func TestRenderStepsNotTime(t *testing.T) {
+	k, err := render.Load(render.Definition{
+		GroupVersionKind: operatorv1.GroupVersion.WithKind("MyWeb"),
+		New:              func() v1alpha1.Object { return &operatorv1.MyWeb{} },
+		Templates: fstest.MapFS{
+			"_kind.yaml":     {Data: []byte("owns: [{apiVersion: v1, kind: ConfigMap}]")},
+			"configmap.yaml": {Data: []byte("{{- range $i := atoi .Spec.PageContentHtml }}{{ end }}\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := &operatorv1.MyWeb{}
+	web.Name, web.Namespace = "web", "default"
+	for _, tt := range []struct {
+		name   string
+		limits render.Limits
+		count  string
+		want   string // the limit; "" none
+	}{
+		{"under the steps", render.Limits{Steps: 1000, Time: time.Hour, Bytes: 1 << 20, Objects: 5, StatusBytes: 1}, "400", ""},
+		{"over the steps", render.Limits{Steps: 1000, Time: time.Hour, Bytes: 1 << 20, Objects: 5, StatusBytes: 1}, "1000", "render steps"},
+		{"over the time", render.Limits{Steps: math.MaxInt, Time: 50 * time.Millisecond, Bytes: 1 << 20, Objects: 5, StatusBytes: 1}, "1000000000000", "render time"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			web.Spec.PageContentHtml = tt.count
+			_, err := k.WithLimits(tt.limits).Render(web)
+			var limit *render.LimitError
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("render: %v", err)
+			case tt.want != "" && (!errors.As(err, &limit) || limit.Limit != tt.want):
+				t.Errorf("render: %v, want a LimitError on %s", err, tt.want)
 			}
 		})
 	}

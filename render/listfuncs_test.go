@@ -52,14 +52,14 @@ func TestListFuncsCharged(t *testing.T) {
 				t.Fatal(err)
 			}
 			const budgetBytes = 1000
-			b.reset(Limits{Time: time.Minute}, budgetBytes, "rendered bytes")
+			b.reset(Limits{Steps: DefaultSteps, Time: time.Minute}, budgetBytes, "rendered bytes")
 			if err := run.ExecuteTemplate(&strings.Builder{}, "t", nil); err != nil {
 				t.Fatal(err)
 			}
 			if got := budgetBytes - b.left; got != tt.want {
 				t.Errorf("charged %d bytes, want %d", got, tt.want)
 			}
-			b.reset(Limits{Time: time.Minute}, tt.want-1, "rendered bytes")
+			b.reset(Limits{Steps: DefaultSteps, Time: time.Minute}, tt.want-1, "rendered bytes")
 			err = run.ExecuteTemplate(&strings.Builder{}, "t", nil)
 			if _, ok := errors.AsType[*LimitError](err); !ok {
 				t.Errorf("with a byte less: %v, want a LimitError", err)

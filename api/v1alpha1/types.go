@@ -245,7 +245,7 @@ const (
 	// of the types the render holds; nothing was applied or pruned.
 	ReasonForbidden = "Forbidden"
 	// ReasonLimitExceeded: the render (or the status template) went over one
-	// of the operator's render limits (--render-timeout, --render-max-bytes,
+	// of the operator's render limits (--render-max-steps, --render-timeout, --render-max-bytes,
 	// --render-max-objects, --status-max-bytes); nothing was applied or
 	// pruned. A spec that asks too much, or a limit set too low.
 	ReasonLimitExceeded = "LimitExceeded"

@@ -40,14 +40,17 @@ type templateSource struct {
 	apiVersions []string
 	// kubeVersion is the offline cluster's version, which chart kinds read.
 	kubeVersion string
-	// renderTime is each render's time limit (wall time).
-	renderTime time.Duration
+	// renderTime and renderSteps are each render's limits on wall time
+	// and on steps.
+	renderTime  time.Duration
+	renderSteps int
 }
 
 func (s *templateSource) bindFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&s.templates, "templates", "", "Read the kinds' folders from this folder (laid out as templates/) instead of the built-in ones: edited templates, without rebuilding.")
 	cmd.Flags().StringSliceVar(&s.apiVersions, "api-versions", nil, `Optional owned types (optional: true in _kind.yaml) to render as served by the cluster, as "group/version/Kind" or "group/version" (repeat it or separate them with commas), as helm template --api-versions: what (capabilities).APIVersions.Has answers. The kinds' other types count as served; without it no optional type is. A test case's api-versions.txt replaces it for that case.`)
-	cmd.Flags().DurationVar(&s.renderTime, "render-timeout", render.DefaultLimits.Time, "How long one render may run (wall time), as the operator's --render-timeout: give more on a loaded machine.")
+	cmd.Flags().DurationVar(&s.renderTime, "render-timeout", render.DefaultLimits.Time, "How long one render may run (wall time), as the operator's --render-timeout.")
+	cmd.Flags().IntVar(&s.renderSteps, "render-max-steps", render.DefaultLimits.Steps, "How many steps one render may take, as the operator's --render-max-steps.")
 	cmd.Flags().StringVar(&s.kubeVersion, "kube-version", render.DefaultKubeVersion, "The Kubernetes version chart kinds (stencil import chart) read as .Capabilities.KubeVersion, as helm template --kube-version.")
 	cmd.Flags().StringSliceVar(&s.crds, "crds", nil, "Files or folders of CustomResourceDefinitions: the kinds' CRDs default their custom resources, and every CRD validates the objects of its type (default: config/crd/bases and config/crd/external, those in the working directory).")
 }
@@ -85,7 +88,7 @@ func (s *templateSource) load() ([]kinds.Folder, *renderschema.Validator, error)
 		return nil, nil, fmt.Errorf("--kube-version: %w", err)
 	}
 	limits := render.DefaultLimits
-	limits.Time = s.renderTime
+	limits.Time, limits.Steps = s.renderTime, s.renderSteps
 	for i := range folders {
 		folders[i] = folders[i].WithKubeVersion(kube).WithLimits(limits)
 	}

@@ -78,7 +78,8 @@ func (o *managerOptions) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	fs.IntVar(&o.concurrency, "concurrency", 8, "Custom resources reconciled at once, per kind.")
 	o.limits = render.DefaultLimits
-	fs.DurationVar(&o.limits.Time, "render-timeout", render.DefaultLimits.Time, "How long one resource's templates may execute; a render over it fails (Stalled, LimitExceeded) and nothing is applied or pruned.")
+	fs.IntVar(&o.limits.Steps, "render-max-steps", render.DefaultLimits.Steps, "How much work one resource's templates may do, in steps (each template or include executed, range iteration, write and metered function call): the same on a busy machine as on an idle one. A render over it fails (Stalled, LimitExceeded) and nothing is applied or pruned.")
+	fs.DurationVar(&o.limits.Time, "render-timeout", render.DefaultLimits.Time, "How long one resource's templates may execute, wall time: the backstop for work --render-max-steps does not count.")
 	fs.IntVar(&o.limits.Bytes, "render-max-bytes", render.DefaultLimits.Bytes, "How many bytes one resource's templates may write (and allocate by a count: until, repeat, indent).")
 	fs.IntVar(&o.limits.Objects, "render-max-objects", render.DefaultLimits.Objects, "How many objects one resource may render.")
 	fs.IntVar(&o.limits.StatusBytes, "status-max-bytes", render.DefaultLimits.StatusBytes, "How many bytes a kind's status template may write for one resource.")
