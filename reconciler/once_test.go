@@ -144,3 +144,45 @@ func waitOnce(t *testing.T, ns, name, value string) {
 		return nil
 	})
 }
+
+// TestDriftIsCorrectedInAKindWithHooks: a graph kind whose hook ran once
+// (as a chart kind with hooks is) records corrected drift as a kind
+// without a graph does: another manager's change is reverted, status.drift
+// names it, and Drifted is False/DriftCorrected.
+func TestDriftIsCorrectedInAKindWithHooks(t *testing.T) {
+	def := testkind.Gadget()
+	def.Templates = onceGadget()
+	startGadgetKind(t, def)
+	ns := newGadgetNamespace(t)
+	createGadget(t, ns, "g", testv1alpha1.GadgetSpec{Value: "a"})
+	waitOnce(t, ns, "g", "a")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "g-app"}}
+	if err := k8s.Patch(t.Context(), cm, client.RawPatch(types.MergePatchType, []byte(`{"data":{"value":"x"}}`)), client.FieldOwner("someone")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the drift corrected and recorded", func() error {
+		g := &testv1alpha1.Gadget{}
+		if err := k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "g"}, g); err != nil {
+			return err
+		}
+		if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(cm), cm); err != nil {
+			return err
+		}
+		if cm.Data["value"] != "a" {
+			return fmt.Errorf("the ConfigMap's value is %q", cm.Data["value"])
+		}
+		var drifted *metav1.Condition
+		for i := range g.Status.Conditions {
+			if g.Status.Conditions[i].Type == v1alpha1.ConditionDrifted {
+				drifted = &g.Status.Conditions[i]
+			}
+		}
+		if drifted == nil || drifted.Status != metav1.ConditionFalse || drifted.Reason != v1alpha1.ReasonDriftCorrected {
+			return fmt.Errorf("Drifted is %+v", drifted)
+		}
+		if !slices.ContainsFunc(g.Status.Drift, func(d v1alpha1.ObjectDrift) bool { return d.Name == "g-app" && d.Reverted }) {
+			return fmt.Errorf("status.drift is %+v", g.Status.Drift)
+		}
+		return nil
+	})
+}
