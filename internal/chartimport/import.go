@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stencil-operator/stencil/internal/scaffold"
+	"github.com/stencil-operator/stencil/render"
 	"github.com/stencil-operator/stencil/render/kindtest"
 )
 
@@ -22,6 +23,10 @@ type Options struct {
 	Group string
 	// Version is the kind's API version (default v1alpha1).
 	Version string
+	// Check, when set, runs on the chart and the kind made of it before
+	// anything is written (import chart --verify): an error leaves the
+	// project as it was.
+	Check func(c *Chart, k *render.Kind) error
 }
 
 // Import adds the chart at chartPath (a folder or archive) to the project
@@ -56,6 +61,15 @@ func Import(root, chartPath string, o *Options) (string, []Note, error) {
 		return "", nil, err
 	}
 	f.Files["_kind.yaml"] = decl
+	if o.Check != nil {
+		k, err := Kind(gvk, f, decl)
+		if err != nil {
+			return "", f.Notes, err
+		}
+		if err := o.Check(c, k); err != nil {
+			return "", f.Notes, err
+		}
+	}
 	lower, err := scaffold.AddChartKind(root, o.Group, o.Version, o.Kind, func(lower string) (map[string][]byte, error) {
 		return f.project(gvk, lower, decl, cases)
 	})

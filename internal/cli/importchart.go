@@ -4,12 +4,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/stencil-operator/stencil/internal/chartimport"
+	"github.com/stencil-operator/stencil/render"
 )
 
 func newImportCommand() *cobra.Command {
@@ -39,15 +40,22 @@ object by object (docs/from-helm.md).`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
+			if verify {
+				path, err := exec.LookPath(helm)
+				if err != nil {
+					return fmt.Errorf("--verify runs helm template, and there is no helm at %q (make tools builds the pinned one into bin/helm; or give --helm): %w", helm, err)
+				}
+				o.Check = func(c *chartimport.Chart, k *render.Kind) error { return verifyChart(out, path, args[0], c, k) }
+			}
 			lower, notes, err := chartimport.Import(".", args[0], &o)
 			printNotes(out, notes)
 			if err != nil {
+				if verify {
+					return fmt.Errorf("%w (nothing was written)", err)
+				}
 				return err
 			}
 			_, _ = fmt.Fprintf(out, "Added kind %s (%s) from the chart %s in templates/%s/. Next: make generate manifests.\n", o.Kind, o.Group, args[0], lower)
-			if verify {
-				return verifyChart(out, helm, args[0], lower, o)
-			}
 			return nil
 		},
 	}
@@ -71,24 +79,9 @@ func printNotes(out io.Writer, notes []chartimport.Note) {
 	}
 }
 
-// verifyChart compares the imported kind's render with helm template's.
-func verifyChart(out io.Writer, helm, chartPath, lower string, o chartimport.Options) error {
-	c, err := chartimport.Load(chartPath)
-	if err != nil {
-		return err
-	}
-	f, err := chartimport.Convert(c)
-	if err != nil {
-		return err
-	}
-	decl, err := os.ReadFile("templates/" + lower + "/_kind.yaml")
-	if err != nil {
-		return err
-	}
-	k, err := chartimport.Kind(schema.GroupVersionKind{Group: o.Group, Version: o.Version, Kind: o.Kind}, f, decl)
-	if err != nil {
-		return err
-	}
+// verifyChart compares the kind k made of the chart c (at chartPath) with
+// helm template's render, before the import writes anything.
+func verifyChart(out io.Writer, helm, chartPath string, c *chartimport.Chart, k *render.Kind) error {
 	results, err := chartimport.Verify(helm, chartPath, c, k, "release", "default")
 	if err != nil {
 		return err

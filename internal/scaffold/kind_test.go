@@ -288,3 +288,30 @@ func TestRenameLeavesNoStencilName(t *testing.T) {
 		t.Errorf("config/manager/manager.yaml has no Service widgets-webhook")
 	}
 }
+
+// TestProjectToolsAreStencils: a project's tool modules (hack/tools, which
+// stencil init writes) are stencil's own, byte for byte, so that a machine
+// that built stencil's tools builds none for a project (the cache is keyed
+// by the modules' content), and a project's make tools builds helm, which
+// import chart --verify runs.
+func TestProjectToolsAreStencils(t *testing.T) {
+	files, err := filepath.Glob("project/hack/tools/*/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no tool module files: %v", err)
+	}
+	modules := map[string]bool{}
+	for _, f := range files {
+		module := filepath.Base(filepath.Dir(f))
+		modules[module] = true
+		want, err := os.ReadFile(filepath.Join("..", "..", "hack", "tools", module, strings.TrimSuffix(filepath.Base(f), ".txt")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(f); string(got) != string(want) {
+			t.Errorf("%s differs from stencil's hack/tools/%s", f, module)
+		}
+	}
+	if !modules["helm"] {
+		t.Errorf("a project's tools build no helm (modules %v)", slices.Sorted(maps.Keys(modules)))
+	}
+}
