@@ -8,15 +8,21 @@ package chartimport
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
+
+	"helm.sh/helm/v4/pkg/ignore"
 
 	"sigs.k8s.io/yaml"
 )
@@ -37,7 +43,9 @@ func Load(p string) (*Chart, error) {
 	}
 	files := map[string][]byte{}
 	if info.IsDir() {
-		err = readDir(p, files)
+		if err = readDir(p, files); err == nil {
+			err = helmIgnore(files)
+		}
 	} else {
 		err = readArchive(p, files)
 	}
@@ -46,6 +54,57 @@ func Load(p string) (*Chart, error) {
 	}
 	return newChart(files)
 }
+
+// helmIgnore removes from a chart folder's files what its .helmignore
+// ignores, and the dotfiles under templates/, as Helm's loader does (with
+// Helm's own rules: helm.sh/helm/v4/pkg/ignore), subcharts' files included.
+// An archive holds what helm package kept: nothing is left out of one.
+func helmIgnore(files map[string][]byte) error {
+	rules := ignore.Empty()
+	if data, ok := files[ignore.HelmIgnore]; ok {
+		var err error
+		if rules, err = ignore.Parse(bytes.NewReader(data)); err != nil {
+			return fmt.Errorf("%s: %w", ignore.HelmIgnore, err)
+		}
+	}
+	rules.AddDefaults()
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if ignored(rules, name) {
+			delete(files, name)
+		}
+	}
+	return nil
+}
+
+// ignored: rules ignore the file name, or a folder it is in.
+func ignored(rules *ignore.Rules, name string) bool {
+	parts := strings.Split(name, "/")
+	for i := range parts {
+		if rules.Ignore(strings.Join(parts[:i+1], "/"), entryInfo{name: parts[i], dir: i < len(parts)-1}) {
+			return true
+		}
+	}
+	return false
+}
+
+// entryInfo is the os.FileInfo ignore.Rules reads of a chart's file or
+// folder: its name and whether it is a folder.
+type entryInfo struct {
+	name string
+	dir  bool
+}
+
+func (e entryInfo) Name() string { return e.name }
+func (e entryInfo) Size() int64  { return 0 }
+func (e entryInfo) Mode() fs.FileMode {
+	if e.dir {
+		return fs.ModeDir
+	}
+	return 0
+}
+func (e entryInfo) ModTime() time.Time { return time.Time{} }
+func (e entryInfo) IsDir() bool        { return e.dir }
+func (e entryInfo) Sys() any           { return nil }
 
 func newChart(files map[string][]byte) (*Chart, error) {
 	raw, ok := files["Chart.yaml"]
