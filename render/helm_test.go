@@ -130,7 +130,7 @@ func TestChartSubcharts(t *testing.T) {
 func TestChartKindHelmObjects(t *testing.T) {
 	k := chartKind(t, map[string]string{
 		"_chart.yaml":   "name: shop\nversion: 1.2.3\nappVersion: \"4.5\"\n",
-		"_values.yaml":  "greeting: 'hi {{ .Release.Name }}'\n",
+		"_values.yaml":  "greeting: 'hi {{ .Release.Name }}'\ndefined: '{{ define \"greet\" }}hello {{ .Release.Name }}{{ end }}{{ include \"greet\" . }}'\n",
 		"_files/a.conf": "x=1\n",
 		"_helpers.tpl":  `{{ define "secret" }}{{ randAlphaNum 8 }}{{ end }}`, // named, never called: loads
 		"configmap.yaml": `apiVersion: v1
@@ -141,6 +141,7 @@ data:
   release: "{{ .Release.Namespace }}/{{ .Release.Service }}/{{ .Release.IsInstall }}"
   missing: "{{ .Values.nothing }}"
   tpl: {{ tpl .Values.greeting . | quote }}
+  defined: {{ tpl .Values.defined . | quote }}
   lookup: "{{ len (lookup "v1" "Secret" "ns1" "s") }}"
   file: {{ .Files.Get "a.conf" | quote }}
   has: "{{ .Capabilities.APIVersions.Has "apps/v1/Deployment" }}-{{ .Capabilities.APIVersions.Has "example.com/v1" }}"
@@ -152,7 +153,7 @@ data:
 		"other.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n  annotations: {helm.sh/hook: test}\n",
 	})
 	want := map[string]any{
-		"chart": "shop-1.2.3-4.5", "release": "ns1/stencil/true", "missing": "", "tpl": "hi rel", "lookup": "0",
+		"chart": "shop-1.2.3-4.5", "release": "ns1/stencil/true", "missing": "", "tpl": "hi rel", "defined": "hello rel", "lookup": "0",
 		"file": "x=1\n", "has": "true-false", "kube": "1.37", "helm": "v4.3.0", "mutated": "changed",
 	}
 	for range 2 { // the second render sees the chart as it was

@@ -759,6 +759,8 @@ func (b *budget) tpl(c *template.Template, src string, data any) (string, error)
 	if err != nil {
 		return "", fmt.Errorf("tpl: %w", err)
 	}
+	// include and tpl in src see the templates src defines, as Helm's do.
+	t.Funcs(executionFuncs(t, b))
 	if t, err = t.New("tpl").Parse(src); err != nil {
 		return "", fmt.Errorf("tpl: %w", err)
 	}

@@ -223,3 +223,46 @@ func TestAMissingDependencyIsNamed(t *testing.T) {
 		t.Errorf("importing without the dependency: %v", err)
 	}
 }
+
+// TestHookWeightsAndOnce: the hooks of a phase run lightest first
+// (helm.sh/hook-weight), every hook is declared once, and the rest waits
+// for the pre-install hooks.
+func TestHookWeightsAndOnce(t *testing.T) {
+	job := func(name, hook, weight string) []byte {
+		return []byte("apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: " + name + "\n  annotations: {\"helm.sh/hook\": " + hook + ", \"helm.sh/hook-weight\": \"" + weight + "\"}\n" +
+			"spec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}}}\n")
+	}
+	c, err := newChart(map[string][]byte{
+		"Chart.yaml":           []byte("name: app\nversion: 1.0.0\n"),
+		"values.yaml":          []byte("{}\n"),
+		"templates/cm.yaml":    []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\n"),
+		"templates/heavy.yaml": job("heavy", "pre-install", "5"),
+		"templates/light.yaml": job("light", "pre-install", "-5"),
+		"templates/after.yaml": job("after", "post-install", "0"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Convert(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := f.graph()
+	for node, want := range map[string][]string{
+		"light": nil,
+		"heavy": {"light"},
+		"cm":    {"heavy", "light"},
+		"after": {"heavy", "light", "cm"},
+	} {
+		n := g[node]
+		got := slices.Clone(n.After)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s after %v, want %v", node, n.After, want)
+		}
+		if hook := node != "cm"; n.Once != hook {
+			t.Errorf("%s once %v, want %v", node, n.Once, hook)
+		}
+	}
+}
