@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stencil-operator/stencil/internal/localcluster"
 )
 
 // evolveGuide is what docs/evolve-api.md's "In your own project" runs and
@@ -99,6 +101,31 @@ func checkEvolveAPI(t *testing.T, dir string, env []string) {
 		t.Errorf("the template tests have no case at v1alpha1:\n%s", out)
 	}
 	checkMakeRun(t, dir, env, func(kubectl func(args ...string) (string, error)) { checkConverts(t, kubectl) })
+	checkDeploy(t, dir, env)
+}
+
+// checkDeploy runs the project's make deploy against a local control
+// plane: the installer applies, and the Service the CRD sends conversions
+// to (the kind now has two versions) is the one the installer made.
+func checkDeploy(t *testing.T, dir string, env []string) {
+	t.Helper()
+	cluster, err := localcluster.Start(t.Context(), localcluster.Options{APIServerOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Stop() })
+	env = append(slices.Clone(env), "KUBECONFIG="+cluster.Kubeconfig)
+	step(t, dir, env, "make", "deploy", "IMG=example.com/widgets:v1")
+	kubectl := filepath.Join(dir, "bin", "kubectl")
+	crd, err := runFails(dir, env, kubectl, "get", "crd", "widgetz.widgets.example.com", "-o",
+		"jsonpath={.spec.conversion.webhook.clientConfig.service.namespace}/{.spec.conversion.webhook.clientConfig.service.name}")
+	if err != nil {
+		t.Fatalf("the CRD: %v\n%s", err, crd)
+	}
+	ns, name, _ := strings.Cut(crd, "/")
+	if out, err := runFails(dir, env, kubectl, "get", "service", "-n", ns, name); err != nil || ns != "widgets-system" || name != "widgets-webhook" {
+		t.Errorf("the CRD sends conversions to the Service %s/%s: %v\n%s", ns, name, err, out)
+	}
 }
 
 // checkConverts: through the API server and the operator's conversion
