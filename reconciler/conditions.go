@@ -39,21 +39,26 @@ func computeStatus(before *v1alpha1.Status, res *result, policy v1alpha1.DriftPo
 			after.Inventory = mergeInventory(before.Inventory, res.desired, res.pruned)
 		}
 		after.OwnedFields = res.ownedFields
-		after.Once = onceApplied(before.Once, res.once)
 		setDriftedCondition(after, res, policy, uncheckedObjects(before.Inventory, res))
 	} else {
 		after.Inventory = mergeInventory(before.Inventory, res.applied, res.pruned)
 	}
+	if res.rendered {
+		// What the render saw done is so whatever the rest of the
+		// reconcile did.
+		after.Once = onceDone(before.Once, res.once, res.graphWaiting)
+	}
 	return after
 }
 
-// onceApplied is status.once after a reconcile that applied every object
-// of the once nodes it rendered: their digests, and the records of the
-// once nodes it did not render (they wait) as they were.
-func onceApplied(before, rendered []v1alpha1.OnceApplied) []v1alpha1.OnceApplied {
-	after := slices.Clone(rendered)
+// onceDone is status.once after a render: the once nodes it saw done,
+// with their digests, and the records of the nodes that wait (not
+// rendered) as they were. A node rendered and not done, or no longer in
+// the graph, has none.
+func onceDone(before, done []v1alpha1.OnceApplied, waiting []render.Waiting) []v1alpha1.OnceApplied {
+	after := slices.Clone(done)
 	for _, b := range before {
-		if !slices.ContainsFunc(rendered, func(r v1alpha1.OnceApplied) bool { return r.Node == b.Node }) {
+		if slices.ContainsFunc(waiting, func(w render.Waiting) bool { return w.Node == b.Node }) {
 			after = append(after, b)
 		}
 	}

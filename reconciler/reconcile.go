@@ -180,7 +180,7 @@ func (r *Reconciler) renderPhase(ctx context.Context, s *state) outcome {
 		return renderFailed(s.res, err)
 	}
 	s.res.desired, s.res.graphWaiting = plan.Objects, plan.Waiting
-	s.res.once, s.res.done = plan.Once, plan.Done
+	s.res.rendered, s.res.once, s.res.done = true, plan.Once, plan.Done
 	if len(s.res.graphWaiting) == 0 && engine.EmptyRender(s.cr, append(slices.Clip(s.res.desired), s.res.done...)) {
 		s.res.record(v1alpha1.ReasonEmptyRender, true, errEmptyRender)
 		return lookAgain(0)

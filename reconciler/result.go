@@ -65,9 +65,11 @@ type result struct {
 	// graphWaiting are the nodes of a graph kind that this render did not
 	// render: their turn has not come.
 	graphWaiting []render.Waiting
-	// once are the rendered nodes declared once, with their objects'
-	// digest (status.once once applied); done are the objects of such
-	// nodes applied before and gone since, not made again.
+	// rendered: the render succeeded (once and done say what it saw).
+	rendered bool
+	// once are the nodes declared once that the render saw done, with
+	// their objects' digest (status.once); done are the objects of such
+	// nodes that are gone since, not made again.
 	once []v1alpha1.OnceApplied
 	done []*unstructured.Unstructured
 }

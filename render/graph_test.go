@@ -330,11 +330,13 @@ func laundering(t *testing.T, decl string, snapshot render.Objects, cr *testv1al
 	}
 }
 
-// TestOnceNodes: a node declared once renders as any other until status
-// says its objects were applied at their digest; then an object of it that
-// is gone is left out (Plan.Done), not made again, and the nodes after it
-// go on; one still live is rendered as before; a change of what the node
-// renders makes it again.
+// TestOnceNodes: a node declared once is done when its objects are seen
+// live and ready (a Job complete), and status records it; then an object
+// of it that is gone is left out (Plan.Done), not made again, and the
+// nodes after it go on. One that failed, or went before it was seen
+// ready, is made again; so is one whose template renders it differently.
+// A Job's ttlSecondsAfterFinished under 15s is raised to 15s, for stencil
+// to see how it ended.
 func TestOnceNodes(t *testing.T) {
 	kind, err := loadGraph(t, "graph:\n  hook: {once: true}\n  app: {after: [hook]}\n", map[string]string{
 		"hook.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata: {name: migrate}\n" +
@@ -349,35 +351,49 @@ func TestOnceNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := names(first.Objects); got != "Job/migrate" || len(first.Once) != 1 || first.Once[0].Node != "hook" || len(first.Done) != 0 {
-		t.Fatalf("before it was applied: objects %s, once %v, done %v; want the Job, its digest, nothing done", got, first.Once, first.Done)
+	if got := names(first.Objects); got != "Job/migrate" || len(first.Once) != 0 || len(first.Done) != 0 {
+		t.Fatalf("before it ran: objects %s, once %v, done %v; want the Job, not done", got, first.Once, first.Done)
 	}
-	job := kindtest.Healthy(first.Objects[0].DeepCopy())
-	cr.Status.Once = first.Once // the reconcile that applied it records it
-
+	if ttl, _, _ := unstructured.NestedInt64(first.Objects[0].Object, "spec", "ttlSecondsAfterFinished"); ttl != 15 {
+		t.Errorf("ttlSecondsAfterFinished %d, want 15", ttl)
+	}
+	complete := kindtest.Healthy(first.Objects[0].DeepCopy())
+	failed := first.Objects[0].DeepCopy()
+	failed.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Failed", "status": "True"}}}
+	seen, err := kind.RenderGraph(cr, render.GraphInput{Live: render.Objects{complete}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen.Once) != 1 || seen.Once[0].Node != "hook" {
+		t.Fatalf("the Job seen complete: once %v, want the hook done", seen.Once)
+	}
 	for _, tt := range []struct {
-		name    string
-		message string
-		live    render.Objects
-		objects string
-		done    int
+		name     string
+		recorded bool
+		message  string
+		live     render.Objects
+		objects  string
+		done     int
+		once     bool
 	}{
-		{"applied and still there", "v1", render.Objects{job}, "ConfigMap/app Job/migrate", 0},
-		{"applied and gone (its TTL)", "v1", nil, "ConfigMap/app", 1},
-		{"gone, and its template renders it differently", "v2", nil, "Job/migrate", 0},
+		{"done and still there", true, "v1", render.Objects{complete}, "ConfigMap/app Job/migrate", 0, true},
+		{"done and gone (its TTL)", true, "v1", nil, "ConfigMap/app", 1, true},
+		{"done, gone, and rendered differently", true, "v2", nil, "Job/migrate", 0, false},
+		{"failed", false, "v1", render.Objects{failed}, "Job/migrate", 0, false},
+		{"gone before it was seen done", false, "v1", nil, "Job/migrate", 0, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cr := cr.DeepCopy()
 			cr.Spec.Message = tt.message
+			if tt.recorded {
+				cr.Status.Once = seen.Once
+			}
 			plan, err := kind.RenderGraph(cr, render.GraphInput{Live: tt.live})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := names(plan.Objects); got != tt.objects || len(plan.Done) != tt.done {
-				t.Errorf("objects %s, %d done (waiting %q); want %s, %d done", got, len(plan.Done), waits(plan), tt.objects, tt.done)
-			}
-			if changed := plan.Once[0] != first.Once[0]; changed != (tt.message != "v1") {
-				t.Errorf("digest %v, first %v: changed %v", plan.Once[0], first.Once[0], changed)
+			if got := names(plan.Objects); got != tt.objects || len(plan.Done) != tt.done || (len(plan.Once) == 1) != tt.once {
+				t.Errorf("objects %s, %d done, once %v (waiting %q); want %s, %d done, once %v", got, len(plan.Done), plan.Once, waits(plan), tt.objects, tt.done, tt.once)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	cryptorand "crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -280,40 +281,77 @@ func (gr *graphRun) finishNode(scope *graphScope, docs []*unstructured.Unstructu
 	return nil
 }
 
-// once records the digest of a once node's objects in the plan and, when
-// the resource's status says stencil applied them at that digest, leaves
-// out those that are gone (Plan.Done): they are not made again.
+// once leaves out of a once node's objects those that are gone after the
+// node was done at the same digest (status.once; Plan.Done): they are not
+// made again. It records the node in Plan.Once when it is done now: so
+// recorded before, or its objects seen live and ready (a Job complete).
+// A node whose objects failed, or went before stencil saw them ready, is
+// not done: they are made again.
 func (gr *graphRun) once(n *graphNode, docs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	digest := onceDigest(docs)
-	gr.plan.Once = append(gr.plan.Once, v1alpha1.OnceApplied{Node: n.name, Digest: digest})
-	if !slices.Contains(gr.cr.StencilStatus().Once, v1alpha1.OnceApplied{Node: n.name, Digest: digest}) {
-		return docs, nil
-	}
+	record := v1alpha1.OnceApplied{Node: n.name, Digest: onceDigest(docs)}
+	done := slices.Contains(gr.cr.StencilStatus().Once, record)
 	var kept []*unstructured.Unstructured
 	for _, d := range docs {
 		live, err := gr.in.Live.Get(d.GroupVersionKind(), d.GetNamespace(), d.GetName())
 		if err != nil {
 			return nil, &Error{File: n.file, Err: &ReadError{Err: err}}
 		}
-		if live == nil {
+		if live == nil && done {
 			gr.plan.Done = append(gr.plan.Done, d)
 			continue
 		}
 		kept = append(kept, d)
 	}
+	gr.rendered[n.name] = kept
+	if done || gr.readiness(n.name).why == "" {
+		gr.plan.Once = append(gr.plan.Once, record)
+	}
 	return kept, nil
 }
 
-// onceDigest is the digest of a node's objects: of their identities and
-// desired hashes, in order.
+// onceDigest is the digest of what a node's objects are, stencil's own
+// labels, annotations and owner references left out (a resource moving
+// to another shard does not run its hooks again).
 func onceDigest(docs []*unstructured.Unstructured) string {
 	ids := make([]string, len(docs))
 	for i, d := range docs {
-		ids[i] = objectID(d) + "=" + d.GetAnnotations()[v1alpha1.AnnotationDesiredHash]
+		c := d.DeepCopy()
+		c.SetOwnerReferences(nil)
+		c.SetLabels(withoutStencilKeys(c.GetLabels()))
+		c.SetAnnotations(withoutStencilKeys(c.GetAnnotations()))
+		data, _ := json.Marshal(c.Object) // a rendered object marshals
+		ids[i] = string(data)
 	}
 	slices.Sort(ids)
 	sum := sha256.Sum256([]byte(strings.Join(ids, "\n")))
 	return hex.EncodeToString(sum[:8])
+}
+
+// withoutStencilKeys is m without stencil's keys (stencil.dev/…).
+func withoutStencilKeys(m map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		if !strings.HasPrefix(k, "stencil.dev/") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// onceMinTTL is the least a once node's Job is kept after it finishes, in
+// seconds: a ttlSecondsAfterFinished under it is raised to it, so that
+// stencil sees how the Job ended before the TTL controller removes it.
+const onceMinTTL = 15
+
+// keepFinishedJob raises a once node's Job's ttlSecondsAfterFinished to
+// onceMinTTL.
+func keepFinishedJob(o *unstructured.Unstructured) {
+	if o.GroupVersionKind().GroupKind() != (schema.GroupKind{Group: "batch", Kind: "Job"}) {
+		return
+	}
+	if ttl, found, _ := unstructured.NestedInt64(o.Object, "spec", "ttlSecondsAfterFinished"); found && ttl < onceMinTTL {
+		_ = unstructured.SetNestedField(o.Object, int64(onceMinTTL), "spec", "ttlSecondsAfterFinished")
+	}
 }
 
 // markNode records on o the node that rendered it and its stage; a
@@ -326,6 +364,9 @@ func markNode(o *unstructured.Unstructured, n *graphNode, stage int) {
 		ann[v1alpha1.AnnotationSSA] = v1alpha1.SSAIfNotPresent
 	}
 	o.SetAnnotations(ann)
+	if n.Once {
+		keepFinishedJob(o)
+	}
 }
 
 // WaitError stops a node's render: a value it needs is not there yet.

@@ -83,6 +83,8 @@ func TestHooksWaitForEveryBuiltinType(t *testing.T) {
 		"templates/rs.yaml": []byte("apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: rs}\n" +
 			"spec: {replicas: 2, selector: {matchLabels: {a: c}}, template: {metadata: {labels: {a: c}}, spec: {containers: [{name: c, image: busybox}]}}}\n"),
 		"templates/fail.yaml": []byte("{{ if .Values.broken }}{{ fail \"broken on purpose\" }}{{ end }}\n"),
+		"templates/crd.yaml": []byte("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gadgets.edge.example.com}\n" +
+			"spec: {group: edge.example.com, scope: Namespaced, names: {kind: Gadget, plural: gadgets}, versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]}\n"),
 		"templates/job.yaml": []byte("apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: smoke\n  annotations: {\"helm.sh/hook\": post-install}\n" +
 			"spec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}}}\n"),
 	})
@@ -109,15 +111,27 @@ func TestHooksWaitForEveryBuiltinType(t *testing.T) {
 
 // TestTemplatedAPIVersionsAreDeclared: a type whose apiVersion is
 // templated on the capabilities, in the line (ternary) or in a helper
-// (bitnami's common.capabilities.*.apiVersion), is declared at import
-// (optional, at the newest version quoted) even when no values file
-// renders it, so that a value that turns it on later renders (it was an
-// undeclared type, RenderFailed).
+// (bitnami's common.capabilities.*.apiVersion, with ifs of its own), is
+// declared at import even when no values file renders it, so that a value
+// that turns it on later renders (it was an undeclared type,
+// RenderFailed): at the newest version quoted for its kind (apps/v1, not
+// extensions/v1beta1), owned when GA, optional when beta.
 func TestTemplatedAPIVersionsAreDeclared(t *testing.T) {
 	c, err := newChart(map[string][]byte{
 		"Chart.yaml":  []byte("name: app\nversion: 1.0.0\n"),
 		"values.yaml": []byte("pdb: false\nhpa: false\n"),
-		"templates/_helpers.tpl": []byte(`{{- define "app.hpa.apiVersion" -}}
+		"templates/_helpers.tpl": []byte(`{{- define "app.ingress.apiVersion" -}}
+{{- if .Values.legacy -}}{{- end -}}
+{{- if .Capabilities.APIVersions.Has "networking.k8s.io/v1" -}}
+{{- print "networking.k8s.io/v1" -}}
+{{- else -}}
+{{- print "networking.k8s.io/v1beta1" -}}
+{{- end -}}
+{{- end -}}
+{{- define "app.deployment.apiVersion" -}}
+{{- ternary "apps/v1" "extensions/v1beta1" true -}}
+{{- end -}}
+{{- define "app.hpa.apiVersion" -}}
 {{- if .Capabilities.APIVersions.Has "autoscaling/v2" -}}
 {{- print "autoscaling/v2" -}}
 {{- else -}}
@@ -125,7 +139,10 @@ func TestTemplatedAPIVersionsAreDeclared(t *testing.T) {
 {{- end -}}
 {{- end -}}
 `),
-		"templates/cm.yaml": []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\n"),
+		"templates/cm.yaml":      []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\n"),
+		"templates/ingress.yaml": []byte("{{- if .Values.ingress }}\napiVersion: {{ include \"app.ingress.apiVersion\" . }}\nkind: Ingress\nmetadata: {name: app}\n{{- end }}\n"),
+		"templates/deploy.yaml":  []byte("{{- if .Values.deploy }}\napiVersion: {{ include \"app.deployment.apiVersion\" . }}\nkind: Deployment\nmetadata: {name: app}\n{{- end }}\n"),
+		"templates/slice.yaml":   []byte("{{- if .Values.slice }}\napiVersion: {{ ternary \"resource.k8s.io/v1beta2\" \"resource.k8s.io/v1beta1\" true }}\nkind: ResourceSlice\nmetadata: {name: app}\n{{- end }}\n"),
 		"templates/pdb.yaml": []byte(`{{- if .Values.pdb }}
 apiVersion: {{ ternary "policy/v1" "policy/v1beta1" (.Capabilities.APIVersions.Has "policy/v1") }}
 kind: PodDisruptionBudget
@@ -154,11 +171,19 @@ spec: {maxReplicas: 3, scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, n
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"- apiVersion: policy/v1\n  kind: PodDisruptionBudget\n  optional: true",
-		"- apiVersion: autoscaling/v2\n  kind: HorizontalPodAutoscaler\n  optional: true",
+		"- apiVersion: policy/v1\n  kind: PodDisruptionBudget\n",
+		"- apiVersion: autoscaling/v2\n  kind: HorizontalPodAutoscaler\n",
+		"- apiVersion: networking.k8s.io/v1\n  kind: Ingress\n",
+		"- apiVersion: apps/v1\n  kind: Deployment\n",
+		"- apiVersion: resource.k8s.io/v1beta2\n  kind: ResourceSlice\n  optional: true\n",
 	} {
 		if !strings.Contains(string(decl), want) {
 			t.Errorf("_kind.yaml has no\n%s\n%s", want, decl)
+		}
+	}
+	for _, unwanted := range []string{"v1beta1", "extensions", "PodDisruptionBudget\n  optional", "Deployment\n  optional"} {
+		if strings.Contains(string(decl), unwanted) {
+			t.Errorf("_kind.yaml has %q:\n%s", unwanted, decl)
 		}
 	}
 	k, err := Kind(gvk, f, decl)

@@ -83,9 +83,9 @@ type ValuesFile struct {
 // they render for each values file.
 func Declare(gvk schema.GroupVersionKind, f *Folder, values []ValuesFile) ([]byte, error) {
 	types := literalTypes(f)
-	for gvk := range templatedTypes(f) {
-		if !slices.ContainsFunc(slices.Collect(maps.Keys(types)), func(t schema.GroupVersionKind) bool { return t.GroupKind() == gvk.GroupKind() }) {
-			types[gvk] = true // optional: the cluster may serve it or not
+	for gvk, optional := range templatedTypes(f) {
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(types)), func(t schema.GroupVersionKind) bool { return t.Kind == gvk.Kind }) {
+			types[gvk] = optional
 		}
 	}
 	for range 100 {
@@ -186,13 +186,14 @@ var (
 // capabilities may name ({{ ternary "policy/v1" "policy/v1beta1" … }}, or
 // a helper such as bitnami's common.capabilities.policy.apiVersion): of
 // the API versions the action or the helpers it includes quote, the
-// newest at which Kubernetes' own API has the kind line's kind (a kind
-// owns a type at one version; the render picks the newest the cluster
-// serves, as the chart asks). They are declared optional: the operator
-// runs whether the cluster serves them or not.
+// newest at which Kubernetes' own API has the kind line's kind, by kind
+// (a kind owns a type at one version; apps/v1 over extensions/v1beta1;
+// the render picks what the cluster serves, as the chart asks). A GA
+// version is owned (every cluster serves it: offline lint and render need
+// no --api-versions); a beta or alpha one is optional (true).
 func templatedTypes(f *Folder) map[schema.GroupVersionKind]bool {
 	defines := helperBodies(f)
-	newest := map[schema.GroupKind]schema.GroupVersionKind{}
+	newest := map[string]schema.GroupVersionKind{}
 	for name, data := range f.Files {
 		if !strings.HasSuffix(name, ".yaml") || strings.HasPrefix(name, "_") {
 			continue
@@ -203,15 +204,15 @@ func templatedTypes(f *Folder) map[schema.GroupVersionKind]bool {
 				if !scheme.Scheme.Recognizes(gvk) {
 					continue
 				}
-				if had, ok := newest[gvk.GroupKind()]; !ok || version.CompareKubeAwareVersionStrings(gvk.Version, had.Version) > 0 {
-					newest[gvk.GroupKind()] = gvk
+				if had, ok := newest[gvk.Kind]; !ok || version.CompareKubeAwareVersionStrings(gvk.Version, had.Version) > 0 {
+					newest[gvk.Kind] = gvk
 				}
 			}
 		}
 	}
 	types := map[schema.GroupVersionKind]bool{}
 	for _, gvk := range newest {
-		types[gvk] = true
+		types[gvk] = strings.Contains(gvk.Version, "alpha") || strings.Contains(gvk.Version, "beta")
 	}
 	return types
 }
@@ -232,15 +233,22 @@ func quotedVersions(text string, defines map[string]string, depth int) []string 
 	return out
 }
 
-var define = regexp.MustCompile(`(?s)\{\{-?\s*define\s+"([^"]+)"\s*-?\}\}(.*?)\{\{-?\s*end\s*-?\}\}`)
+var define = regexp.MustCompile(`\{\{-?\s*define\s+"([^"]+)"\s*-?\}\}`)
 
-// helperBodies are the folder's defined templates' bodies, by name, up to
-// the first {{ end }} (enough to see what a helper quotes).
+// helperBodies are the folder's defined templates' bodies, by name: from
+// each define to the next one, or the file's end (a body's own if … end
+// included; what follows its end is at most more to look through).
 func helperBodies(f *Folder) map[string]string {
 	out := map[string]string{}
 	for _, data := range f.Files {
-		for _, m := range define.FindAllStringSubmatch(string(data), -1) {
-			out[m[1]] = m[2]
+		text := string(data)
+		starts := define.FindAllStringSubmatchIndex(text, -1)
+		for i, m := range starts {
+			end := len(text)
+			if i+1 < len(starts) {
+				end = starts[i+1][0]
+			}
+			out[text[m[2]:m[3]]] = text[m[1]:end]
 		}
 	}
 	return out
