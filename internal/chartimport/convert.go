@@ -1,6 +1,7 @@
 package chartimport
 
 import (
+	"bytes"
 	"fmt"
 
 	"maps"
@@ -226,6 +227,8 @@ func (f *Folder) template(shown, rel, prefix string, src []byte) (string, bool) 
 		f.Hooks[prefix+name] = hookPhase(string(m[1]))
 		if w := weight.FindSubmatch(src); w != nil {
 			f.HookWeights[prefix+name], _ = strconv.Atoi(string(w[1]))
+		} else if bytes.Contains(src, []byte("helm.sh/hook-weight")) {
+			f.note(shown, 0, "a hook-weight that is not a number in the file (a template action) counts as 0", "write the weight as a number")
 		}
 	}
 	f.scan(shown, src)
