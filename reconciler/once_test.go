@@ -155,7 +155,7 @@ func TestDriftIsCorrectedInAKindWithHooks(t *testing.T) {
 	startGadgetKind(t, def)
 	ns := newGadgetNamespace(t)
 	createGadget(t, ns, "g", testv1alpha1.GadgetSpec{Value: "a"})
-	waitOnce(t, ns, "g", "a")
+	gadgetStatus(t, ns, "g", v1alpha1.ConditionReady, v1alpha1.ReasonReconciled)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "g-app"}}
 	if err := k8s.Patch(t.Context(), cm, client.RawPatch(types.MergePatchType, []byte(`{"data":{"value":"x"}}`)), client.FieldOwner("someone")); err != nil {
 		t.Fatal(err)
