@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stencil-operator/stencil/internal/scaffold"
+	"github.com/stencil-operator/stencil/internal/testutil"
 )
 
 // TestImportVerifyWritesNothingOnFailure: import chart --verify checks
@@ -31,7 +31,7 @@ func TestImportVerifyWritesNothingOnFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Chdir(root)
-	before := files(t, root)
+	before := testutil.Files(t, root)
 	for _, tt := range []struct{ name, helm, want string }{
 		{"no helm", filepath.Join(root, "bin", "helm"), "there is no helm at"},
 		{"helm renders otherwise", other, "do not render as helm template does (nothing was written)"},
@@ -41,27 +41,9 @@ func TestImportVerifyWritesNothingOnFailure(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("import chart --verify: %v, want an error with %q\n%s", err, tt.want, out)
 			}
-			if after := files(t, root); !maps.Equal(before, after) {
+			if after := testutil.Files(t, root); !maps.Equal(before, after) {
 				t.Errorf("the failed import changed the project")
 			}
 		})
 	}
-}
-
-// files is every file under root, with its content.
-func files(t *testing.T, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		out[p] = string(data)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stencil-operator/stencil/internal/testkind"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/testutil"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -196,11 +197,11 @@ func TestAddVersion(t *testing.T) {
 				tt.setUp()
 				defer tt.tearDown()
 			}
-			before := tree(t, root)
+			before := testutil.Files(t, root)
 			if _, err := AddVersion(root, tt.kind, tt.version); err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 				t.Errorf("AddVersion(%s, %s): %v, want an error beginning %q", tt.kind, tt.version, err, tt.want)
 			}
-			if after := tree(t, root); !maps.Equal(before, after) {
+			if after := testutil.Files(t, root); !maps.Equal(before, after) {
 				t.Errorf("a refused AddVersion changed the project")
 			}
 		})
@@ -229,24 +230,6 @@ func TestAddVersion(t *testing.T) {
 	if strings.Contains(string(got), "widgetsv1alpha1") {
 		t.Errorf("templates/kinds.go still imports v1alpha1, which nothing uses:\n%s", got)
 	}
-}
-
-// tree is every file under root, with its content.
-func tree(t *testing.T, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		out[p] = string(data)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // TestRenameLeavesNoStencilName: every deployment file a project gets
