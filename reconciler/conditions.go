@@ -145,6 +145,8 @@ func failureMessage(s *v1alpha1.Status, f *failure) string {
 		return "Adding the cleanup finalizer failed: " + f.err.Error() + ". Nothing was applied or pruned; stencil retries with backoff."
 	case v1alpha1.ReasonInputReadFailed:
 		return "Reading an input failed: " + f.err.Error() + ". Nothing was applied or pruned; stencil retries with backoff."
+	case v1alpha1.ReasonGeneratedValuesFailed:
+		return "Keeping the generated values failed: " + f.err.Error() + ". Nothing was applied or pruned; stencil retries with backoff."
 	case v1alpha1.ReasonApplyFailed:
 		return "Apply failed: " + f.err.Error() + ". Nothing was pruned; stencil retries with backoff."
 	case v1alpha1.ReasonPruneFailed:

@@ -199,6 +199,9 @@ func renderFailed(res *result, err error) outcome {
 		res.record(v1alpha1.ReasonForbidden, true, err)
 		return lookAgain(forbiddenRetry)
 	}
+	if isGeneratedError(err) {
+		return stopWith(res.fail(v1alpha1.ReasonGeneratedValuesFailed, false, err))
+	}
 	if _, ok := errors.AsType[*render.ReadError](err); ok {
 		// Reading an input failed (a timeout, a throttled API server):
 		// retried with backoff, unlike a template's error.

@@ -41,12 +41,25 @@ func renderFailure(err error) string {
 // renderPlan renders cr with the live state its graph reads: its objects
 // from the cache, its inputs from the API server.
 func (r *Reconciler) renderPlan(ctx context.Context, cr v1alpha1.Object) (*render.Plan, error) {
+	gen, err := r.generatedFor(ctx, cr)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := r.renderWith(ctx, cr, gen)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.keepGenerated(ctx, cr, gen, len(plan.Waiting) == 0); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+// renderWith renders cr with the generated values gen (nil: the kind
+// generates none) and, a graph kind, the live state it reads.
+func (r *Reconciler) renderWith(ctx context.Context, cr v1alpha1.Object, gen *render.Generated) (*render.Plan, error) {
 	if !r.kind().HasGraph() {
-		objs, err := r.renderKind().Render(cr)
-		if err != nil {
-			return nil, err
-		}
-		return &render.Plan{Objects: objs}, nil
+		return r.renderKind().RenderGraph(cr, render.GraphInput{Generated: gen})
 	}
 	nn := client.ObjectKeyFromObject(cr)
 	live := &readLog{Snapshot: cachedSnapshot{ctx: ctx, c: r.client, types: r.applier.Types()}}
@@ -54,7 +67,7 @@ func (r *Reconciler) renderPlan(ctx context.Context, cr v1alpha1.Object) (*rende
 		Snapshot: readSnapshot{ctx: ctx, c: r.inputReader(cr), who: r.inputIdentity(cr), meta: r.inputCache, memo: r.inputMemo},
 		watch:    func(read render.Read) { r.inputs.add(nn, read) },
 	}
-	plan, err := r.renderKind().RenderGraph(cr, render.GraphInput{Live: live, Inputs: inputs})
+	plan, err := r.renderKind().RenderGraph(cr, render.GraphInput{Live: live, Inputs: inputs, Generated: gen})
 	// What a failed render read is watched too: a change of it may be the fix.
 	r.inputs.set(nn, inputs.reads)
 	if err == nil {

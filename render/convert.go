@@ -649,3 +649,7 @@ func (k *Kind) dropped(from, to, p string) bool {
 	}
 	return false
 }
+
+// OwnerGroupVersionKind is the type the kind's objects' ownerReferences
+// name: its ownerVersion when _kind.yaml declares one.
+func (k *Kind) OwnerGroupVersionKind() schema.GroupVersionKind { return k.ownerGVK() }

@@ -41,6 +41,7 @@ func funcs(t *template.Template) template.FuncMap {
 	fm["ownerLabels"] = ownerLabels
 	fm[fnNeed] = need
 	maps.Copy(fm, graphFuncStubs())
+	maps.Copy(fm, generatedStubs())
 	fm[fnCapabilities] = capabilitiesFunc(&budget{})
 	fm["fromYaml"] = fromYaml
 	fm["fromYamlArray"] = fromYamlArray

@@ -390,11 +390,15 @@ func graphCalls(tmpl *template.Template, name string) ([]graphCall, error) {
 				calls = append(calls, graphCall{fn: id.Ident, arg: s.Text})
 			case fnGenerate:
 				calls = append(calls, graphCall{fn: id.Ident})
-			case "include":
-				if len(c.Args) < 2 {
+			case "include", fnIncludeAt:
+				at := 1
+				if id.Ident == fnIncludeAt {
+					at = 2 // after its site
+				}
+				if len(c.Args) <= at {
 					return
 				}
-				s, ok := c.Args[1].(*parse.StringNode)
+				s, ok := c.Args[at].(*parse.StringNode)
 				if !ok {
 					// What it runs must be known to know what it reads.
 					calls = append(calls, graphCall{fn: "include"})

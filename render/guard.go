@@ -781,7 +781,7 @@ func printFlags(p *parse.PipeNode, lineStart bool) (int, bool) {
 		return 0, false
 	case "toJson", "mustToJson", "toRawJson", "mustToRawJson": // U+0085 stays
 		return printedOneLine, true
-	case "include", "tpl":
+	case "include", fnIncludeAt, "tpl":
 		return flags | printedNested, true
 	case "indent", "nindent":
 		return flags | printedIndented, true

@@ -551,6 +551,7 @@ func (k *Kind) executeFile(run *execution, file string, obj v1alpha1.Object) ([]
 	if data == nil {
 		return nil, nil
 	}
+	run.b.gen.startManifest()
 	out, err := run.execute(file, data)
 	if err != nil {
 		return nil, err

@@ -229,6 +229,10 @@ type Kind struct {
 	// kinds are, by template file, the kinds of object it writes, when
 	// its text says (see [kindsWritten]): a value cannot change one.
 	kinds map[string][]string
+	// generates: a chart kind whose templates generate values (see
+	// [Generated]); manifestNames are its manifests' names, Helm's too.
+	generates     bool
+	manifestNames map[string]bool
 }
 
 // Load parses a kind's folder once: every template with missingkey=error and
@@ -284,12 +288,12 @@ func Load(def Definition) (*Kind, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
-	k.tmpl = tmpl
-	k.runs = newExecutions(tmpl)
+	k.tmpl, k.runs = tmpl, newExecutions(tmpl)
 	if err := k.readWritten(def.Templates, entries); err != nil {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
 	k.status = tmpl.Lookup(statusFile) != nil
+	k.findGenerating(manifests)
 	k.kustomize = slices.Contains(manifests, kustomizationFile)
 	k.manifests = slices.DeleteFunc(manifests, func(f string) bool { return f == kustomizationFile })
 	if len(k.manifests) == 0 {
@@ -417,6 +421,9 @@ func parseFolder(name string, fsys fs.FS, declaration, chartName string) (tmpl *
 	if err := instrument(sources, tmpl.Templates()...); err != nil {
 		return nil, nil, nil, err
 	}
+	if chartName != "" {
+		addSites(tmpl.Templates()...) // before a tree has a second name
+	}
 	for _, file := range manifests {
 		if chartName == "" {
 			break
@@ -507,6 +514,32 @@ func isSecret(o *unstructured.Unstructured) bool { return o.GroupVersionKind() =
 // Templates is the version of the kind's templates: a digest of its
 // folder, which any edit of a template changes.
 func (k *Kind) Templates() string { return k.digest }
+
+// Generates reports whether the kind's templates generate values (a chart
+// kind's randAlphaNum, genCA, now, ...), which a render reads from and adds
+// to the resource's [Generated].
+func (k *Kind) Generates() bool { return k.generates }
+
+// findGenerating sets generates, and the names of manifests (a chart
+// kind's templates, under their names and Helm's) when it does.
+func (k *Kind) findGenerating(manifests []string) {
+	if k.generates = generates(k.tmpl); !k.generates {
+		return
+	}
+	k.manifestNames = map[string]bool{}
+	for _, file := range manifests {
+		k.manifestNames[file] = true
+		k.manifestNames[HelmTemplateName(k.chartName(), file)] = true
+	}
+}
+
+// startGenerating gives run the generated values g (nil: a render with no
+// store, whose values are made offline) when k generates any.
+func (k *Kind) startGenerating(run *execution, g *Generated) {
+	if k.generates {
+		run.b.gen = &generation{g: g, count: map[string]int{}, manifests: k.manifestNames}
+	}
+}
 
 // Declaration returns the kind's declared types.
 func (k *Kind) Declaration() Declaration { return k.declaration }

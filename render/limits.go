@@ -111,6 +111,9 @@ type budget struct {
 	outNested bool
 	// data is the execution's data (dot), for naming a value in errors.
 	data any
+	// gen are a chart kind's generated values where its manifests render
+	// (nil elsewhere).
+	gen *generation
 }
 
 // writeTo makes w the output the execution writes to now, until the
@@ -216,6 +219,7 @@ func meteredFuncs(c *template.Template, b *budget) template.FuncMap {
 	maps.Copy(fm, guardedFuncs(b))
 	maps.Copy(fm, printedFuncs(b))
 	maps.Copy(fm, graphFuncs(b))
+	maps.Copy(fm, generatedFuncs(b))
 	fm[fnCapabilities] = capabilitiesFunc(b)
 	maps.Copy(fm, chargedAfter(b, nil, shallowSize, stringFuncs...))
 	maps.Copy(fm, chargedAfter(b, b.fitsArgs, shallowSize, printingFuncs...))
@@ -230,27 +234,35 @@ func meteredFuncs(c *template.Template, b *budget) template.FuncMap {
 // the render time check (tick).
 func executionFuncs(c *template.Template, b *budget) template.FuncMap {
 	return template.FuncMap{
-		tick: func() (string, error) { return "", b.check() },
-		"include": func(name string, data any) (string, error) {
-			if b.depth >= maxIncludeDepth {
-				return "", &LimitError{Limit: "include depth", Max: strconv.Itoa(maxIncludeDepth)}
-			}
-			b.depth++
-			defer func() { b.depth-- }()
-			w := &peekWriter{b: b}
-			defer b.writeTo(&w.Buffer, true)()
-			if err := c.ExecuteTemplate(w, name, data); err != nil {
-				if limit, ok := errors.AsType[*LimitError](err); ok {
-					return "", limit // not wrapped again at every level
-				}
-				return "", err
-			}
-			return w.String(), b.spend(w.Len())
+		tick:      func() (string, error) { return "", b.check() },
+		"include": func(name string, data any) (string, error) { return b.include(c, name, data) },
+		fnIncludeAt: func(site, name string, data any) (string, error) {
+			defer b.gen.enter(site, name)()
+			return b.include(c, name, data)
 		},
 		"tpl": func(src string, data any) (string, error) {
 			return b.tpl(c, src, data)
 		},
 	}
+}
+
+// include is Helm's include: the template name of c executed with data,
+// charged to b.
+func (b *budget) include(c *template.Template, name string, data any) (string, error) {
+	if b.depth >= maxIncludeDepth {
+		return "", &LimitError{Limit: "include depth", Max: strconv.Itoa(maxIncludeDepth)}
+	}
+	b.depth++
+	defer func() { b.depth-- }()
+	w := &peekWriter{b: b}
+	defer b.writeTo(&w.Buffer, true)()
+	if err := c.ExecuteTemplate(w, name, data); err != nil {
+		if limit, ok := errors.AsType[*LimitError](err); ok {
+			return "", limit // not wrapped again at every level
+		}
+		return "", err
+	}
+	return w.String(), b.spend(w.Len())
 }
 
 // meteredStringFuncs are the functions whose strings grow with a count

@@ -136,6 +136,11 @@ type GraphInput struct {
 	// Random is where generate takes its values (nil: crypto/rand; tests
 	// give FixedRandom, so that their output is repeatable).
 	Random io.Reader
+	// Generated are the values a chart kind's templates generated for
+	// the resource before, which the render reads and adds to (nil: a
+	// render offline, whose values are made from a fixed source, or are
+	// placeholders).
+	Generated *Generated
 }
 
 // FixedRandom is a source of the same values every time, for tests: what
@@ -185,7 +190,7 @@ func (k *Kind) RenderGraphValidated(obj v1alpha1.Object, in GraphInput, v Valida
 
 func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Plan, error) {
 	if k.graph == nil {
-		objs, err := k.render(obj, v)
+		objs, err := k.render(obj, in.Generated, v)
 		if err != nil {
 			return nil, err
 		}
@@ -206,6 +211,7 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 	}
 	defer k.runs.put(run)
 	defer func() { run.b.scope = nil }()
+	k.startGenerating(run, in.Generated)
 	gr := &graphRun{k: k, run: run, cr: obj, in: in, owner: newOwner(k.ownerGVK(), obj),
 		rendered: map[string][]*unstructured.Unstructured{}, ready: map[string]readiness{},
 		inputs: map[string]inputValue{}, secretInput: map[string]string{}, plan: &Plan{}}

@@ -281,6 +281,12 @@ const (
 	// the cluster: its CRD is not installed. The kind's other resources
 	// and kinds run; this one starts when the type is served.
 	ReasonTypeNotServed = "TypeNotServed"
+	// ReasonGeneratedValuesFailed: reading or writing the Secret that
+	// keeps the values a chart kind's templates generated for the
+	// resource (randAlphaNum, genCA, ...) failed; nothing was applied, as
+	// it would have applied values that no later render sees. Retried
+	// with backoff.
+	ReasonGeneratedValuesFailed = "GeneratedValuesFailed"
 )
 
 // Labels and annotations that stencil puts on every object it applies.

@@ -113,7 +113,11 @@ func runDiff(ctx context.Context, project *operator, file, namespace string, std
 		case !apierrors.IsNotFound(err):
 			return false, fmt.Errorf("reading %s %s: %w", cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), err)
 		}
-		plan, err := cr.kind.RenderGraph(cr.obj, render.GraphInput{Live: reconciler.ReadSnapshot(ctx, c)})
+		gen, err := reconciler.ReadGenerated(ctx, c, cr.kind, cr.obj)
+		if err != nil {
+			return false, fmt.Errorf("%s %s: %w", cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), err)
+		}
+		plan, err := cr.kind.RenderGraph(cr.obj, render.GraphInput{Live: reconciler.ReadSnapshot(ctx, c), Generated: gen})
 		if err != nil {
 			return false, fmt.Errorf("rendering %s %s: %w", cr.kind.GroupVersionKind().Kind, cr.obj.GetName(), err)
 		}

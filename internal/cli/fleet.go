@@ -133,7 +133,12 @@ func diffAll(ctx context.Context, c client.Client, live *liveObjects, k *render.
 // is refused), or an object in the way (kept).
 func diffResource(ctx context.Context, c client.Client, live *liveObjects, k *render.Kind, cr v1alpha1.Object) *resourceDiff {
 	d := &resourceDiff{kind: k.GroupVersionKind().Kind, namespace: cr.GetNamespace(), name: cr.GetName()}
-	plan, err := k.RenderGraph(cr, render.GraphInput{Live: reconciler.ReadSnapshot(ctx, c)})
+	gen, err := reconciler.ReadGenerated(ctx, c, k, cr)
+	if err != nil {
+		d.err = err
+		return d
+	}
+	plan, err := k.RenderGraph(cr, render.GraphInput{Live: reconciler.ReadSnapshot(ctx, c), Generated: gen})
 	if err != nil {
 		d.err, d.render = err, true
 		return d

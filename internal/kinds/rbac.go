@@ -71,6 +71,11 @@ func ClusterRole(operator string, kinds []*render.Kind, decorators []*render.Dec
 		for _, in := range k.Inputs() {
 			addType(in.TypeRef(), observedVerbs) // read, never written
 		}
+		if k.Generates() {
+			// The Secret that keeps its generated values (the garbage
+			// collector deletes it with the resource).
+			add("", "secrets", []string{"create", "get", "update"})
+		}
 	}
 	for _, d := range decorators {
 		decl := d.Declaration()
