@@ -13,6 +13,7 @@ import (
 	"maps"
 	mathrand "math/rand/v2"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -553,6 +554,41 @@ func identifier(name string, pos parse.Pos) *parse.IdentifierNode {
 func stringNode(s string, pos parse.Pos) *parse.StringNode {
 	return &parse.StringNode{NodeType: parse.NodeString, Pos: pos, Quoted: strconv.Quote(s), Text: s}
 }
+
+// sites are the calls addSites made, as an error quotes them, and what
+// they were.
+var sites = strings.NewReplacer(
+	"error calling "+fnIncludeAt+":", "error calling include:",
+	"error calling "+fnGenerated+": ", "error calling ",
+)
+
+var sited = regexp.MustCompile(fnIncludeAt + ` "[0-9a-f]{16}" |` + fnGenerated + ` "[0-9a-f]{16}" "(\w+)"`)
+
+// withoutSites is err with the calls addSites made quoted as they were
+// written: include, randAlphaNum.
+func withoutSites(err error) error {
+	msg := err.Error()
+	if !strings.Contains(msg, fnIncludeAt) && !strings.Contains(msg, fnGenerated) {
+		return err
+	}
+	msg = sited.ReplaceAllStringFunc(sites.Replace(msg), func(m string) string {
+		if strings.HasPrefix(m, fnIncludeAt) {
+			return "include "
+		}
+		return sited.FindStringSubmatch(m)[1]
+	})
+	return &sitedError{err: err, msg: msg}
+}
+
+// sitedError is an error of a template whose message quotes its calls as
+// written.
+type sitedError struct {
+	err error
+	msg string
+}
+
+func (e *sitedError) Error() string { return e.msg }
+func (e *sitedError) Unwrap() error { return e.err }
 
 // generates reports whether a template of t calls a generating function.
 func generates(t *template.Template) bool {

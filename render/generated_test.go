@@ -237,3 +237,33 @@ func TestGeneratedLimits(t *testing.T) {
 		t.Errorf("an incomplete render keeps %d values (changed %v), want all 3 unchanged", len(got), changed)
 	}
 }
+
+// TestErrorsQuoteCallsAsWritten: an error names include and randAlphaNum
+// as the template wrote them, not as stencil rewrote them to keep their
+// values.
+func TestErrorsQuoteCallsAsWritten(t *testing.T) {
+	k := chartKind(t, map[string]string{
+		"_chart.yaml":  "name: gen\n",
+		"_helpers.tpl": `{{ define "h" }}{{ randAlphaNum .Values.n }}{{ end }}`,
+		"c.yaml":       "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  a: {{ include \"h\" . }}\n",
+	})
+	_, err := k.Render(chartimport.NewResource(shopGVK, "rel", "ns1", map[string]any{"n": "x"}))
+	if err == nil || !strings.Contains(err.Error(), `<include "h" .>`) || !strings.Contains(err.Error(), "<randAlphaNum .Values.n>") || strings.Contains(err.Error(), "stencil") {
+		t.Errorf("got %v, want the calls quoted as written", err)
+	}
+}
+
+// TestTplMayNotGenerate: a string of the values run by tpl may not make
+// stencil generate a value (nor keep one), even where the kind runs its
+// resources' values as templates.
+func TestTplMayNotGenerate(t *testing.T) {
+	k := chartKind(t, map[string]string{
+		"_kind.yaml":  "owns: [{apiVersion: v1, kind: ConfigMap}]\ntpl: any\n",
+		"_chart.yaml": "name: gen\n",
+		"c.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  a: {{ tpl .Values.text . | quote }}\n",
+	})
+	_, err := k.RenderGraph(chartimport.NewResource(shopGVK, "rel", "ns1", map[string]any{"text": "{{ genCA \"x\" 365 }}"}), render.GraphInput{Generated: render.NewGenerated(nil)})
+	if err == nil || !strings.Contains(err.Error(), "genCA: a template made of values (tpl) may not generate a value") {
+		t.Errorf("got %v, want tpl's genCA refused", err)
+	}
+}

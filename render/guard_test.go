@@ -47,7 +47,7 @@ var linearFuncs = map[string]string{
 	"semver": "parses its input", "semverCompare": "parses its input", "toDate": "parses its input", "mustToDate": "parses its input",
 	"duration": "a constant", "durationRound": "a constant", "required": "returns an argument", "fail": "an error of its argument",
 	// stencil's own.
-	"ownerLabels": "two labels", "need": "returns an argument", "lookup": "fails, or an empty dict",
+	"ownerLabels": "two labels", "need": "returns an argument",
 }
 
 // TestEveryFunctionIsBounded: every function a template can call (the

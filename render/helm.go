@@ -358,16 +358,20 @@ type HelmVersion struct {
 // helmVersion is the Helm release stencil's chart kinds follow.
 var helmVersion = HelmVersion{Version: "v4.3.0"}
 
-// chartFuncs are a chart kind's functions besides the library's. The
-// impure functions are defined, so that a chart whose helpers name them
-// loads, and fail when a render calls one; lookup finds nothing, as in
-// helm template and a first install (a chart reads it to keep what a
-// release made before: stencil applies the same objects every time).
+// chartFuncs are a chart kind's functions besides the library's, at parse
+// time. The impure functions are defined, so that a chart whose helpers
+// name them loads: the generating ones become kept values (addSites), the
+// time functions pure ones (timeFuncs), and the rest fail when a render
+// calls one. lookup is the execution's (see [lookups]).
 func chartFuncs() template.FuncMap {
 	fm := template.FuncMap{}
 	for _, name := range impure {
 		fm[name] = func(...any) (any, error) {
-			return nil, fmt.Errorf("%s: a render is a pure function of the resource; make the value a field of the spec, or generate it once in a createOnly graph node (docs/from-helm.md)", name)
+			if isGenerator(name) {
+				// Only a call addSites saw is kept: not one of tpl's.
+				return nil, fmt.Errorf("%s: a template made of values (tpl) may not generate a value; call it in the chart's templates (docs/from-helm.md)", name)
+			}
+			return nil, fmt.Errorf("%s: a render is a pure function of the resource; make the value a field of the spec (docs/from-helm.md)", name)
 		}
 	}
 	fm["lookup"] = func(string, string, string, string) (map[string]any, error) { return map[string]any{}, nil }

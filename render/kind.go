@@ -533,13 +533,6 @@ func (k *Kind) findGenerating(manifests []string) {
 	}
 }
 
-// startGenerating gives run the generated values g (nil: a render with no
-// store, whose values are made offline) when k generates any.
-func (k *Kind) startGenerating(run *execution, g *Generated) {
-	if k.generates {
-		run.b.gen = &generation{g: g, count: map[string]int{}, manifests: k.manifestNames}
-	}
-}
 
 // Declaration returns the kind's declared types.
 func (k *Kind) Declaration() Declaration { return k.declaration }
@@ -608,7 +601,7 @@ func (e *execution) execute(name string, data any) ([]byte, error) {
 	defer func() { e.b.data = nil }()
 	// Errors read "template: <file>:<line>:<col>: executing ...".
 	if err := e.tmpl.ExecuteTemplate(w, name, data); err != nil {
-		return nil, err
+		return nil, withoutSites(err)
 	}
 	return w.Bytes(), nil
 }

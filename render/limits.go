@@ -114,6 +114,8 @@ type budget struct {
 	// gen are a chart kind's generated values where its manifests render
 	// (nil elsewhere).
 	gen *generation
+	// lookups is what a chart kind's lookup reads (nil: not a chart kind).
+	lookups *lookups
 }
 
 // writeTo makes w the output the execution writes to now, until the
@@ -220,6 +222,7 @@ func meteredFuncs(c *template.Template, b *budget) template.FuncMap {
 	maps.Copy(fm, printedFuncs(b))
 	maps.Copy(fm, graphFuncs(b))
 	maps.Copy(fm, generatedFuncs(b))
+	fm["lookup"] = b.lookup
 	fm[fnCapabilities] = capabilitiesFunc(b)
 	maps.Copy(fm, chargedAfter(b, nil, shallowSize, stringFuncs...))
 	maps.Copy(fm, chargedAfter(b, b.fitsArgs, shallowSize, printingFuncs...))

@@ -190,7 +190,7 @@ func (k *Kind) RenderGraphValidated(obj v1alpha1.Object, in GraphInput, v Valida
 
 func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Plan, error) {
 	if k.graph == nil {
-		objs, err := k.render(obj, in.Generated, v)
+		objs, err := k.render(obj, in, v)
 		if err != nil {
 			return nil, err
 		}
@@ -211,7 +211,7 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 	}
 	defer k.runs.put(run)
 	defer func() { run.b.scope = nil }()
-	k.startGenerating(run, in.Generated)
+	k.startRender(run, obj, in)
 	gr := &graphRun{k: k, run: run, cr: obj, in: in, owner: newOwner(k.ownerGVK(), obj),
 		rendered: map[string][]*unstructured.Unstructured{}, ready: map[string]readiness{},
 		inputs: map[string]inputValue{}, secretInput: map[string]string{}, plan: &Plan{}}

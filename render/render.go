@@ -43,7 +43,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // checked against the kind's rules, stamped with stencil's labels, annotations
 // and ownerReference, and sorted. It is pure: same input, same output.
 func (k *Kind) Render(obj v1alpha1.Object) ([]*unstructured.Unstructured, error) {
-	return k.render(obj, nil, nil)
+	return k.render(obj, GraphInput{}, nil)
 }
 
 // Validator checks a rendered object, for example against its type's schema
@@ -57,13 +57,13 @@ type Validator interface {
 // The operator renders without it (the API server validates what it
 // applies); `stencil render`, `stencil lint` and the tests validate.
 func (k *Kind) RenderValidated(obj v1alpha1.Object, v Validator) ([]*unstructured.Unstructured, error) {
-	return k.render(obj, nil, v)
+	return k.render(obj, GraphInput{}, v)
 }
 
-func (k *Kind) render(obj v1alpha1.Object, gen *Generated, v Validator) ([]*unstructured.Unstructured, error) {
+func (k *Kind) render(obj v1alpha1.Object, in GraphInput, v Validator) ([]*unstructured.Unstructured, error) {
 	if k.graph != nil {
 		// Without a snapshot: the nodes that wait for none.
-		plan, err := k.renderGraph(obj, GraphInput{Generated: gen}, v)
+		plan, err := k.renderGraph(obj, GraphInput{Generated: in.Generated}, v)
 		if err != nil {
 			return nil, err
 		}
@@ -74,7 +74,7 @@ func (k *Kind) render(obj v1alpha1.Object, gen *Generated, v Validator) ([]*unst
 		return nil, err
 	}
 	defer k.runs.put(run)
-	k.startGenerating(run, gen)
+	k.startRender(run, obj, in)
 	var objs []*unstructured.Unstructured
 	if k.kustomize {
 		objs, err = k.renderKustomized(run, obj)

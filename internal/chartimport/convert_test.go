@@ -201,7 +201,7 @@ spec: {maxReplicas: 3, scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, n
 
 // TestNotesAreAboutActions: the notes on functions a template calls read
 // its actions only, not its text: a CRD's `format: date-time` and a
-// comment naming now are no clock function; a call of now is.
+// comment naming now are no generated value; a call of now is.
 func TestNotesAreAboutActions(t *testing.T) {
 	c, err := newChart(map[string][]byte{
 		"Chart.yaml":  []byte("name: app\nversion: 1.0.0\n"),
@@ -221,7 +221,7 @@ func TestNotesAreAboutActions(t *testing.T) {
 	for _, n := range f.Notes {
 		got = append(got, n.String())
 	}
-	clock := slices.DeleteFunc(slices.Clone(got), func(n string) bool { return !strings.Contains(n, "clock") && !strings.Contains(n, "lookup") })
+	clock := slices.DeleteFunc(slices.Clone(got), func(n string) bool { return !strings.Contains(n, "generated value") && !strings.Contains(n, "lookup") })
 	if len(clock) != 1 || !strings.Contains(clock[0], "cm.yaml:6") {
 		t.Errorf("notes on functions %q, want one, on cm.yaml:6 (all: %q)", clock, got)
 	}

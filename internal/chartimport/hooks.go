@@ -92,14 +92,22 @@ func (f *Folder) lighter(hook string, phase []string) []string {
 // before it live and healthy, until no node waits. It also returns those
 // live objects (a test case's observed.yaml).
 func RenderConverged(k *render.Kind, release, namespace string, values map[string]any) (objs, live []*unstructured.Unstructured, err error) {
-	cr := NewResource(k.GroupVersionKind(), release, namespace, values)
+	return renderConverged(k, NewResource(k.GroupVersionKind(), release, namespace, values), nil)
+}
+
+// renderConverged is RenderConverged of cr, with the generated values gen
+// (nil: made offline).
+func renderConverged(k *render.Kind, cr *Resource, gen *render.Generated) (objs, live []*unstructured.Unstructured, err error) {
 	if !k.HasGraph() {
-		objs, err = k.Render(cr)
-		return objs, nil, err
+		plan, err := k.RenderGraph(cr, render.GraphInput{Generated: gen})
+		if err != nil {
+			return nil, nil, err
+		}
+		return plan.Objects, nil, nil
 	}
 	var snapshot render.Objects
 	for range 10 {
-		plan, err := k.RenderGraph(cr, render.GraphInput{Live: snapshot, Random: render.FixedRandom()})
+		plan, err := k.RenderGraph(cr, render.GraphInput{Live: snapshot, Random: render.FixedRandom(), Generated: gen})
 		if err != nil {
 			return nil, nil, err
 		}

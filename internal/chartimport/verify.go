@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -39,6 +40,10 @@ type FileResult struct {
 	// Objects are the objects either side renders; Equal, those both
 	// render alike.
 	Objects, Equal int
+	// Generated are the fields whose values the templates generate (or
+	// derive from generated ones): they differ from render to render, in
+	// Helm's, so they are compared only for being there.
+	Generated int
 	Differences    []Difference
 	// Err: a side failed to render the file (helm template, or stencil:
 	// a random function, an object in another namespace).
@@ -66,9 +71,10 @@ func Verify(helm, chartPath string, c *Chart, k *render.Kind, release, namespace
 		theirs, err := helmTemplate(helm, chartPath, c.Files[vf], vf, release, namespace, k.KubeVersion(), served)
 		if err != nil {
 			r.Err = err
-		} else if ours, err := Render(k, release, namespace, cases[i].values); err != nil {
+		} else if ours, generated, err := renderTwice(k, release, namespace, cases[i].values); err != nil {
 			r.Err = fmt.Errorf("stencil's render: %w", err)
 		} else {
+			r.Generated = generated
 			r.Differences = compare(vf, theirs, ours)
 			r.Objects = countObjects(theirs, ours)
 			r.Equal = r.Objects - len(r.Differences)
@@ -76,6 +82,82 @@ func Verify(helm, chartPath string, c *Chart, k *render.Kind, release, namespace
 		results = append(results, r)
 	}
 	return results, nil
+}
+
+// renderTwice renders values with k twice, each time generating its
+// values afresh, as in a cluster: the fields that differ between the two
+// are generated, and are the marker [generatedField] in what it returns.
+// It returns how many there are.
+func renderTwice(k *render.Kind, release, namespace string, values map[string]any) ([]*unstructured.Unstructured, int, error) {
+	cr := NewResource(k.GroupVersionKind(), release, namespace, values)
+	first, _, err := renderConverged(k, cr, render.NewGenerated(nil))
+	if err != nil || !k.Generates() {
+		return first, 0, err
+	}
+	second, _, err := renderConverged(k, cr, render.NewGenerated(nil))
+	if err != nil {
+		return nil, 0, err
+	}
+	n := 0
+	for i, o := range first {
+		if i < len(second) {
+			o.Object = markGenerated(o.Object, second[i].Object, &n).(map[string]any)
+		}
+	}
+	return first, n, nil
+}
+
+// generatedField stands for a generated value in a compared object.
+const generatedField = "(generated)"
+
+// markGenerated is a with every field that differs from b's replaced by
+// generatedField, counted in n.
+func markGenerated(a, b any, n *int) any {
+	switch a := a.(type) {
+	case map[string]any:
+		bm, _ := b.(map[string]any)
+		for k, v := range a {
+			a[k] = markGenerated(v, bm[k], n)
+		}
+		return a
+	case []any:
+		bs, _ := b.([]any)
+		if len(bs) != len(a) {
+			break
+		}
+		for i := range a {
+			a[i] = markGenerated(a[i], bs[i], n)
+		}
+		return a
+	}
+	if reflect.DeepEqual(a, b) {
+		return a
+	}
+	*n++
+	return generatedField
+}
+
+// likeGenerated is theirs with the fields that ours holds as generated
+// replaced by generatedField too, where theirs has them.
+func likeGenerated(theirs, ours any) any {
+	if ours == generatedField && theirs != nil {
+		return generatedField
+	}
+	switch t := theirs.(type) {
+	case map[string]any:
+		om, _ := ours.(map[string]any)
+		for k, v := range t {
+			t[k] = likeGenerated(v, om[k])
+		}
+	case []any:
+		os, _ := ours.([]any)
+		for i := range t {
+			if i < len(os) {
+				t[i] = likeGenerated(t[i], os[i])
+			}
+		}
+	}
+	return theirs
 }
 
 // countObjects counts the objects either side renders.
@@ -160,7 +242,8 @@ func compare(valuesFile string, theirs, ours []*unstructured.Unstructured) []Dif
 		case t == nil:
 			diffs = append(diffs, Difference{valuesFile, id, "stencil renders it, helm template does not"})
 		default:
-			if d := cmp.Diff(normalize(t, namespaces[id]), normalize(o, namespaces[id])); d != "" {
+			ourSide := normalize(o, namespaces[id])
+			if d := cmp.Diff(likeGenerated(normalize(t, namespaces[id]), ourSide), ourSide); d != "" {
 				diffs = append(diffs, Difference{valuesFile, id, d})
 			}
 		}
