@@ -533,7 +533,6 @@ func (k *Kind) findGenerating(manifests []string) {
 	}
 }
 
-
 // Declaration returns the kind's declared types.
 func (k *Kind) Declaration() Declaration { return k.declaration }
 

@@ -43,8 +43,8 @@ type FileResult struct {
 	// Generated are the fields whose values the templates generate (or
 	// derive from generated ones): they differ from render to render, in
 	// Helm's, so they are compared only for being there.
-	Generated int
-	Differences    []Difference
+	Generated   int
+	Differences []Difference
 	// Err: a side failed to render the file (helm template, or stencil:
 	// a random function, an object in another namespace).
 	Err error
