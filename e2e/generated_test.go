@@ -86,7 +86,7 @@ func TestGeneratedValuesSurvive(t *testing.T) {
 		mustKubectl(t, "-n", ns, "apply", "-f", writeFile(t, fmt.Sprintf("apiVersion: operator.k8s-summit.org/v1\nkind: MyWeb\nmetadata: {name: web}\nspec: {image: nginx, nodePortNumber: 30000, pageContentHtml: %s}\n", value)))
 		eventually(t, 60*time.Second, "the page "+value+" applied", func() error {
 			if got, err := kubectl(t, "-n", ns, "get", "configmap", "web-page", "-o", "jsonpath={.data.page}"); got != value {
-				return fmt.Errorf("page %q (%v)", got, err)
+				return fmt.Errorf("page %q (%w)", got, err)
 			}
 			return nil
 		})

@@ -33,14 +33,21 @@ type Options struct {
 // at root as a kind: its Go type (a spec of the chart's values), its
 // template folder, samples and a test case per values file, with the
 // render of that case as its expected output, and the lines that register
-// it. It returns the kind's folder name and the notes of what changed in
-// the conversion.
+// it. Over a kind an earlier import of the chart made (the same group,
+// version and kind), it brings in this version of the chart instead (see
+// [Upgrade]): the Go type and registrations stay. It returns the kind's
+// folder name, the notes of what changed in the conversion, and what the
+// upgrade changed (nil for a new kind).
 // The defaults it takes are written into o.
-func Import(root, chartPath string, o *Options) (string, []Note, error) {
+func Import(root, chartPath string, o *Options) (string, []Note, *Upgrade, error) {
 	c, err := Load(chartPath)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
+	return o.importChart(root, c)
+}
+
+func (o *Options) importChart(root string, c *Chart) (string, []Note, *Upgrade, error) {
 	if o.Kind == "" {
 		o.Kind = camel(c.Name)
 	}
@@ -49,31 +56,47 @@ func Import(root, chartPath string, o *Options) (string, []Note, error) {
 	}
 	f, err := Convert(c)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	gvk := schema.GroupVersionKind{Group: o.Group, Version: o.Version, Kind: o.Kind}
 	cases, err := c.cases()
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	decl, err := Declare(gvk, f, cases.values())
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	f.Files["_kind.yaml"] = decl
 	if o.Check != nil {
 		k, err := Kind(gvk, f, decl)
 		if err != nil {
-			return "", f.Notes, err
+			return "", f.Notes, nil, err
 		}
 		if err := o.Check(c, k); err != nil {
-			return "", f.Notes, err
+			return "", f.Notes, nil, err
 		}
 	}
-	lower, err := scaffold.AddChartKind(root, o.Group, o.Version, o.Kind, func(lower string) (map[string][]byte, error) {
-		return f.project(gvk, lower, decl, cases)
-	})
-	return lower, f.Notes, err
+	files := func(lower string) (map[string][]byte, error) {
+		out, err := f.project(gvk, lower, decl, cases)
+		if err == nil {
+			withImportList(out, lower, c.Name+" "+chartVersion(c.Files["Chart.yaml"]), decl)
+		}
+		return out, err
+	}
+	lower, upgrading, err := scaffold.ImportedChartKind(root, o.Group, o.Version, o.Kind)
+	if err != nil || !upgrading {
+		if err == nil {
+			lower, err = scaffold.AddChartKind(root, o.Group, o.Version, o.Kind, files)
+		}
+		return lower, f.Notes, nil, err
+	}
+	out, err := files(lower)
+	if err != nil {
+		return "", f.Notes, nil, err
+	}
+	up, err := upgrade(root, lower, out)
+	return lower, f.Notes, up, err
 }
 
 // testCase is one of the chart's values files, as a test case.

@@ -55,7 +55,8 @@ created, changed or pruned. It counts only the prunes the operator would
 make: none for a resource that renders no objects while it has some (it
 fails: stencil takes that for a template mistake) or that has an object in
 the way (someone else's, or on its way out). -v adds what happens to each
-resource and the diffs. Run it with the new binary before you deploy it.
+resource and the diffs. Run it with the new binary before you deploy it,
+or with --templates on the project's edited templates folder.
 
 Exit status: 0 no differences, 1 differences, 2 or more an error (with
 --all, also when a resource fails with the new templates: see FAILING).`,
@@ -72,7 +73,7 @@ Exit status: 0 no differences, 1 differences, 2 or more an error (with
 					err = errors.New("some resources fail to render or to diff with these templates (see FAILING; -v says why)")
 				}
 			default:
-				different, err = runDiff(cmd.Context(), project, file, namespace, cmd.InOrStdin(), cmd.OutOrStdout())
+				different, err = runDiff(cmd.Context(), project, fleet.templates, file, namespace, cmd.InOrStdin(), cmd.OutOrStdout())
 			}
 			if err != nil {
 				return &exitError{code: 2, err: err}
@@ -86,6 +87,7 @@ Exit status: 0 no differences, 1 differences, 2 or more an error (with
 	cmd.Flags().StringVarP(&file, "filename", "f", "", `File of custom resources ("-" for standard input).`)
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "Namespace of resources that name none.")
 	cmd.Flags().BoolVar(&all, "all", false, "Diff every custom resource of every kind in the cluster (an upgrade preview).")
+	cmd.Flags().StringVar(&fleet.templates, "templates", "", "Render with the kinds' folders under this folder (laid out as templates/) instead of the built-in ones: preview edited templates, or a chart's next version (stencil import chart), before you build.")
 	cmd.Flags().BoolVarP(&fleet.verbose, "verbose", "v", false, "With --all: print what happens to each resource that differs, and the diffs.")
 	cmd.Flags().IntVar(&fleet.concurrency, "concurrency", 16, "With --all: resources diffed at once.")
 	cmd.Flags().Float32Var(&fleet.qps, "kube-api-qps", 300, "With --all: client-side limit on requests per second to the API server, all types together.")
@@ -94,8 +96,12 @@ Exit status: 0 no differences, 1 differences, 2 or more an error (with
 	return cmd
 }
 
-func runDiff(ctx context.Context, project *operator, file, namespace string, stdin io.Reader, out io.Writer) (bool, error) {
-	crs, err := readResources(project, file, stdin, namespace)
+func runDiff(ctx context.Context, project *operator, templates, file, namespace string, stdin io.Reader, out io.Writer) (bool, error) {
+	loaded, err := project.kindsIn(templates)
+	if err != nil {
+		return false, err
+	}
+	crs, err := readResourcesOf(file, stdin, namespace, loaded, nil)
 	if err != nil {
 		return false, err
 	}

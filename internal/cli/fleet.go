@@ -24,6 +24,8 @@ import (
 
 // fleetOptions tune `diff --all`.
 type fleetOptions struct {
+	// templates is --templates: the kinds' folders ("": the built-in).
+	templates   string
 	verbose     bool
 	concurrency int
 	qps         float32
@@ -61,7 +63,7 @@ func (d *resourceDiff) different() bool {
 // per kind and, verbose, what differs per resource with its diffs. It
 // reports whether anything differs and whether anything failed.
 func runFleetDiff(ctx context.Context, project *operator, o fleetOptions, out io.Writer) (different, failed bool, err error) {
-	loaded, err := project.Load()
+	loaded, err := project.kindsIn(o.templates)
 	if err != nil {
 		return false, false, err
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -47,13 +48,17 @@ object by object (docs/from-helm.md).`,
 				}
 				o.Check = func(c *chartimport.Chart, k *render.Kind) error { return verifyChart(out, path, args[0], c, k) }
 			}
-			lower, notes, err := chartimport.Import(".", args[0], &o)
+			lower, notes, up, err := chartimport.Import(".", args[0], &o)
 			printNotes(out, notes)
 			if err != nil {
 				if verify {
 					return fmt.Errorf("%w (nothing was written)", err)
 				}
 				return err
+			}
+			if up != nil {
+				printUpgrade(out, o.Kind, lower, up)
+				return nil
 			}
 			_, _ = fmt.Fprintf(out, "Added kind %s (%s) from the chart %s in templates/%s/. Next: make generate manifests.\n", o.Kind, o.Group, args[0], lower)
 			return nil
@@ -67,6 +72,39 @@ object by object (docs/from-helm.md).`,
 	_ = chartCmd.MarkFlagRequired("group")
 	cmd.AddCommand(chartCmd)
 	return cmd
+}
+
+// printUpgrade says what an import over the kind's earlier one changed,
+// and how to see what that changes in the clusters before it rolls out.
+func printUpgrade(out io.Writer, kind, lower string, u *chartimport.Upgrade) {
+	p := func(format string, args ...any) { _, _ = fmt.Fprintf(out, format, args...) }
+	p("Upgraded kind %s in templates/%s/ from chart version %s to %s.\n", kind, lower, u.From, u.To)
+	for _, list := range []struct {
+		what  string
+		paths []string
+	}{{"Added", u.Added}, {"Changed", u.Changed}, {"Removed", u.Removed}, {"Kept (the project's own)", u.Own}} {
+		if len(list.paths) > 0 {
+			p("%s (%d):\n", list.what, len(list.paths))
+			for _, path := range list.paths {
+				p("  %s\n", path)
+			}
+		}
+	}
+	if len(u.Declared) > 0 {
+		p("Kept in _kind.yaml (the project's own declarations): %s\n", strings.Join(u.Declared, ", "))
+	}
+	if len(u.Values) > 0 {
+		p("Values (%d):\n", len(u.Values))
+		for _, v := range u.Values {
+			p("  %s\n", v)
+		}
+	}
+	if u.Schema(lower) {
+		p("The kind's CRD changes (its values' defaults or schema).\n")
+	}
+	p("Next: make generate manifests; stencil lint (what the new version breaks: test cases, the released API); " +
+		"stencil diff --all --templates templates (what it changes in every resource of the cluster); then deploy: " +
+		"the operator rolls the change out --rollout-batch resources at a time. Edits you made to the chart's own templates were replaced: git diff shows them.\n")
 }
 
 func printNotes(out io.Writer, notes []chartimport.Note) {

@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/render"
 )
 
 // operator is what every command works on: the project's kinds, and the
@@ -44,4 +45,23 @@ func (o *operator) restConfig() (*rest.Config, error) {
 	}
 	cfg.QPS = -1
 	return cfg, nil
+}
+
+// kindsIn loads the project's kinds from their folders under dir (laid
+// out as templates/), or the built-in ones when dir is "".
+func (o *operator) kindsIn(dir string) ([]*render.Kind, error) {
+	if dir == "" {
+		return o.Load()
+	}
+	folders, err := o.Folders(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []*render.Kind
+	for _, f := range folders {
+		if f.Kind != nil {
+			out = append(out, f.Kind)
+		}
+	}
+	return out, nil
 }

@@ -144,16 +144,6 @@ type resource struct {
 	doc []byte
 }
 
-// readResources reads a YAML stream of custom resources of stencil's kinds.
-// Unknown kinds and fields are errors.
-func readResources(project *operator, file string, stdin io.Reader, namespace string) ([]resource, error) {
-	loaded, err := project.Load()
-	if err != nil {
-		return nil, err
-	}
-	return readResourcesOf(file, stdin, namespace, loaded, nil)
-}
-
 // readResourcesOf reads a YAML stream of custom resources of the loaded
 // kinds, defaulted with d (when not nil) as the API server would store
 // them.

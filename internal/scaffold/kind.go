@@ -3,6 +3,7 @@ package scaffold
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"fmt"
 	"go/format"
 	"maps"
@@ -125,6 +126,32 @@ func AddChartKind(root, group, version, name string, raw func(lower string) (map
 		filepath.Join("api", k.Package, k.Version, "doc.go"):            docGo,
 		filepath.Join("api", k.Package, k.Version, k.Lower+"_types.go"): chartTypesGo,
 	}, files)
+}
+
+// ImportedChartKind reports whether the project at root has the kind (of
+// group, version and name) a chart import made: its Go type, and a
+// template folder with _chart.yaml. It returns the kind's folder name. A
+// folder of that name that is not a chart kind's is an error: an import
+// never replaces a kind written by hand.
+func ImportedChartKind(root, group, version, name string) (string, bool, error) {
+	k, err := newKind(group, version, name)
+	if err != nil {
+		return "", false, err
+	}
+	folder := filepath.Join(root, "templates", k.Lower)
+	if _, err := os.Stat(folder); errors.Is(err, fs.ErrNotExist) {
+		return k.Lower, false, nil
+	} else if err != nil {
+		return "", false, err
+	}
+	if _, err := os.Stat(filepath.Join(folder, "_chart.yaml")); err != nil {
+		return "", false, fmt.Errorf("templates/%s exists and is not a kind a chart import made (no _chart.yaml): an import replaces only a chart's own kind", k.Lower)
+	}
+	types := filepath.Join("api", k.Package, k.Version, k.Lower+"_types.go")
+	if _, err := os.Stat(filepath.Join(root, types)); err != nil {
+		return "", false, fmt.Errorf("templates/%s is a chart kind's, but %s is not there: import it with the group and version it was imported with", k.Lower, types)
+	}
+	return k.Lower, true, nil
 }
 
 // scaffoldFiles writes files (templates of kind k) and raw (as they are)
