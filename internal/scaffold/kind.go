@@ -3,9 +3,9 @@ package scaffold
 import (
 	"bytes"
 	"errors"
-	"io/fs"
 	"fmt"
 	"go/format"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
