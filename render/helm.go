@@ -295,14 +295,21 @@ func (k *Kind) values(obj v1alpha1.Object) (map[string]any, error) {
 	return values, nil
 }
 
-// coalesce merges user values over defaults into a new map.
+// coalesce merges user values over defaults into a new map, as Helm
+// v4.3.0 does: a null in defaults is no key, a null in user removes the
+// default, and is kept where defaults have no such key.
 func coalesce(user, defaults map[string]any) map[string]any {
 	out := make(map[string]any, len(defaults)+len(user))
 	for k, d := range defaults {
 		u, set := user[k]
 		switch {
+		case !set && d == nil:
+			// A null of the chart's is no key, as in Helm.
 		case !set:
 			out[k] = deepCopyValue(d)
+			if dm, ok := d.(map[string]any); ok {
+				out[k] = coalesce(nil, dm) // without its nulls too
+			}
 		case u == nil:
 			// A null removes the chart's value.
 		default:

@@ -55,11 +55,14 @@ data:
 `
 
 // TestChartValuesMergeAsHelms: a chart kind's .Values are the spec over
-// the chart's values, merged as Helm merges a release's values.
+// the chart's values, merged as Helm v4.3.0 merges a release's values (as
+// helm template prints them): a null of the chart's is no key, a null of
+// the release's removes the chart's value, and is kept where the chart
+// has none.
 func TestChartValuesMergeAsHelms(t *testing.T) {
 	k := chartKind(t, map[string]string{
 		"_chart.yaml":  "name: shop\nversion: 1.0.0\n",
-		"_values.yaml": "a: {b: 1, c: 2}\nlist: [1, 2]\nmap: {x: 1}\nkept: k\n",
+		"_values.yaml": "a: {b: 1, c: 2, unset: null}\nlist: [1, 2]\nmap: {x: 1}\nkept: k\nnone: null\n",
 		"values.yaml":  dumpValues,
 	})
 	tests := []struct {

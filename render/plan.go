@@ -344,19 +344,19 @@ func withoutStencilKeys(m map[string]string) map[string]string {
 	return out
 }
 
-// onceMinTTL is the least a once node's Job is kept after it finishes, in
+// OnceMinTTL is the least a once node's Job is kept after it finishes, in
 // seconds: a ttlSecondsAfterFinished under it is raised to it, so that
 // stencil sees how the Job ended before the TTL controller removes it.
-const onceMinTTL = 15
+const OnceMinTTL = 15
 
 // keepFinishedJob raises a once node's Job's ttlSecondsAfterFinished to
-// onceMinTTL.
+// OnceMinTTL.
 func keepFinishedJob(o *unstructured.Unstructured) {
 	if o.GroupVersionKind().GroupKind() != (schema.GroupKind{Group: "batch", Kind: "Job"}) {
 		return
 	}
-	if ttl, found, _ := unstructured.NestedInt64(o.Object, "spec", "ttlSecondsAfterFinished"); found && ttl < onceMinTTL {
-		_ = unstructured.SetNestedField(o.Object, int64(onceMinTTL), "spec", "ttlSecondsAfterFinished")
+	if ttl, found, _ := unstructured.NestedInt64(o.Object, "spec", "ttlSecondsAfterFinished"); found && ttl < OnceMinTTL {
+		_ = unstructured.SetNestedField(o.Object, int64(OnceMinTTL), "spec", "ttlSecondsAfterFinished")
 	}
 }
 

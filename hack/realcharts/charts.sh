@@ -38,6 +38,15 @@ x bitnami/charts 5165628ae06697f8f68a670bef7739d93c4b7f44 bitnami/common $C/post
 x grafana/helm-charts 34e98e4203000f573df2bf7653f63a8c722e04aa charts/grafana $C/grafana 2
 x traefik/traefik-helm-chart a8a66d0098703627b2cf352c66b1725c196a734a traefik $C/traefik 1
 x kubernetes-sigs/metrics-server 5ed5d3a2cf940a8c7541cfbac19af822f4c97844 charts/metrics-server $C/metrics-server 2
+x bitnami/charts 5165628ae06697f8f68a670bef7739d93c4b7f44 bitnami/redis $C/redis 2
+x bitnami/charts 5165628ae06697f8f68a670bef7739d93c4b7f44 bitnami/common $C/redis/charts/common 2
+x cert-manager/cert-manager 2d0d7f7f74241a9cbf79f0e2a7bb247238ee09fd deploy/charts/cert-manager $C/cert-manager 3
+x kubernetes/ingress-nginx dbb11b92ddb77bee9c35e462479129354c84f939 charts/ingress-nginx $C/ingress-nginx 2
+x argoproj/argo-helm af0a9310bacbaa4636018dfe22c801a6d33a5c43 charts/argo-cd $C/argo-cd 2
+x DandyDeveloper/charts 2e2539a8960ead2c268f48bdde3b2cdf2b2f1ac8 charts/redis-ha $C/argo-cd/charts/redis-ha 2
+x stefanprodan/podinfo eec06d1ea459af4cb4e10e806f8be7c7bd58b361 charts/podinfo $C/podinfo 2
+x kubernetes-sigs/external-dns 2bf1bf8af2b70f23579f9147c1f7e9394f7f83d5 charts/external-dns $C/external-dns 2
+x fluent/helm-charts 5b81bf7a5a5d9f7c3513810efdef47cdb4e28239 charts/fluent-bit $C/fluent-bit 2
 
 mkdir -p $C/postgresql/ci
 printf 'auth:\n  postgresPassword: pg-admin\n  password: app-pass\n  username: app\n  database: app\n' > $C/postgresql/ci/realcharts-passwords-values.yaml

@@ -187,9 +187,11 @@ func chartFile(p string) bool {
 }
 
 var (
-	testHook = regexp.MustCompile(`helm\.sh/hook["']?\s*:\s*["']?test`)
-	hook     = regexp.MustCompile(`helm\.sh/hook["']?\s*:\s*["']?([a-z,-]+)`)
-	weight   = regexp.MustCompile(`helm\.sh/hook-weight["']?\s*:\s*["']?(-?[0-9]+)["']?`)
+	// A hook's annotations, as YAML (helm.sh/hook: post-install) or as
+	// a template's dict ("helm.sh/hook" "post-install").
+	testHook = regexp.MustCompile(`helm\.sh/hook["']?(?:\s*:\s*|\s+)["']?test`)
+	hook     = regexp.MustCompile(`helm\.sh/hook["']?(?:\s*:\s*|\s+)["']?([a-z,-]+)`)
+	weight   = regexp.MustCompile(`helm\.sh/hook-weight["']?(?:\s*:\s*|\s+)["']?(-?[0-9]+)["']?`)
 )
 
 // template decides the kind folder's name of the chart's template file rel

@@ -291,3 +291,32 @@ func TestHookWeightsAndOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestHooksWrittenAsADict: a hook whose annotations a template builds as a
+// dict (prometheus-operator-admission-webhook's Jobs) is a hook too, with
+// its weight, and a test hook written so is skipped.
+func TestHooksWrittenAsADict(t *testing.T) {
+	job := func(annotations string) []byte {
+		return []byte("apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\n  annotations:\n    {{- $a := dict " + annotations + " }}\n    {{- toYaml $a | nindent 4 }}\n" +
+			"spec: {ttlSecondsAfterFinished: 0, template: {spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}}}\n")
+	}
+	c, err := newChart(map[string][]byte{
+		"Chart.yaml":           []byte("name: app\nversion: 1.0.0\n"),
+		"values.yaml":          []byte("{}\n"),
+		"templates/patch.yaml": job(`"helm.sh/hook" "post-install,post-upgrade" "helm.sh/hook-weight" "3"`),
+		"templates/check.yaml": job(`"helm.sh/hook" "test"`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Convert(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Hooks["patch.yaml"] != hookAfter || f.HookWeights["patch.yaml"] != 3 {
+		t.Errorf("hooks %v, weights %v: the dict-built post-install hook of weight 3 is not one", f.Hooks, f.HookWeights)
+	}
+	if f.Files["check.yaml"] != nil {
+		t.Error("the dict-built test hook is kept")
+	}
+}

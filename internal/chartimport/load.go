@@ -69,7 +69,10 @@ func helmIgnore(files map[string][]byte) error {
 	}
 	rules.AddDefaults()
 	for _, name := range slices.Sorted(maps.Keys(files)) {
-		if ignored(rules, name) {
+		// The values files of ci/ are the chart's test cases (as
+		// chart-testing reads them from its folder), never its content:
+		// kept when .helmignore leaves them out of the package.
+		if ignored(rules, name) && !strings.HasPrefix(name, "ci/") {
 			delete(files, name)
 		}
 	}

@@ -100,7 +100,11 @@ func renderTwice(k *render.Kind, release, namespace string, values map[string]an
 	}
 	n := 0
 	for i, o := range first {
+		// stencil's own (a hash of the object) differ too, and are left
+		// out of the comparison.
+		o.SetAnnotations(withoutStencil(o.GetAnnotations()))
 		if i < len(second) {
+			second[i].SetAnnotations(withoutStencil(second[i].GetAnnotations()))
 			o.Object = markGenerated(o.Object, second[i].Object, &n).(map[string]any)
 		}
 	}
@@ -229,6 +233,9 @@ func compare(valuesFile string, theirs, ours []*unstructured.Unstructured) []Dif
 		}
 		return out
 	}
+	for _, t := range theirs {
+		asOnce(t)
+	}
 	namespaces := map[string]string{}
 	ourObjs := byID(ours, namespaces)
 	theirObjs := byID(theirs, map[string]string{})
@@ -249,6 +256,22 @@ func compare(valuesFile string, theirs, ours []*unstructured.Unstructured) []Dif
 		}
 	}
 	return diffs
+}
+
+// asOnce is a hook's Job of Helm's as stencil runs it once: kept at least
+// render.OnceMinTTL seconds after it finishes (see docs/from-helm.md).
+func asOnce(o *unstructured.Unstructured) {
+	if o.GetKind() != "Job" || o.GetAnnotations()["helm.sh/hook"] == "" {
+		return
+	}
+	if ttl, found, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "ttlSecondsAfterFinished"); found {
+		if n, ok := ttl.(float64); ok && n < render.OnceMinTTL {
+			_ = unstructured.SetNestedField(o.Object, float64(render.OnceMinTTL), "spec", "ttlSecondsAfterFinished")
+		}
+		if n, ok := ttl.(int64); ok && n < render.OnceMinTTL {
+			_ = unstructured.SetNestedField(o.Object, int64(render.OnceMinTTL), "spec", "ttlSecondsAfterFinished")
+		}
+	}
 }
 
 // normalize is an object without what only stencil adds (its labels and

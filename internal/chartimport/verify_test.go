@@ -77,3 +77,90 @@ func TestShopRendersAsHelmDoes(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyMasksGeneratedValues: a chart that generates a password and a
+// certificate (different at every render, in Helm's too) and whose hook
+// Job has ttlSecondsAfterFinished: 0 (which stencil raises, to see it
+// complete) renders as helm template does: the generated fields are
+// compared for being there, a checksum of them too, and the TTL as
+// stencil runs the hook.
+func TestVerifyMasksGeneratedValues(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"Chart.yaml":  "apiVersion: v2\nname: gen\nversion: 0.1.0\n",
+		"values.yaml": "name: gen\nresources:\n  limits: null\n  requests: {cpu: 1m}\n",
+		"templates/secret.yaml": `{{- $ca := genCA "gen-ca" 365 -}}
+apiVersion: v1
+kind: Secret
+metadata:
+  name: {{ .Release.Name }}-auth
+data:
+  password: {{ randAlphaNum 16 | b64enc }}
+  ca.crt: {{ $ca.Cert | b64enc }}
+`,
+		"templates/configmap.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-cfg
+  annotations:
+    checksum/secret: {{ include (print $.Template.BasePath "/secret.yaml") . | sha256sum }}
+data:
+  name: {{ .Values.name }}
+  resources: {{ toJson .Values.resources | quote }}
+`,
+		"templates/job.yaml": `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .Release.Name }}-init
+  annotations: {"helm.sh/hook": post-install}
+spec:
+  ttlSecondsAfterFinished: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: init, image: busybox}]
+`,
+	}
+	for name, content := range files {
+		path := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Convert(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvk := schema.GroupVersionKind{Group: "gens.example.com", Version: "v1alpha1", Kind: "Gen"}
+	cases, err := c.cases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decl, err := Declare(gvk, f, cases.values())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := Kind(gvk, f, decl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := Verify(helmBinary(t), dir, c, k, "release", "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		if r.Err != nil || len(r.Differences) > 0 {
+			t.Errorf("%s: %v %v", r.ValuesFile, r.Err, r.Differences)
+		}
+		if r.Generated != 3 {
+			t.Errorf("%s: %d generated fields, want 3 (the password, the CA, the checksum)", r.ValuesFile, r.Generated)
+		}
+	}
+}
