@@ -15,15 +15,16 @@ import (
 	"github.com/stencil-operator/stencil/internal/fence"
 )
 
-// finalizer is set on custom resources whose render holds cluster-scoped
-// objects, which no ownerReference can clean up, and on those of graph
+// finalizer is set on custom resources whose render holds objects beyond
+// their namespace (cluster-scoped, or in another namespace the kind
+// declares), which no ownerReference can clean up, and on those of graph
 // kinds, whose objects are deleted in the graph's reverse order.
 const finalizer = "stencil.dev/cleanup"
 
-// ensureFinalizer adds the cleanup finalizer before any cluster-scoped object
-// is applied.
+// ensureFinalizer adds the cleanup finalizer before any object beyond the
+// resource's namespace is applied.
 func (r *Reconciler) ensureFinalizer(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) error {
-	if controllerutil.ContainsFinalizer(cr, finalizer) || !anyClusterScoped(desired) && !r.kind().HasGraph() {
+	if controllerutil.ContainsFinalizer(cr, finalizer) || !anyBeyond(desired, cr.GetNamespace()) && !r.kind().HasGraph() {
 		return nil
 	}
 	patch := lockedMetadataPatch(cr)
@@ -42,9 +43,12 @@ func lockedMetadataPatch(cr v1alpha1.Object) client.Patch {
 	return client.MergeFromWithOptions(cr.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
 }
 
-func anyClusterScoped(objs []*unstructured.Unstructured) bool {
+// anyBeyond: an object of objs is beyond namespace, the resource's
+// (cluster-scoped, or in another namespace the kind declares), where no
+// ownerReference reaches it.
+func anyBeyond(objs []*unstructured.Unstructured, namespace string) bool {
 	for _, o := range objs {
-		if o.GetNamespace() == "" {
+		if o.GetNamespace() != namespace {
 			return true
 		}
 	}
@@ -91,8 +95,8 @@ func isStageLeft(err error) bool {
 
 var errCleanedUp = errors.New("stencil finished its cleanup and removed its finalizer")
 
-// finalize deletes the cluster-scoped objects of a custom resource being
-// deleted (namespaced ones go with it through their ownerReference), then
+// finalize deletes the objects beyond the namespace of a custom resource
+// being deleted (those in it go with it through their ownerReference), then
 // removes the finalizer. It returns what it deleted.
 func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) ([]v1alpha1.InventoryEntry, error) {
 	if !controllerutil.ContainsFinalizer(cr, finalizer) {

@@ -85,13 +85,13 @@ func TestGeneratedValuesAreKept(t *testing.T) {
 			t.Errorf("%s: the checksum changed from %s to %s", when, sum, got)
 		}
 	}
-	setGadgetValue(t, ns, "g", "b")
+	setGadgetValue(t, ns, "b")
 	waitGadgetValue(t, ns, "g", "b")
 	same("after a value change")
 
 	stop()
 	_, stop = startGadgetKind(t, def)
-	setGadgetValue(t, ns, "g", "c")
+	setGadgetValue(t, ns, "c")
 	waitGadgetValue(t, ns, "g", "c")
 	same("after the operator started again")
 
@@ -106,7 +106,7 @@ func TestGeneratedValuesAreKept(t *testing.T) {
 	}
 	stop()
 	startGadgetKind(t, def)
-	setGadgetValue(t, ns, "g", "d")
+	setGadgetValue(t, ns, "d")
 	eventually(t, 30*time.Second, "GeneratedValuesFailed", func() error {
 		return gadgetCondition(t, ns, "g", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonGeneratedValuesFailed,
 			"is not the one stencil keeps", "Nothing was applied")
@@ -119,11 +119,12 @@ func TestGeneratedValuesAreKept(t *testing.T) {
 	}
 }
 
-func setGadgetValue(t *testing.T, ns, name, value string) {
+// setGadgetValue sets the value of the Gadget g of ns.
+func setGadgetValue(t *testing.T, ns, value string) {
 	t.Helper()
 	eventually(t, 30*time.Second, "the Gadget's value set", func() error {
 		g := &testv1alpha1.Gadget{}
-		if err := k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, g); err != nil {
+		if err := k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "g"}, g); err != nil {
 			return err
 		}
 		g.Spec.Value = value

@@ -72,7 +72,7 @@ const DefaultReconcileTimeout = 2 * time.Minute
 // newApplier is the applier of kind k's objects.
 func newApplier(mgr ctrl.Manager, k *render.Kind, types engine.CachedTypes, firstApplies *engine.FirstApplies, served func(schema.GroupVersionKind) bool) (*engine.Applier, error) {
 	opts := engine.Options{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Types: types, FirstApplies: firstApplies,
-		OwnerKind: k.GroupVersionKind(), Recorder: mgr.GetEventRecorder("stencil"), Served: served}
+		OwnerKind: k.GroupVersionKind(), Namespaces: k.Declaration().Namespaces, Recorder: mgr.GetEventRecorder("stencil"), Served: served}
 	for _, t := range k.Declaration().Owns {
 		opts.Owns = append(opts.Owns, engine.OwnedType{GVK: t.GroupVersionKind(), ClusterScoped: t.ClusterScoped})
 	}

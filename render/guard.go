@@ -19,6 +19,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
@@ -829,6 +830,11 @@ func (k *Kind) loadGuards() error {
 	}
 	k.own = k.chart.ownStrings()
 	k.ownActions = actionsOf(k.own)
+	for _, ns := range k.declaration.Namespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return fmt.Errorf("%s: namespaces: %q: %s", declarationFile, ns, strings.Join(errs, "; "))
+		}
+	}
 	return nil
 }
 
@@ -1001,8 +1007,21 @@ func (k *Kind) readWritten(fsys fs.FS, entries []fs.DirEntry) error {
 		return err
 	}
 	k.behaviour, k.kinds = behaviourWritten(texts, helpers), kindsWritten(texts, helpers)
+	k.namespaces = map[string]bool{}
+	for _, text := range append(slices.Collect(maps.Values(texts)), helpers) {
+		for _, m := range namespaceLine.FindAllStringSubmatch(text, -1) {
+			k.namespaces[m[1]] = true
+		}
+	}
 	return nil
 }
+
+// namespaceLine is a literal namespace a template writes.
+var namespaceLine = regexp.MustCompile(`(?m)^\s*namespace:\s*["']?([a-z0-9]([-a-z0-9]*[a-z0-9])?)["']?\s*$`)
+
+// WritesNamespace reports whether a template of the kind writes the
+// namespace ns literally (namespace: kube-system), not from a value.
+func (k *Kind) WritesNamespace(ns string) bool { return k.namespaces[ns] }
 
 // behaviourWritten are, by template file, the behaviourAnnotations that
 // the file's text or a helper's holds: a rendered object may carry only

@@ -90,6 +90,13 @@ type Declaration struct {
 	// templates pass a spec field to tpl only on purpose). Under "own", a
 	// resource's value with template actions fails the render.
 	Tpl string `json:"tpl,omitempty"`
+	// Namespaces are the namespaces, besides the resource's own, where
+	// its namespaced objects may be (a chart's RoleBinding in
+	// kube-system): the platform team's choice, never a tenant's, whose
+	// values can name no other. Such objects carry no ownerReference (none
+	// crosses namespaces): stencil's finalizer deletes them with the
+	// resource, and its labels and owner annotation prove them its own.
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // The values of [Declaration.Tpl].
@@ -229,6 +236,9 @@ type Kind struct {
 	// kinds are, by template file, the kinds of object it writes, when
 	// its text says (see [kindsWritten]): a value cannot change one.
 	kinds map[string][]string
+	// namespaces are those its templates write literally (see
+	// [Kind.WritesNamespace]).
+	namespaces map[string]bool
 	// generates: a chart kind whose templates generate values (see
 	// [Generated]); manifestNames are its manifests' names, Helm's too.
 	generates     bool

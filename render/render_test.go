@@ -33,7 +33,8 @@ func TestRenderRules(t *testing.T) {
 	}{
 		{"declared type in own namespace", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", ""},
 		{"undeclared type", "apiVersion: v1\nkind: Secret\nmetadata: {name: a}\n", `x.yaml: Secret "a": type /v1, Kind=Secret is not declared in _kind.yaml`},
-		{"other namespace", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: kube-system}\n", `namespace "kube-system" is not the custom resource's namespace "team-a"`},
+		{"other namespace", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: kube-system}\n", `namespace "kube-system" is not the custom resource's namespace "team-a", nor one _kind.yaml declares under namespaces`},
+		{"a declared namespace", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: monitoring}\n", ""},
 		{"invalid name", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Not_Valid}\n", `ConfigMap "Not_Valid": invalid name`},
 		{"rendered twice", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", "rendered twice"},
 		{"not an object", "just: a map\n", "x.yaml: output document 1 is not a Kubernetes object"},
@@ -47,7 +48,7 @@ func TestRenderRules(t *testing.T) {
 				GroupVersionKind: testv1alpha1.GroupVersion.WithKind("Widget"),
 				New:              func() v1alpha1.Object { return &testv1alpha1.Widget{} },
 				Templates: fstest.MapFS{
-					"_kind.yaml": {Data: []byte("owns:\n- {apiVersion: v1, kind: ConfigMap}\n")},
+					"_kind.yaml": {Data: []byte("owns:\n- {apiVersion: v1, kind: ConfigMap}\nnamespaces: [monitoring]\n")},
 					"x.yaml":     {Data: []byte(tt.template)},
 				},
 			})
@@ -72,6 +73,7 @@ func TestLoadRejectsBadTemplates(t *testing.T) {
 		"unknown field":  {"_kind.yaml": {Data: []byte("own: []")}, "x.yaml": {Data: []byte("a: b")}},
 		"no templates":   {"_kind.yaml": {Data: []byte("owns: [{apiVersion: v1, kind: ConfigMap}]")}},
 		"impure call":    {"_kind.yaml": {Data: []byte("owns: [{apiVersion: v1, kind: ConfigMap}]")}, "x.yaml": {Data: []byte("{{ now }}")}},
+		"bad namespace":  {"_kind.yaml": {Data: []byte("owns: [{apiVersion: v1, kind: ConfigMap}]\nnamespaces: [Kube_System]")}, "x.yaml": {Data: []byte("a: b")}},
 	}
 	for name, files := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -57,6 +57,18 @@ func checkHandOver(value string) error {
 	return nil
 }
 
+// NamespaceError is a rendered object in a namespace that is neither the
+// custom resource's nor one its kind declares.
+type NamespaceError struct {
+	Kind, Name, Namespace string
+	// Own is the custom resource's namespace.
+	Own string
+}
+
+func (e *NamespaceError) Error() string {
+	return fmt.Sprintf("%s %q: namespace %q is not the custom resource's namespace %q, nor one %s declares under namespaces", e.Kind, e.Name, e.Namespace, e.Own, declarationFile)
+}
+
 // check enforces the kind's rules on one rendered object: a declared type, a
 // valid name, and the custom resource's namespace for namespaced types (set
 // when the template leaves it empty).
@@ -80,8 +92,8 @@ func (k *Kind) check(o *unstructured.Unstructured, own owner) error {
 		return fmt.Errorf("%s %q: cluster-scoped type has namespace %q", gvk.Kind, o.GetName(), ns)
 	case !ref.ClusterScoped && ns == "":
 		o.SetNamespace(own.namespace)
-	case !ref.ClusterScoped && ns != own.namespace:
-		return fmt.Errorf("%s %q: namespace %q is not the custom resource's namespace %q", gvk.Kind, o.GetName(), ns, own.namespace)
+	case !ref.ClusterScoped && ns != own.namespace && !slices.Contains(k.declaration.Namespaces, ns):
+		return &NamespaceError{Kind: gvk.Kind, Name: o.GetName(), Namespace: ns, Own: own.namespace}
 	}
 	return nil
 }
@@ -109,7 +121,9 @@ func stamp(o *unstructured.Unstructured, own owner) error {
 
 	// A kept object (prune disabled) gets no ownerReference: the garbage
 	// collector would delete it with the custom resource.
-	if o.GetNamespace() != "" && ann[v1alpha1.AnnotationPrune] != v1alpha1.PruneDisabled {
+	// Nor does one in another namespace (declared in _kind.yaml): no
+	// ownerReference crosses namespaces.
+	if o.GetNamespace() != "" && o.GetNamespace() == own.namespace && ann[v1alpha1.AnnotationPrune] != v1alpha1.PruneDisabled {
 		o.SetOwnerReferences([]metav1.OwnerReference{{
 			APIVersion:         own.gvk.GroupVersion().String(),
 			Kind:               own.gvk.Kind,

@@ -88,24 +88,29 @@ func Declare(gvk schema.GroupVersionKind, f *Folder, values []ValuesFile) ([]byt
 			types[gvk] = optional
 		}
 	}
+	var namespaces []string
 	for range 100 {
-		decl := declaration(types, f.graph())
+		decl := declaration(types, namespaces, f.graph())
 		k, err := Kind(gvk, f, decl)
 		if err != nil {
 			return nil, err
 		}
-		found, err := renderedTypes(k, values)
+		found, ns, err := renderedTypes(k, values)
 		if err != nil && len(f.Missing) > 0 && strings.Contains(err.Error(), "no template ") {
 			return nil, fmt.Errorf("%w (Chart.yaml lists dependencies that are not under charts/: %s; vendor them with helm dependency build, or copy them there, and import again)", err, strings.Join(f.Missing, ", "))
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			return nil, err
-		}
-		if found == (schema.GroupVersionKind{}) {
+		case ns != "":
+			namespaces = append(namespaces, ns)
+			f.note("_kind.yaml", 0, "the kind's objects are in namespace "+ns+" too, as the chart's templates write it (declared under namespaces): whoever may create its resources makes objects there, without an ownerReference; stencil's finalizer deletes them with the resource", "keep creating them to those who may write in "+ns+", or leave the objects out")
+		case found == (schema.GroupVersionKind{}):
 			f.noteReach(types)
 			return decl, nil
+		default:
+			types[found] = false
 		}
-		types[found] = false
 	}
 	return nil, errors.New("the chart renders more than 100 types")
 }
@@ -139,18 +144,21 @@ func privilege(gk schema.GroupKind) string {
 
 // renderedTypes renders every values file and returns the first type that
 // is not declared yet (none: the zero value).
-func renderedTypes(k *render.Kind, values []ValuesFile) (schema.GroupVersionKind, error) {
+func renderedTypes(k *render.Kind, values []ValuesFile) (schema.GroupVersionKind, string, error) {
 	k = k.WithAPIVersions(OptionalServed(k))
 	for _, v := range values {
 		_, _, err := RenderConverged(k, "release", "default", v.Values)
 		if undeclared, ok := errors.AsType[*render.UndeclaredTypeError](err); ok {
-			return undeclared.GroupVersionKind, nil
+			return undeclared.GroupVersionKind, "", nil
+		}
+		if other, ok := errors.AsType[*render.NamespaceError](err); ok && k.WritesNamespace(other.Namespace) {
+			return schema.GroupVersionKind{}, other.Namespace, nil
 		}
 		if err != nil {
-			return schema.GroupVersionKind{}, fmt.Errorf("rendering with %s: %w", v.Path, err)
+			return schema.GroupVersionKind{}, "", fmt.Errorf("rendering with %s: %w", v.Path, err)
 		}
 	}
-	return schema.GroupVersionKind{}, nil
+	return schema.GroupVersionKind{}, "", nil
 }
 
 var apiVersionKind = regexp.MustCompile(`(?m)^apiVersion:\s*["']?([\w.\-/]+)["']?\s*\n(?:.*\n){0,3}?kind:\s*["']?(\w+)["']?\s*$`)
@@ -256,7 +264,7 @@ func helperBodies(f *Folder) map[string]string {
 
 // declaration is a _kind.yaml owning types (a ConfigMap when there are
 // none yet: a kind owns at least one type).
-func declaration(types map[schema.GroupVersionKind]bool, graph map[string]render.Node) []byte {
+func declaration(types map[schema.GroupVersionKind]bool, namespaces []string, graph map[string]render.Node) []byte {
 	if len(types) == 0 {
 		types = map[schema.GroupVersionKind]bool{{Version: "v1", Kind: "ConfigMap"}: true}
 	}
@@ -276,7 +284,7 @@ func declaration(types map[schema.GroupVersionKind]bool, graph map[string]render
 		}
 		owns = append(owns, ref)
 	}
-	out, _ := yaml.Marshal(render.Declaration{Owns: owns, Graph: graph})
+	out, _ := yaml.Marshal(render.Declaration{Owns: owns, Graph: graph, Namespaces: namespaces})
 	return append([]byte("# The types the chart's templates render (stencil import chart).\n"), out...)
 }
 

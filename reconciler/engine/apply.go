@@ -63,7 +63,10 @@ type Applier struct {
 	// applier applies, and owns the types they declare (prune looks there).
 	ownerKind schema.GroupVersionKind
 	owns      []OwnedType
-	served    func(schema.GroupVersionKind) bool // nil: every type
+	// beyond are the namespaces, besides each owner's, where its objects
+	// may be (Options.Namespaces).
+	beyond []string
+	served func(schema.GroupVersionKind) bool // nil: every type
 	// Recorder tells a resource, in events, what prune left in place.
 	recorder events.EventRecorder
 }
@@ -88,6 +91,10 @@ type Options struct {
 	// types they declare: prune looks there, and in each owner's inventory.
 	OwnerKind schema.GroupVersionKind
 	Owns      []OwnedType
+	// Namespaces are the namespaces, besides each owner's own, where its
+	// namespaced objects may be (_kind.yaml's namespaces): prune and the
+	// finalizer look there too.
+	Namespaces []string
 	// Recorder tells an owner, in events, what prune left in place.
 	Recorder events.EventRecorder
 	// Served, when set, says whether the cluster serves a type: prune
@@ -111,7 +118,7 @@ func New(opts Options) (*Applier, error) {
 		return nil, errors.New("an applier needs the scheme of the types it caches")
 	}
 	return &Applier{client: opts.Client, reader: opts.Reader, types: opts.Types, firstApplies: opts.FirstApplies, fights: NewFights(),
-		ownerKind: opts.OwnerKind, owns: opts.Owns, recorder: opts.Recorder, served: opts.Served}, nil
+		ownerKind: opts.OwnerKind, owns: opts.Owns, beyond: opts.Namespaces, recorder: opts.Recorder, served: opts.Served}, nil
 }
 
 // Types says how the cache holds each type.

@@ -91,19 +91,38 @@ func (a *Applier) ListToPrune(ctx context.Context, cr v1alpha1.Object, gvk schem
 	if a.types.Declared(gvk) && !fresh {
 		return a.ListOwned(ctx, gvk, cr.GetUID())
 	}
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	opts := []client.ListOption{client.MatchingLabels{v1alpha1.LabelOwnerUID: string(cr.GetUID())}}
 	namespaced, err := a.namespaced(gvk)
+	if err != nil {
+		return a.listFailed(ctx, cr, gvk, err)
+	}
+	// A resource's namespaced objects are in its namespace, and those the
+	// kind declares: a list of every namespace would cost the API server
+	// as much as the cluster's objects of the type, for any tenant's
+	// resource.
+	namespaces := []string{""}
 	if namespaced {
-		// A resource's namespaced objects are in its namespace: a list of
-		// every namespace would cost the API server as much as the
-		// cluster's objects of the type, for any tenant's resource.
-		opts = append(opts, client.InNamespace(cr.GetNamespace()))
+		namespaces = append([]string{cr.GetNamespace()}, a.beyond...)
 	}
-	if err == nil {
-		err = a.reader.List(ctx, list, opts...)
+	var out []client.Object
+	for _, ns := range namespaces {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := a.reader.List(ctx, list, client.MatchingLabels{v1alpha1.LabelOwnerUID: string(cr.GetUID())}, client.InNamespace(ns)); err != nil {
+			return a.listFailed(ctx, cr, gvk, err)
+		}
+		items, err := Items(list, gvk)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
 	}
+	return out, nil
+}
+
+// listFailed is what ListToPrune makes of a failed list of gvk: nothing
+// to prune, when the type is not served or stencil may no longer list one
+// the kind does not declare (with a warning), else the error.
+func (a *Applier) listFailed(ctx context.Context, cr v1alpha1.Object, gvk schema.GroupVersionKind, err error) ([]client.Object, error) {
 	switch {
 	case meta.IsNoMatchError(err), apierrors.IsNotFound(err), apierrors.IsMethodNotSupported(err):
 		ctrl.LoggerFrom(ctx).V(1).Info("Type is not served; nothing to prune", "type", gvk.String())
@@ -112,10 +131,8 @@ func (a *Applier) ListToPrune(ctx context.Context, cr v1alpha1.Object, gvk schem
 		ctrl.LoggerFrom(ctx).Info("Not allowed to list a type left in the inventory; its objects are left in place", "type", gvk.String(), "error", err.Error())
 		a.recorder.Eventf(cr, nil, corev1.EventTypeWarning, "PruneSkipped", "Prune", "stencil may not list %s, which the kind no longer declares; its objects are left in place: delete them by hand", gvk.String())
 		return nil, nil
-	case err != nil:
-		return nil, err
 	}
-	return Items(list, gvk)
+	return nil, err
 }
 
 // namespaced reports whether gvk's objects live in namespaces, from the
@@ -173,12 +190,12 @@ func (a *Applier) PruneTypes(cr v1alpha1.Object, clusterOnly bool) []schema.Grou
 		}
 	}
 	for _, t := range a.owns {
-		if t.ClusterScoped || !clusterOnly {
+		if t.ClusterScoped || !clusterOnly || len(a.beyond) > 0 {
 			add(t.GVK)
 		}
 	}
 	for _, e := range cr.StencilStatus().Inventory {
-		if e.Namespace == "" || !clusterOnly {
+		if e.Namespace != cr.GetNamespace() || !clusterOnly {
 			add(schema.FromAPIVersionAndKind(e.APIVersion, e.Kind))
 		}
 	}
@@ -186,7 +203,9 @@ func (a *Applier) PruneTypes(cr v1alpha1.Object, clusterOnly bool) []schema.Grou
 }
 
 // OwnedBy is the second proof of ownership: a controller ownerReference to
-// cr, or, for cluster-scoped objects, the owner annotation naming it.
+// cr, or, for objects beyond cr's namespace (cluster-scoped, or in one
+// the kind declares), which no ownerReference can reach, the owner
+// annotation naming it.
 func (a *Applier) OwnedBy(item metav1.Object, cr v1alpha1.Object) bool {
 	return ownedBy(a.ownerKind, item, cr)
 }
@@ -196,7 +215,7 @@ func ownedBy(kind schema.GroupVersionKind, item metav1.Object, cr v1alpha1.Objec
 		return ref.UID == cr.GetUID()
 	}
 	want := v1alpha1.OwnerAnnotation(kind, cr.GetNamespace(), cr.GetName())
-	return item.GetNamespace() == "" && item.GetAnnotations()[v1alpha1.AnnotationOwner] == want
+	return item.GetNamespace() != cr.GetNamespace() && item.GetAnnotations()[v1alpha1.AnnotationOwner] == want
 }
 
 // Prunable reports whether stencil would prune item, an object that cr (of
