@@ -5,6 +5,7 @@
 // per chart, and then every difference and failure.
 //
 //	go run ./hack/realcharts -helm bin/helm CHART_DIR...
+//	go run ./hack/realcharts -live CHART_DIR...
 //
 // hack/realcharts/charts.sh fetches the charts of docs/from-helm.md at
 // their commits.
@@ -28,7 +29,15 @@ import (
 
 func main() {
 	helm := flag.String("helm", "bin/helm", "The helm binary to compare with.")
+	live := flag.Bool("live", false, "Run each chart's kind on a local control plane instead: its default values Ready, a value changed and Ready again, the resource deleted and nothing of stencil's left.")
 	flag.Parse()
+	if *live {
+		if err := runLive(flag.Args()); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	var details strings.Builder
 	fmt.Println("| chart | templates kept/total | notes | values files | objects as helm template's, per values file |")
 	fmt.Println("|---|---|---|---|---|")

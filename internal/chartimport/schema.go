@@ -263,10 +263,11 @@ func schemaChild(path, key string) string {
 // defaults make v's fields), unless v is null or not valid for s (a string
 // under an integer, a required field without default): then it notes why.
 // It returns what s's parent's default holds for s, and false when the
-// parent's default must leave s out.
+// parent's default must leave s out: a null too, which Helm reads as no
+// key (and the API server would check against an enum).
 func (b *schemaBuilder) setDefault(s *apiextensionsv1.JSONSchemaProps, v any, path string) (any, bool) {
 	if v == nil {
-		return nil, true
+		return nil, false
 	}
 	if m, ok := v.(map[string]any); ok && len(s.Properties) > 0 {
 		v = b.setPropertyDefaults(s, m, path)
@@ -290,7 +291,9 @@ func (b *schemaBuilder) setPropertyDefaults(s *apiextensionsv1.JSONSchemaProps, 
 	for _, key := range slices.Sorted(maps.Keys(m)) {
 		p, ok := s.Properties[key]
 		if !ok {
-			kept[key] = m[key]
+			if m[key] != nil {
+				kept[key] = m[key]
+			}
 			continue
 		}
 		if d, ok := b.setDefault(&p, m[key], schemaChild(path, key)); ok {

@@ -124,7 +124,6 @@ default:
       cpu: 100m
   serviceLabels:
     tier: web
-  tag: null
   tolerations: []
 properties:
   affinity:
