@@ -32,13 +32,6 @@ const LabelGeneratedFor = "stencil.dev/generated-for"
 // namespace, that keeps the generated values of the resource of UID uid.
 func GeneratedSecretName(uid types.UID) string { return "stencil-generated-" + string(uid) }
 
-// kept is a resource's generated values as its Secret holds them, and the
-// Secret's resourceVersion ("": there is none yet).
-type kept struct {
-	data            map[string][]byte
-	resourceVersion string
-}
-
 // generatedError is a failed read or write of the generated values'
 // Secret.
 type generatedError struct{ err error }
@@ -53,30 +46,31 @@ func ReadGenerated(ctx context.Context, c client.Reader, k *render.Kind, cr v1al
 	if !k.Generates() || cr.GetUID() == "" {
 		return nil, nil
 	}
-	kept, err := readKept(ctx, c, cr)
+	s, err := readKept(ctx, c, cr)
 	if err != nil {
 		return nil, err
 	}
-	return render.NewGenerated(kept.data), nil
+	return render.NewGenerated(s.Data), nil
 }
 
-// readKept reads cr's Secret of generated values. A Secret of that name
-// that is not the one stencil made for cr is an error: stencil never
-// reads values from, nor writes, an object that is not its own.
-func readKept(ctx context.Context, c client.Reader, cr v1alpha1.Object) (kept, error) {
+// readKept reads cr's Secret of generated values (one with no name when
+// there is none yet). A Secret of that name that is not the one stencil
+// made for cr is an error: stencil never reads values from, nor writes,
+// an object that is not its own.
+func readKept(ctx context.Context, c client.Reader, cr v1alpha1.Object) (*corev1.Secret, error) {
 	name := GeneratedSecretName(cr.GetUID())
 	s := &corev1.Secret{}
 	err := c.Get(ctx, client.ObjectKey{Namespace: cr.GetNamespace(), Name: name}, s)
 	if apierrors.IsNotFound(err) {
-		return kept{}, nil
+		return &corev1.Secret{}, nil
 	}
 	if err != nil {
-		return kept{}, &generatedError{fmt.Errorf("reading the Secret %s: %w", name, err)}
+		return nil, &generatedError{fmt.Errorf("reading the Secret %s: %w", name, err)}
 	}
 	if s.Labels[LabelGeneratedFor] != string(cr.GetUID()) || !ownedBy(s.OwnerReferences, cr.GetUID()) {
-		return kept{}, &generatedError{fmt.Errorf("the Secret %s is not the one stencil keeps this resource's generated values in: its label %s and ownerReference do not name the resource. stencil leaves it as it is; delete it to let stencil make its own", name, LabelGeneratedFor)}
+		return nil, &generatedError{fmt.Errorf("the Secret %s is not the one stencil keeps this resource's generated values in: its label %s and ownerReference do not name the resource. stencil leaves it as it is; delete it to let stencil make its own", name, LabelGeneratedFor)}
 	}
-	return kept{data: s.Data, resourceVersion: s.ResourceVersion}, nil
+	return s, nil
 }
 
 func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
@@ -89,64 +83,56 @@ func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
 }
 
 // generatedFor returns cr's generated values, for a render that adds to
-// them; nil when the kind generates none. This process remembers them
-// from its last read or write.
-func (r *Reconciler) generatedFor(ctx context.Context, cr v1alpha1.Object) (*render.Generated, error) {
+// them, and the Secret they were read from; nil when the kind generates
+// none. They are read from the API server at every render: a Secret
+// deleted (to make the values again) or edited is seen at the next one.
+func (r *Reconciler) generatedFor(ctx context.Context, cr v1alpha1.Object) (*render.Generated, *corev1.Secret, error) {
 	if !r.kind().Generates() {
-		return nil, nil
+		return nil, nil, nil
 	}
-	k, ok := r.generated.Load(cr.GetUID())
-	if !ok {
-		var err error
-		if k, err = readKept(ctx, r.reader, cr); err != nil {
-			return nil, err
-		}
-		r.generated.Store(cr.GetUID(), k)
+	s, err := readKept(ctx, r.reader, cr)
+	if err != nil {
+		return nil, nil, err
 	}
-	return render.NewGenerated(k.data), nil
+	return render.NewGenerated(s.Data), s, nil
 }
 
-// keepGenerated writes what a render of cr generated to its Secret, when
-// it differs from what the Secret holds: before anything the render made
-// is applied. complete: the render ran every template (a graph's waiting
-// nodes did not run, and keep what they made before).
-func (r *Reconciler) keepGenerated(ctx context.Context, cr v1alpha1.Object, gen *render.Generated, complete bool) error {
+// keepGenerated writes what a render of cr generated into its Secret
+// (read as from), when it differs from what the Secret holds: before
+// anything the render made is applied. The Secret's other fields (another
+// writer's labels or finalizers) are kept.
+func (r *Reconciler) keepGenerated(ctx context.Context, cr v1alpha1.Object, gen *render.Generated, from *corev1.Secret) error {
 	if gen == nil {
 		return nil
 	}
-	data, changed := gen.Keep(complete)
+	data, changed := gen.Keep()
 	if !changed {
 		return nil
 	}
 	if err := r.writable(); err != nil {
 		return &generatedError{err}
 	}
-	uid := cr.GetUID()
-	before, _ := r.generated.Load(uid)
-	gvk := r.kind().OwnerGroupVersionKind()
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: GeneratedSecretName(uid), Namespace: cr.GetNamespace(), ResourceVersion: before.resourceVersion,
+	s := from.DeepCopy()
+	s.Data = data
+	var err error
+	if s.Name == "" {
+		uid := cr.GetUID()
+		gvk := r.kind().OwnerGroupVersionKind()
+		s.ObjectMeta = metav1.ObjectMeta{
+			Name: GeneratedSecretName(uid), Namespace: cr.GetNamespace(),
 			Labels: map[string]string{LabelGeneratedFor: string(uid)},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind,
 				Name: cr.GetName(), UID: uid, BlockOwnerDeletion: new(true)}},
-		},
-		Type: corev1.SecretTypeOpaque,
-		Data: data,
-	}
-	var err error
-	if before.resourceVersion == "" {
+		}
+		s.Type = corev1.SecretTypeOpaque
 		err = r.client.Create(ctx, s)
 	} else {
+		// At the version read: a conflict (another writer) is retried.
 		err = r.client.Update(ctx, s)
 	}
 	if err != nil {
-		// Another writer (a replica before this one, a person): read it
-		// again at the retry.
-		r.generated.Delete(uid)
 		return &generatedError{fmt.Errorf("writing the Secret %s: %w", s.Name, err)}
 	}
-	r.generated.Store(uid, kept{data: data, resourceVersion: s.ResourceVersion})
 	return nil
 }
 

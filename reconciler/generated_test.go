@@ -57,9 +57,9 @@ func TestGeneratedValuesAreKept(t *testing.T) {
 	_, stop := startGadgetKind(t, def)
 	ns := newGadgetNamespace(t)
 	createGadget(t, ns, "g", testv1alpha1.GadgetSpec{Value: "a"})
-	waitGadgetValue(t, ns, "g", "a")
-	auth := readSecret(t, ns, "g-auth")
-	sum := readConfigMap(t, ns, "g-app").Annotations["checksum/auth"]
+	waitGadgetValue(t, ns, "a")
+	auth := readAuth(t, ns)
+	sum := readApp(t, ns).Annotations["checksum/auth"]
 	if len(auth["password"]) != 20 || len(auth["ca.crt"]) < 100 {
 		t.Fatalf("the Secret holds %q: no generated password or CA", auth)
 	}
@@ -78,21 +78,21 @@ func TestGeneratedValuesAreKept(t *testing.T) {
 
 	same := func(when string) {
 		t.Helper()
-		if got := readSecret(t, ns, "g-auth"); got["password"] != auth["password"] || got["ca.crt"] != auth["ca.crt"] {
+		if got := readAuth(t, ns); got["password"] != auth["password"] || got["ca.crt"] != auth["ca.crt"] {
 			t.Errorf("%s: the generated values changed", when)
 		}
-		if got := readConfigMap(t, ns, "g-app").Annotations["checksum/auth"]; got != sum {
+		if got := readApp(t, ns).Annotations["checksum/auth"]; got != sum {
 			t.Errorf("%s: the checksum changed from %s to %s", when, sum, got)
 		}
 	}
 	setGadgetValue(t, ns, "b")
-	waitGadgetValue(t, ns, "g", "b")
+	waitGadgetValue(t, ns, "b")
 	same("after a value change")
 
 	stop()
 	_, stop = startGadgetKind(t, def)
 	setGadgetValue(t, ns, "c")
-	waitGadgetValue(t, ns, "g", "c")
+	waitGadgetValue(t, ns, "c")
 	same("after the operator started again")
 
 	// A person's Secret in the place of stencil's, seen by an operator
@@ -111,7 +111,7 @@ func TestGeneratedValuesAreKept(t *testing.T) {
 		return gadgetCondition(t, ns, "g", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonGeneratedValuesFailed,
 			"is not the one stencil keeps", "Nothing was applied")
 	})
-	if got := readConfigMap(t, ns, "g-app").Data["value"]; got != "c" {
+	if got := readApp(t, ns).Data["value"]; got != "c" {
 		t.Errorf("the value %q was applied with the person's Secret in place", got)
 	}
 	if got := &(corev1.Secret{}); k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: kept.Name}, got) != nil || string(got.Data["x"]) != `"chosen"` || len(got.Data) != 1 {
@@ -132,30 +132,33 @@ func setGadgetValue(t *testing.T, ns, value string) {
 	})
 }
 
-// waitGadgetValue waits for the Gadget to be Ready with value applied.
-func waitGadgetValue(t *testing.T, ns, name, value string) {
+// waitGadgetValue waits for the Gadget g of ns to be Ready with value
+// applied.
+func waitGadgetValue(t *testing.T, ns, value string) {
 	t.Helper()
 	eventually(t, 60*time.Second, "the Gadget Ready with value "+value, func() error {
-		if got := readConfigMap(t, ns, name+"-app").Data["value"]; got != value {
+		if got := readApp(t, ns).Data["value"]; got != value {
 			return fmt.Errorf("value %q", got)
 		}
-		return gadgetCondition(t, ns, name, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled)
+		return gadgetCondition(t, ns, "g", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled)
 	})
 }
 
-func readConfigMap(t *testing.T, ns, name string) *corev1.ConfigMap {
+// readApp is the ConfigMap g-app of ns (an empty one when there is none).
+func readApp(t *testing.T, ns string) *corev1.ConfigMap {
 	t.Helper()
 	cm := &corev1.ConfigMap{}
-	if err := k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, cm); err != nil {
+	if err := k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "g-app"}, cm); err != nil {
 		return &corev1.ConfigMap{}
 	}
 	return cm
 }
 
-func readSecret(t *testing.T, ns, name string) map[string]string {
+// readAuth is the data of the Secret g-auth of ns.
+func readAuth(t *testing.T, ns string) map[string]string {
 	t.Helper()
 	s := &corev1.Secret{}
-	if err := k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
+	if err := k8s.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "g-auth"}, s); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
@@ -163,4 +166,39 @@ func readSecret(t *testing.T, ns, name string) map[string]string {
 		out[k] = string(v)
 	}
 	return out
+}
+
+// TestLookupReadsTheLiveSecret: a chart kind that keeps its password the
+// way bitnami's charts do (lookup of its own Secret, randAlphaNum only when
+// there is none) reads the whole live Secret, not the cache's metadata:
+// after a value change the resource is Ready with the same password.
+func TestLookupReadsTheLiveSecret(t *testing.T) {
+	def := testkind.Gadget()
+	def.Templates = fstest.MapFS{
+		"_kind.yaml":  {Data: []byte("owns:\n- {apiVersion: v1, kind: ConfigMap}\n- {apiVersion: v1, kind: Secret}\n")},
+		"_chart.yaml": {Data: []byte("name: gadget\nversion: 0.1.0\n")},
+		"secret.yaml": {Data: []byte(`{{- $live := lookup "v1" "Secret" .Release.Namespace (printf "%s-auth" .Release.Name) -}}
+apiVersion: v1
+kind: Secret
+metadata:
+  name: {{ .Release.Name }}-auth
+data:
+  {{- if $live }}
+  password: {{ index $live.data "password" }}
+  {{- else }}
+  password: {{ randAlphaNum 20 | b64enc }}
+  {{- end }}
+`)},
+		"configmap.yaml": {Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-app\ndata:\n  value: {{ .Values.value | quote }}\n")},
+	}
+	startGadgetKind(t, def)
+	ns := newGadgetNamespace(t)
+	createGadget(t, ns, "g", testv1alpha1.GadgetSpec{Value: "a"})
+	waitGadgetValue(t, ns, "a")
+	before := readAuth(t, ns)["password"]
+	setGadgetValue(t, ns, "b")
+	waitGadgetValue(t, ns, "b")
+	if after := readAuth(t, ns)["password"]; after != before || len(after) != 20 {
+		t.Errorf("the password %q became %q", before, after)
+	}
 }

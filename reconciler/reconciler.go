@@ -42,9 +42,6 @@ type Reconciler struct {
 	// memory is what this process remembers of each resource between
 	// reconciles (memory.go).
 	memory memory
-	// generated are the resources' generated values as this process last
-	// read or wrote them (generated.go).
-	generated syncmap.Map[types.UID, kept]
 	// waiters are the resources that found an object held by another
 	// owner; its deletion brings them back.
 	waiters engine.Waiters
@@ -95,7 +92,6 @@ func (r *Reconciler) forget(nn types.NamespacedName) {
 	for _, uid := range r.memory.forget(nn).uids {
 		r.owners.Delete(uid)
 		r.orphans.Delete(uid)
-		r.generated.Delete(uid)
 	}
 	// What the components beside the reconciler keep of it.
 	unhealthy.forget(r.kind().GroupVersionKind().Kind, nn)

@@ -162,7 +162,7 @@ func unwatched(cur, next *render.Kind, types engine.CachedTypes) error {
 			// optional would render as not served while prune, which
 			// knows it served, deleted its objects.
 			missing = append(missing, "whether "+gvk.Kind+" is optional changed")
-		case (t.Status || t.JudgesHealth() || next.HasGraph()) && !types.Whole[gvk]:
+		case (t.Status || t.JudgesHealth() || next.ReadsLive()) && !types.Whole[gvk]:
 			missing = append(missing, "it reads "+gvk.Kind+" whole, which the cache holds as metadata only")
 		}
 	}

@@ -41,15 +41,20 @@ func renderFailure(err error) string {
 // renderPlan renders cr with the live state its graph reads: its objects
 // from the cache, its inputs from the API server.
 func (r *Reconciler) renderPlan(ctx context.Context, cr v1alpha1.Object) (*render.Plan, error) {
-	gen, err := r.generatedFor(ctx, cr)
+	gen, kept, err := r.generatedFor(ctx, cr)
 	if err != nil {
 		return nil, err
 	}
 	plan, err := r.renderWith(ctx, cr, gen)
 	if err != nil {
+		if gen != nil && gen.Made() > 0 {
+			// What a failed render made is kept too (never applied): the
+			// next one goes on from there, rather than make it again.
+			_ = r.keepGenerated(ctx, cr, gen, kept)
+		}
 		return nil, err
 	}
-	if err := r.keepGenerated(ctx, cr, gen, len(plan.Waiting) == 0); err != nil {
+	if err := r.keepGenerated(ctx, cr, gen, kept); err != nil {
 		return nil, err
 	}
 	return plan, nil

@@ -55,6 +55,7 @@ const (
 // and kept, in one Secret (at most 1 MiB).
 const (
 	maxGeneratedNew   = 32        // made by one render
+	maxGeneratedKeys  = 8         // keys and certificates made by one render (each may take a second)
 	maxGeneratedKept  = 256       // kept for one resource
 	maxGeneratedBytes = 512 << 10 // their size, kept
 	maxGeneratedLen   = 1 << 16   // of one random string
@@ -69,6 +70,8 @@ type generator struct {
 	// (stencil render, test, lint) makes it from a source seeded by its
 	// key, the same every time; else it gets a placeholder.
 	seeded bool
+	// key: a key or a certificate, whose making costs CPU time.
+	key bool
 }
 
 var (
@@ -80,15 +83,15 @@ var (
 // generators are the generating functions of the template library, by name.
 var generators = func() map[string]generator {
 	g := map[string]generator{
-		"randAlphaNum": {stringType, randString(alphanumerics), true},
-		"randAlpha":    {stringType, randString(alphanumerics[:52]), true},
-		"randNumeric":  {stringType, randString(alphanumerics[52:]), true},
-		"randAscii":    {stringType, randString(asciiPrintable()), true},
-		"randBytes":    {stringType, randBytes, true},
-		"randInt":      {intType, randInt, true},
-		"uuidv4":       {stringType, uuidv4, true},
-		"shuffle":      {stringType, shuffle, true},
-		"now":          {timeType, func(io.Reader, []any) (any, error) { return time.Now().UTC(), nil }, false},
+		"randAlphaNum": {out: stringType, make: randString(alphanumerics), seeded: true},
+		"randAlpha":    {out: stringType, make: randString(alphanumerics[:52]), seeded: true},
+		"randNumeric":  {out: stringType, make: randString(alphanumerics[52:]), seeded: true},
+		"randAscii":    {out: stringType, make: randString(asciiPrintable()), seeded: true},
+		"randBytes":    {out: stringType, make: randBytes, seeded: true},
+		"randInt":      {out: intType, make: randInt, seeded: true},
+		"uuidv4":       {out: stringType, make: uuidv4, seeded: true},
+		"shuffle":      {out: stringType, make: shuffle, seeded: true},
+		"now":          {out: timeType, make: func(io.Reader, []any) (any, error) { return time.Now().UTC(), nil }, seeded: false},
 	}
 	// The certificates, keys and salted hashes are sprig's own.
 	library := sprig.TxtFuncMap()
@@ -97,7 +100,7 @@ var generators = func() map[string]generator {
 		"genSignedCert", "genSignedCertWithKey", "bcrypt", "htpasswd", "encryptAES",
 	} {
 		fn := reflect.ValueOf(library[name])
-		g[name] = generator{out: fn.Type().Out(0), make: callLibrary(name, fn)}
+		g[name] = generator{out: fn.Type().Out(0), make: callLibrary(name, fn), key: strings.HasPrefix(name, "gen")}
 	}
 	return g
 }()
@@ -172,10 +175,11 @@ func randInt(r io.Reader, args []any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	span := uint64(hi) - uint64(lo) // wraps for no pair with hi above lo
 	if hi <= lo {
 		return nil, fmt.Errorf("max %d is not above min %d", hi, lo)
 	}
-	return lo + int(uniform(r, uint64(hi-lo))), nil
+	return int(uint64(lo) + uniform(r, span)), nil
 }
 
 // uniform is a number below n from r, each as likely.
@@ -283,10 +287,9 @@ func convertArg(a any, want reflect.Type) (reflect.Value, error) {
 type Generated struct {
 	stored map[string][]byte
 	used   map[string][]byte
-	made   int
-	// Random is where new values take their randomness (nil:
-	// crypto/rand).
-	Random io.Reader
+	// made are the values the render made; keys, those of them that are
+	// keys or certificates (the costly ones).
+	made, keys int
 }
 
 // NewGenerated returns a resource's generated values as its store holds
@@ -298,18 +301,26 @@ func NewGenerated(stored map[string][]byte) *Generated {
 // Made is how many values the render made that the store did not hold.
 func (g *Generated) Made() int { return g.made }
 
-// Keep is what the store should hold after a render: every value the
-// render used; the ones it did not use too unless it ran every template
-// (complete), since a template that did not run may use them later. The
-// bool is false when that is what the store holds already.
-func (g *Generated) Keep(complete bool) (map[string][]byte, bool) {
+// Keep is what the store should hold after a render: every value it held
+// and every value the render made. A value no render uses any more stays
+// (a template that did not run, a feature turned off and on again, a
+// resource the rollout holds on its previous templates: each gets its old
+// value back) until the kept values reach their limits, when those the
+// render did not use go first. The bool is false when that is what the
+// store holds already.
+func (g *Generated) Keep() (map[string][]byte, bool) {
 	keep := maps.Clone(g.used)
-	if !complete {
-		for k, v := range g.stored {
-			if _, ok := keep[k]; !ok {
-				keep[k] = v
-			}
+	size := 0
+	for _, v := range keep {
+		size += len(v)
+	}
+	for _, k := range slices.Sorted(maps.Keys(g.stored)) {
+		v := g.stored[k]
+		if _, ok := keep[k]; ok || len(keep) >= maxGeneratedKept || size+len(v) > maxGeneratedBytes {
+			continue
 		}
+		keep[k] = v
+		size += len(v)
 	}
 	return keep, !maps.EqualFunc(keep, g.stored, func(a, b []byte) bool { return string(a) == string(b) })
 }
@@ -360,6 +371,9 @@ func (b *budget) generated(site, fn string, args []any) (any, error) {
 	if gen == nil {
 		return nil, fmt.Errorf("%s: a value is generated only where a manifest renders, not in a status template or a rule", fn)
 	}
+	if b.inTpl > 0 {
+		return nil, fmt.Errorf("%s: a template made of values (tpl) may not generate a value, nor read one, not even through a helper it includes", fn)
+	}
 	argText, err := json.Marshal(args)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)
@@ -392,12 +406,14 @@ func (b *budget) makeGenerated(g generator, fn, key string, args []any) (any, er
 	if len(gen.used) >= maxGeneratedKept {
 		return nil, &LimitError{Limit: "generated values kept for a resource", Max: strconv.Itoa(maxGeneratedKept)}
 	}
-	r := gen.Random
-	if r == nil {
-		r = rand.Reader
+	if g.key {
+		if gen.keys >= maxGeneratedKeys {
+			return nil, &LimitError{Limit: "keys and certificates generated by one render", Max: strconv.Itoa(maxGeneratedKeys)}
+		}
+		gen.keys++
 	}
 	start := time.Now()
-	v, err := g.make(r, args)
+	v, err := g.make(rand.Reader, args)
 	b.deadline = b.deadline.Add(time.Since(start))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)
@@ -591,15 +607,20 @@ func (e *sitedError) Error() string { return e.msg }
 func (e *sitedError) Unwrap() error { return e.err }
 
 // generates reports whether a template of t calls a generating function.
-func generates(t *template.Template) bool {
+func generates(t *template.Template) bool { return calls(t, fnGenerated) }
+
+// calls reports whether a template of t calls the function fn.
+func calls(t *template.Template, fn string) bool {
 	for _, tt := range t.Templates() {
 		if tt.Tree == nil {
 			continue
 		}
 		found := false
 		walkNodes(tt.Root, func(c *parse.CommandNode) {
-			if id, ok := c.Args[0].(*parse.IdentifierNode); ok && id.Ident == fnGenerated {
-				found = true
+			for _, a := range c.Args {
+				if id, ok := a.(*parse.IdentifierNode); ok && id.Ident == fn {
+					found = true
+				}
 			}
 		}, func(string) {})
 		if found {

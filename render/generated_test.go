@@ -4,7 +4,9 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -80,7 +82,7 @@ func renderGenerated(t *testing.T, k *render.Kind, values map[string]any, kept m
 
 func keep(t *testing.T, gen *render.Generated) map[string][]byte {
 	t.Helper()
-	kept, _ := gen.Keep(true)
+	kept, _ := gen.Keep()
 	return kept
 }
 
@@ -118,7 +120,7 @@ func TestGeneratedValuesStay(t *testing.T) {
 	if gen.Made() != 0 {
 		t.Errorf("the second render made %d values", gen.Made())
 	}
-	if _, changed := gen.Keep(true); changed {
+	if _, changed := gen.Keep(); changed {
 		t.Error("the second render changed what is kept")
 	}
 	if !maps.EqualFunc(first, again, maps.Equal) {
@@ -230,11 +232,23 @@ func TestGeneratedLimits(t *testing.T) {
 	_, gen := renderGenerated(t, k, map[string]any{"n": 3, "len": 4}, nil)
 	kept := keep(t, gen)
 	_, gen = renderGenerated(t, k, map[string]any{"n": 1, "len": 4}, kept)
-	if got, _ := gen.Keep(true); len(got) != 1 {
-		t.Errorf("a complete render keeps %d values, want the 1 it used", len(got))
+	if got, changed := gen.Keep(); len(got) != 3 || changed {
+		t.Errorf("a render that uses 1 of 3 values keeps %d (changed %v), want all 3 unchanged: a value turned on again gets its old one", len(got), changed)
 	}
-	if got, changed := gen.Keep(false); len(got) != 3 || changed {
-		t.Errorf("an incomplete render keeps %d values (changed %v), want all 3 unchanged", len(got), changed)
+	// Values no render uses go when the kept ones reach their limit.
+	full := map[string][]byte{}
+	for i := range 256 {
+		full[fmt.Sprintf("unused-%03d", i)] = []byte(`"x"`)
+	}
+	_, gen = renderGenerated(t, k, map[string]any{"n": 2, "len": 4}, full)
+	got, _ := gen.Keep()
+	if len(got) != 256 || gen.Made() != 2 {
+		t.Fatalf("kept %d values, made %d: want 256, 2", len(got), gen.Made())
+	}
+	for _, key := range []string{"unused-254", "unused-255"} {
+		if _, ok := got[key]; ok {
+			t.Errorf("%s was kept over the render's new values", key)
+		}
 	}
 }
 
@@ -265,5 +279,39 @@ func TestTplMayNotGenerate(t *testing.T) {
 	_, err := k.RenderGraph(chartimport.NewResource(shopGVK, "rel", "ns1", map[string]any{"text": "{{ genCA \"x\" 365 }}"}), render.GraphInput{Generated: render.NewGenerated(nil)})
 	if err == nil || !strings.Contains(err.Error(), "genCA: a template made of values (tpl) may not generate a value") {
 		t.Errorf("got %v, want tpl's genCA refused", err)
+	}
+}
+
+// TestTplMayNotGenerateThroughAHelper: tpl text may not reach a value
+// through a helper that generates one, nor by calling the function the
+// rewrite made.
+func TestTplMayNotGenerateThroughAHelper(t *testing.T) {
+	k := chartKind(t, map[string]string{
+		"_kind.yaml":   "owns: [{apiVersion: v1, kind: ConfigMap}]\ntpl: any\n",
+		"_chart.yaml":  "name: gen\n",
+		"_helpers.tpl": `{{ define "pw" }}{{ randAlphaNum 8 }}{{ end }}`,
+		"c.yaml":       "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  a: {{ tpl .Values.text . | quote }}\n",
+	})
+	for _, text := range []string{`{{ include "pw" . }}`, `{{ stencilGenerated "0123456789abcdef" "randAlphaNum" 8 }}`} {
+		_, err := k.RenderGraph(chartimport.NewResource(shopGVK, "rel", "ns1", map[string]any{"text": text}), render.GraphInput{Generated: render.NewGenerated(nil)})
+		if err == nil || !strings.Contains(err.Error(), "may not generate a value") {
+			t.Errorf("%s: got %v, want it refused", text, err)
+		}
+	}
+}
+
+// TestGeneratedKeysArePinned: the key of a kept value is derived from its
+// call's place the same way in every stencil version: a change of the
+// derivation would make every resource's values again.
+func TestGeneratedKeysArePinned(t *testing.T) {
+	k := chartKind(t, map[string]string{
+		"_chart.yaml": "name: gen\n",
+		"c.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  a: {{ randAlphaNum 8 }}\n",
+	})
+	_, gen := renderGenerated(t, k, nil, nil)
+	got := keep(t, gen)
+	const want = "7c8caab515bab9a085f6e82efcedf8b4"
+	if _, ok := got[want]; !ok || len(got) != 1 {
+		t.Errorf("keys %v, want %s", slices.Collect(maps.Keys(got)), want)
 	}
 }

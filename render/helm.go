@@ -306,9 +306,10 @@ func coalesce(user, defaults map[string]any) map[string]any {
 		case !set && d == nil:
 			// A null of the chart's is no key, as in Helm.
 		case !set:
-			out[k] = deepCopyValue(d)
 			if dm, ok := d.(map[string]any); ok {
-				out[k] = coalesce(nil, dm) // without its nulls too
+				out[k] = coalesce(nil, dm) // a copy without its nulls
+			} else {
+				out[k] = deepCopyValue(d)
 			}
 		case u == nil:
 			// A null removes the chart's value.

@@ -239,6 +239,8 @@ type Kind struct {
 	// namespaces are those its templates write literally (see
 	// [Kind.WritesNamespace]).
 	namespaces map[string]bool
+	// looksUp: a chart kind whose templates call lookup.
+	looksUp bool
 	// generates: a chart kind whose templates generate values (see
 	// [Generated]); manifestNames are its manifests' names, Helm's too.
 	generates     bool
@@ -303,7 +305,7 @@ func Load(def Definition) (*Kind, error) {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
 	k.status = tmpl.Lookup(statusFile) != nil
-	k.findGenerating(manifests)
+	k.findCalls(manifests)
 	k.kustomize = slices.Contains(manifests, kustomizationFile)
 	k.manifests = slices.DeleteFunc(manifests, func(f string) bool { return f == kustomizationFile })
 	if len(k.manifests) == 0 {
@@ -488,6 +490,11 @@ func (k *Kind) ReadsWhole(gvk schema.GroupVersionKind) bool {
 	return ok && (t.Status || t.JudgesHealth())
 }
 
+// ReadsLive reports whether the kind's templates read its live objects
+// whole: a graph kind's (object, objects), a chart kind's that call
+// lookup.
+func (k *Kind) ReadsLive() bool { return k.graph != nil || k.looksUp }
+
 // SecretNode is the graph node that rendered o (its annotation says which)
 // when that node's template reads Secret data; "" otherwise. It does when
 // it reads a Secret input, or the objects of a node that holds a Secret
@@ -530,9 +537,10 @@ func (k *Kind) Templates() string { return k.digest }
 // to the resource's [Generated].
 func (k *Kind) Generates() bool { return k.generates }
 
-// findGenerating sets generates, and the names of manifests (a chart
-// kind's templates, under their names and Helm's) when it does.
-func (k *Kind) findGenerating(manifests []string) {
+// findCalls sets looksUp and generates, and the names of manifests (a
+// chart kind's templates, under their names and Helm's) when it generates.
+func (k *Kind) findCalls(manifests []string) {
+	k.looksUp = k.chart != nil && calls(k.tmpl, "lookup")
 	if k.generates = generates(k.tmpl); !k.generates {
 		return
 	}

@@ -116,6 +116,9 @@ type budget struct {
 	gen *generation
 	// lookups is what a chart kind's lookup reads (nil: not a chart kind).
 	lookups *lookups
+	// inTpl counts the tpl executions under way: their templates are
+	// made of values, and may not generate.
+	inTpl int
 }
 
 // writeTo makes w the output the execution writes to now, until the
@@ -795,7 +798,8 @@ func (b *budget) tpl(c *template.Template, src string, data any) (string, error)
 		}
 	}
 	b.depth++
-	defer func() { b.depth-- }()
+	b.inTpl++
+	defer func() { b.depth--; b.inTpl-- }()
 	w := &peekWriter{b: b}
 	defer b.writeTo(&w.Buffer, true)()
 	if err := t.Execute(w, data); err != nil {

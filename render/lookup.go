@@ -36,7 +36,9 @@ func (b *budget) lookup(apiVersion, kind, namespace, name string) (map[string]an
 	}
 	o, err := l.live.Get(gvk, namespace, name)
 	if err != nil {
-		return nil, fmt.Errorf("lookup %s %s %q: %w", apiVersion, kind, name, err)
+		// A failed read (a timeout, a type not served yet) is retried,
+		// unlike a template's error.
+		return nil, &ReadError{Err: fmt.Errorf("lookup %s %s %q: %w", apiVersion, kind, name, err)}
 	}
 	if o == nil || o.GetLabels()[v1alpha1.LabelOwnerUID] != string(l.uid) {
 		return map[string]any{}, nil

@@ -121,9 +121,12 @@ func stamp(o *unstructured.Unstructured, own owner) error {
 
 	// A kept object (prune disabled) gets no ownerReference: the garbage
 	// collector would delete it with the custom resource.
-	// Nor does one in another namespace (declared in _kind.yaml): no
-	// ownerReference crosses namespaces.
-	if o.GetNamespace() != "" && o.GetNamespace() == own.namespace && ann[v1alpha1.AnnotationPrune] != v1alpha1.PruneDisabled {
+	// Nor does one in another namespace than its namespaced owner's
+	// (declared in _kind.yaml): no ownerReference crosses namespaces. A
+	// cluster-scoped owner (a decorated Namespace) owns its children
+	// wherever they are.
+	sameNamespace := own.namespace == "" || o.GetNamespace() == own.namespace
+	if o.GetNamespace() != "" && sameNamespace && ann[v1alpha1.AnnotationPrune] != v1alpha1.PruneDisabled {
 		o.SetOwnerReferences([]metav1.OwnerReference{{
 			APIVersion:         own.gvk.GroupVersion().String(),
 			Kind:               own.gvk.Kind,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -33,7 +34,7 @@ import (
 
 // liveTimeout bounds each step of a chart's run: Ready, converged again
 // after a value change, gone after the deletion.
-const liveTimeout = 4 * time.Minute
+const liveTimeout = 6 * time.Minute
 
 // liveChart is one chart run on the local control plane.
 type liveChart struct {
@@ -50,7 +51,7 @@ type liveChart struct {
 }
 
 // runLive runs every chart's import on one local control plane: its CRD,
-// one operator for all of them, and per chart a resource of its default
+// an operator of its own, and per chart a resource of its default
 // values in a namespace of its own that must become Ready, then converge
 // after a value change, then leave nothing of stencil's when deleted. It
 // prints a table.
@@ -74,21 +75,23 @@ func runLive(dirs []string) error {
 	if err != nil {
 		return err
 	}
-	project := stencil.Project{Name: "realcharts"}
-	for _, lc := range charts {
+	opCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	// An operator per chart: every chart kind's Go type is one type
+	// (chartimport.Resource), which one scheme holds for one kind only.
+	for i, lc := range charts {
 		if err := installCRD(ctx, cl, lc.def); err != nil {
 			return err
 		}
-		project.Kinds = append(project.Kinds, stencil.Kind(lc.def))
+		project := stencil.Project{Name: fmt.Sprintf("realcharts-%d", i), Kinds: []stencil.Kind{stencil.Kind(lc.def)}}
+		go func() {
+			// Fifteen operators start at once on a small machine.
+			err := project.Run(opCtx, []string{"--kubeconfig=" + cluster.Kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--startup-timeout=10m"}, os.Stderr)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				fmt.Fprintln(os.Stderr, "the operator of", lc.name+":", err)
+			}
+		}()
 	}
-	opCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() {
-		err := project.Run(opCtx, []string{"--kubeconfig=" + cluster.Kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0"}, os.Stderr)
-		if err != nil && !errors.Is(err, context.Canceled) {
-			fmt.Fprintln(os.Stderr, "the operator:", err)
-		}
-	}()
 	go provisionVolumes(opCtx, cl)
 	var wg sync.WaitGroup
 	for _, lc := range charts {
@@ -134,10 +137,6 @@ func prepare(dir string) (*liveChart, error) {
 	return lc, nil
 }
 
-func (lc *liveChart) plural() string {
-	return strings.ToLower(lc.def.GroupVersionKind.Kind) + "s"
-}
-
 // run creates the chart's resource, changes a value and deletes it.
 func (lc *liveChart) run(ctx context.Context, cl client.Client) {
 	ns := strings.ToLower(lc.def.GroupVersionKind.Kind)
@@ -162,7 +161,7 @@ func (lc *liveChart) run(ctx context.Context, cl client.Client) {
 	if lc.change == "" {
 		lc.changed = "no value to change"
 	} else {
-		patch, _ := yaml.YAMLToJSON(fmt.Appendf(nil, "spec: {%s: %s}", lc.change, mustJSON(lc.to)))
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{lc.change: lc.to}})
 		if err := cl.Patch(ctx, cr, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			lc.changed = err.Error()
 		} else {
@@ -189,11 +188,6 @@ func outcome(err error) string {
 		return "yes"
 	}
 	return strings.ReplaceAll(err.Error(), "|", "/")
-}
-
-func mustJSON(v any) string {
-	data, _ := yaml.Marshal(v)
-	return strings.TrimSpace(strings.ReplaceAll(string(data), "\n", ", "))
 }
 
 // waitReady waits until the resource's Ready condition is True for its
@@ -281,9 +275,7 @@ func installCRD(ctx context.Context, cl client.Client, def render.Definition) er
 func provisionVolumes(ctx context.Context, cl client.Client) {
 	_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		claims := &corev1.PersistentVolumeClaimList{}
-		if err := cl.List(ctx, claims); err != nil {
-			return false, nil
-		}
+		_ = cl.List(ctx, claims) // none this time: the next
 		for _, pvc := range claims.Items {
 			if pvc.Status.Phase != corev1.ClaimPending || pvc.Spec.VolumeName != "" {
 				continue

@@ -188,10 +188,11 @@ func chartFile(p string) bool {
 
 var (
 	// A hook's annotations, as YAML (helm.sh/hook: post-install) or as
-	// a template's dict ("helm.sh/hook" "post-install").
-	testHook = regexp.MustCompile(`helm\.sh/hook["']?(?:\s*:\s*|\s+)["']?test`)
-	hook     = regexp.MustCompile(`helm\.sh/hook["']?(?:\s*:\s*|\s+)["']?([a-z,-]+)`)
-	weight   = regexp.MustCompile(`helm\.sh/hook-weight["']?(?:\s*:\s*|\s+)["']?(-?[0-9]+)["']?`)
+	// a template's dict, a quoted key then a quoted value ("helm.sh/hook"
+	// "post-install"): not a word after the name in a comment.
+	testHook = regexp.MustCompile(`helm\.sh/hook["']?\s*:\s*["']?test|"helm\.sh/hook"\s+"test`)
+	hook     = regexp.MustCompile(`helm\.sh/hook["']?\s*:\s*["']?([a-z,-]+)|"helm\.sh/hook"\s+"([a-z,-]+)"`)
+	weight   = regexp.MustCompile(`helm\.sh/hook-weight["']?\s*:\s*["']?(-?[0-9]+)["']?|"helm\.sh/hook-weight"\s+"(-?[0-9]+)"`)
 )
 
 // template decides the kind folder's name of the chart's template file rel
@@ -216,7 +217,7 @@ func (f *Folder) template(shown, rel, prefix string, src []byte) (string, bool) 
 	if strings.HasPrefix(name, "_") && path.Ext(name) == ".yaml" {
 		f.note(shown, 0, "a manifest whose name begins with _ renders nothing in Helm", "")
 	}
-	if m := hook.FindSubmatch(src); m != nil {
+	if m := firstGroup(hook.FindSubmatch(src)); m != nil {
 		switch phase := hookPhase(string(m[1])); phase {
 		case "":
 			f.note(shown, 0, "a "+string(m[1])+" hook is left out: stencil has no delete or rollback moment to run it at", "a graph kind deletes its objects in reverse order; a finalizer of your own runs what must happen on delete")
@@ -227,7 +228,7 @@ func (f *Folder) template(shown, rel, prefix string, src []byte) (string, bool) 
 			f.note(shown, 0, "a "+string(m[1])+" hook becomes a graph node after every other template, run once for what it renders (once: true)", "hook-delete-policy has no effect: the objects stay until their TTL or someone removes them, and are not made again")
 		}
 		f.Hooks[prefix+name] = hookPhase(string(m[1]))
-		if w := weight.FindSubmatch(src); w != nil {
+		if w := firstGroup(weight.FindSubmatch(src)); w != nil {
 			f.HookWeights[prefix+name], _ = strconv.Atoi(string(w[1]))
 		} else if bytes.Contains(src, []byte("helm.sh/hook-weight")) {
 			f.note(shown, 0, "a hook-weight that is not a number in the file (a template action) counts as 0", "write the weight as a number")
@@ -235,6 +236,20 @@ func (f *Folder) template(shown, rel, prefix string, src []byte) (string, bool) 
 	}
 	f.scan(shown, src)
 	return name, true
+}
+
+// firstGroup is a match of a rule with alternatives, each of one group,
+// as a match of its first group: the group that matched.
+func firstGroup(m [][]byte) [][]byte {
+	if m == nil {
+		return nil
+	}
+	for _, g := range m[1:] {
+		if g != nil {
+			return [][]byte{m[0], g}
+		}
+	}
+	return m
 }
 
 // scans are the template lines whose meaning changes in stencil.

@@ -320,3 +320,23 @@ func TestHooksWrittenAsADict(t *testing.T) {
 		t.Error("the dict-built test hook is kept")
 	}
 }
+
+// TestAHookNamedInACommentIsNoHook: a manifest whose comment names the
+// hook annotation followed by a word is a manifest, and kept.
+func TestAHookNamedInACommentIsNoHook(t *testing.T) {
+	c, err := newChart(map[string][]byte{
+		"Chart.yaml":        []byte("name: app\nversion: 1.0.0\n"),
+		"values.yaml":       []byte("{}\n"),
+		"templates/cm.yaml": []byte("# the helm.sh/hook annotation is not used here\n{{/* helm.sh/hook tests are elsewhere */}}\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Convert(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Files["cm.yaml"] == nil || len(f.Hooks) != 0 {
+		t.Errorf("the manifest was taken for a hook: hooks %v, kept %v", f.Hooks, f.Files["cm.yaml"] != nil)
+	}
+}

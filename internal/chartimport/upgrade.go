@@ -75,7 +75,7 @@ func withImportList(files map[string][]byte, lower, chart string, decl []byte) {
 func upgrade(root, lower string, files map[string][]byte) (*Upgrade, error) {
 	folder := filepath.Join("templates", lower)
 	u := &Upgrade{}
-	before, declared, err := readImportList(root, folder)
+	before, declared, err := readImportList(root, lower)
 	if err != nil {
 		return nil, err
 	}
@@ -105,12 +105,26 @@ func upgrade(root, lower string, files map[string][]byte) (*Upgrade, error) {
 		if _, writes := files[p]; writes {
 			continue
 		}
-		if err := os.Remove(filepath.Join(root, p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := removeFile(root, p); err != nil {
 			return nil, err
 		}
 		u.Removed = append(u.Removed, p)
 	}
 	return u, u.findOwn(root, folder, files, before)
+}
+
+// removeFile removes the file p under root, through os.Root: never a file
+// a symbolic link leads out of the project to.
+func removeFile(root, p string) error {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = r.Close() }()
+	if err := r.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // compare reads what the earlier import wrote that this one says it
@@ -152,11 +166,14 @@ func (u *Upgrade) findOwn(root, folder string, files map[string][]byte, before [
 	})
 }
 
-// readImportList reads the files an earlier import listed in the folder,
-// and the declaration it made; none when it listed none (an import before
-// the list was kept: its files that this one does not write stay, and are
-// counted as the project's).
-func readImportList(root, folder string) ([]string, []byte, error) {
+// readImportList reads the files an earlier import listed in the kind's
+// folder, and the declaration it made; none when it listed none (an import
+// before the list was kept: its files that this one does not write stay,
+// and are counted as the project's). It lists only what an import writes
+// (the folder's files, the samples): a path elsewhere is an error, never a
+// file removed.
+func readImportList(root, lower string) ([]string, []byte, error) {
+	folder := filepath.Join("templates", lower)
 	data, err := os.ReadFile(filepath.Join(root, folder, importedFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
@@ -175,13 +192,21 @@ func readImportList(root, folder string) ([]string, []byte, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		p := filepath.FromSlash(line)
-		if !filepath.IsLocal(p) {
-			return nil, nil, fmt.Errorf("%s lists %q, which is not a path inside the project", filepath.Join(folder, importedFile), line)
+		p := filepath.Clean(filepath.FromSlash(line))
+		if !importWrites(p, lower) {
+			return nil, nil, fmt.Errorf("%s lists %q, which no import writes", filepath.Join(folder, importedFile), line)
 		}
 		out = append(out, p)
 	}
 	return out, []byte(declared.String()), nil
+}
+
+// importWrites: p (clean, under the root) is a file an import of the kind
+// lower writes: in its folder, or one of its samples.
+func importWrites(p, lower string) bool {
+	folder := filepath.Join("templates", lower) + string(filepath.Separator)
+	return filepath.IsLocal(p) && strings.HasPrefix(p, folder) ||
+		p == filepath.Join("config", "samples", lower+".yaml") || p == filepath.Join("config", "samples", "full", lower+".yaml")
 }
 
 func chartVersion(chart []byte) string {
@@ -254,9 +279,11 @@ func short(v any) string {
 // mergeDeclaration is the _kind.yaml the import declares now, with what
 // the project declared in its own (mine) beside what the earlier import
 // declared (base): a top-level field (tpl, health, ...) it added or
-// changed, and an owned type it added. Without base (an import before it
-// was kept), the fields the import does not declare are the project's. It
-// returns what it kept.
+// changed, an owned type and a graph node it added or changed (where the
+// chart's new declaration has it too). Without base (an import before it
+// was kept), only the fields the import does not declare are the
+// project's. It returns what it kept, and what of the project's it could
+// not.
 func mergeDeclaration(base, mine, now []byte) ([]byte, []string, error) {
 	var b, m, n map[string]any
 	if err := yaml.Unmarshal(mine, &m); err != nil {
@@ -272,26 +299,74 @@ func mergeDeclaration(base, mine, now []byte) ([]byte, []string, error) {
 	var kept []string
 	for _, key := range slices.Sorted(maps.Keys(m)) {
 		_, declared := n[key]
-		own := b != nil && !reflect.DeepEqual(m[key], b[key]) || b == nil && !declared
-		if key != "owns" && own {
+		switch {
+		case key == "owns" && b != nil:
+			n[key] = mergeOwns(asList(b[key]), asList(m[key]), asList(n[key]), &kept)
+		case key == "graph" && b != nil:
+			n[key] = mergeNodes(asMap(b[key]), asMap(m[key]), asMap(n[key]), &kept)
+		case key == "owns" || key == "graph":
+		case b != nil && !reflect.DeepEqual(m[key], b[key]) || b == nil && !declared:
 			n[key] = m[key]
 			kept = append(kept, key)
-		}
-	}
-	owns, _ := n["owns"].([]any)
-	for _, t := range asList(m["owns"]) {
-		added := b != nil && !slices.ContainsFunc(asList(b["owns"]), func(o any) bool { return sameType(o, t) })
-		if added && !slices.ContainsFunc(owns, func(o any) bool { return sameType(o, t) }) {
-			owns = append(owns, t)
-			kept = append(kept, fmt.Sprintf("owns %v", typeName(t)))
 		}
 	}
 	if len(kept) == 0 {
 		return now, nil, nil
 	}
-	n["owns"] = owns
 	out, err := yaml.Marshal(n)
 	return out, kept, err
+}
+
+// mergeOwns is the owned types now declares, with those mine added to
+// base's, and mine's form of those it changed.
+func mergeOwns(base, mine, now []any, kept *[]string) []any {
+	index := func(list []any, t any) int {
+		return slices.IndexFunc(list, func(o any) bool { return sameType(o, t) })
+	}
+	for _, t := range mine {
+		i, at := index(base, t), index(now, t)
+		switch {
+		case i < 0 && at < 0:
+			now = append(now, t)
+			*kept = append(*kept, "owns "+typeName(t))
+		case i >= 0 && at >= 0 && !reflect.DeepEqual(t, base[i]):
+			now[at] = t
+			*kept = append(*kept, "owns "+typeName(t)+" as the project declared it")
+		}
+	}
+	return now
+}
+
+// mergeNodes is the graph now declares, with the nodes mine added to
+// base's or changed, where now has them.
+func mergeNodes(base, mine, now map[string]any, kept *[]string) map[string]any {
+	if now == nil {
+		now = map[string]any{}
+	}
+	for _, name := range slices.Sorted(maps.Keys(mine)) {
+		node, before := mine[name], base[name]
+		_, inBase := base[name]
+		_, has := now[name]
+		switch {
+		case !inBase && !has:
+			now[name] = node
+			*kept = append(*kept, "graph node "+name)
+		case inBase && !reflect.DeepEqual(node, before) && has:
+			now[name] = node
+			*kept = append(*kept, "graph node "+name+" as the project declared it")
+		case inBase && !reflect.DeepEqual(node, before):
+			*kept = append(*kept, "not graph node "+name+": its template is gone with the chart's new version")
+		}
+	}
+	if len(now) == 0 {
+		return nil
+	}
+	return now
+}
+
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
 }
 
 func asList(v any) []any {

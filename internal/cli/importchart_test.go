@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/stencil-operator/stencil/internal/scaffold"
 	"github.com/stencil-operator/stencil/internal/testutil"
 )
@@ -89,12 +91,35 @@ func TestImportOverAnEarlierImportUpgrades(t *testing.T) {
 	if err := os.WriteFile(own, []byte("# mine\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The project's own declarations: a field, an owned type made
+	// optional, a hook's node given a readiness rule.
 	decl := filepath.Join("templates", "shop", "_kind.yaml")
-	data, err := os.ReadFile(decl)
+	var declared map[string]any
+	if err := yaml.Unmarshal([]byte(readOrEmpty(t, decl)), &declared); err != nil {
+		t.Fatal(err)
+	}
+	declared["tpl"] = "any"
+	for _, o := range declared["owns"].([]any) {
+		if o := o.(map[string]any); o["kind"] == "ConfigMap" {
+			o["optional"] = true
+		}
+	}
+	graph := declared["graph"].(map[string]any)
+	hook := ""
+	for name := range graph {
+		if strings.Contains(name, "migrate") {
+			hook = name
+			graph[name].(map[string]any)["readyWhen"] = []any{"true"}
+		}
+	}
+	if hook == "" {
+		t.Fatalf("no hook node in %v", graph)
+	}
+	data, err := yaml.Marshal(declared)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(decl, append(data, []byte("tpl: any\n")...), 0o644); err != nil {
+	if err := os.WriteFile(decl, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	kept := map[string]string{}
@@ -119,7 +144,7 @@ func TestImportOverAnEarlierImportUpgrades(t *testing.T) {
 		"Removed (1):\n  templates/shop/ingress.yaml",
 		"templates/shop/configmap.yaml",
 		"Kept (the project's own) (1):\n  templates/shop/tests/mine/input.yaml",
-		"Kept in _kind.yaml (the project's own declarations): tpl",
+		"Kept in _kind.yaml (the project's own declarations): graph node " + hook + " as the project declared it, owns v1 ConfigMap as the project declared it, tpl",
 		"+ banner (default welcome)",
 		"The kind's CRD changes",
 		"stencil diff --all --templates templates",
@@ -131,8 +156,8 @@ func TestImportOverAnEarlierImportUpgrades(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("templates", "shop", "ingress.yaml")); err == nil {
 		t.Error("the template the chart no longer has is still there")
 	}
-	if !strings.Contains(readOrEmpty(t, decl), "tpl: any") || readOrEmpty(t, own) != "# mine\n" {
-		t.Error("the project's own declaration or test case was not kept")
+	if after := readOrEmpty(t, decl); !strings.Contains(after, "tpl: any") || !strings.Contains(after, "readyWhen") || !strings.Contains(after, "optional: true") || readOrEmpty(t, own) != "# mine\n" {
+		t.Errorf("the project's own declarations or test case were not kept:\n%s", after)
 	}
 	if !strings.Contains(readOrEmpty(t, filepath.Join("templates", "shop", "configmap.yaml")), "banner") {
 		t.Error("the edited template was not brought in")
@@ -140,6 +165,20 @@ func TestImportOverAnEarlierImportUpgrades(t *testing.T) {
 	for p, before := range kept {
 		if readOrEmpty(t, p) != before {
 			t.Errorf("%s changed", p)
+		}
+	}
+
+	// An import list that names a file no import writes.
+	list := filepath.Join("templates", "shop", "_import.txt")
+	if err := os.WriteFile(list, []byte(readOrEmpty(t, list)+"go.mod\ntemplates/shop/../../main.go\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := execute(t, "import", "chart", chart, "--group", "shops.example.com"); err == nil || !strings.Contains(err.Error(), "which no import writes") {
+		t.Errorf("an import list naming go.mod: %v", err)
+	}
+	for _, p := range []string{"go.mod", "main.go"} {
+		if readOrEmpty(t, p) != kept[p] {
+			t.Errorf("%s was removed or changed", p)
 		}
 	}
 
