@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -203,10 +204,33 @@ func decode(out []byte, more func(decoded int) error) ([]*unstructured.Unstructu
 		if err != nil {
 			return nil, fmt.Errorf("output document %d is %w", n, err)
 		}
-		if o != nil {
-			objs = append(objs, o)
+		items, err := Flatten(o)
+		if err != nil {
+			return nil, fmt.Errorf("output document %d is %w", n, err)
 		}
+		objs = append(objs, items...)
 	}
+}
+
+// Flatten is o, or the items of o when it is a list (kind: List, as
+// kubectl and Helm apply it: each item on its own); nil for nil.
+func Flatten(o *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	if o == nil {
+		return nil, nil
+	}
+	if !o.IsList() {
+		return []*unstructured.Unstructured{o}, nil
+	}
+	var out []*unstructured.Unstructured
+	err := o.EachListItem(func(item runtime.Object) error {
+		u, ok := item.(*unstructured.Unstructured)
+		if !ok || u.GroupVersionKind().Kind == "" {
+			return errors.New("a list whose item is not a Kubernetes object (no apiVersion or kind)")
+		}
+		out = append(out, u)
+		return nil
+	})
+	return out, err
 }
 
 func setSource(o *unstructured.Unstructured, file string) {

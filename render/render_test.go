@@ -255,3 +255,27 @@ func TestTemplatesVersion(t *testing.T) {
 		t.Error("an edited template or declaration keeps the version")
 	}
 }
+
+// TestAListIsItsItems: a template that renders a list (kind: List, as
+// alertmanager's chart does for a Service per replica) renders its items,
+// each an object of its own, as kubectl and Helm apply it.
+func TestAListIsItsItems(t *testing.T) {
+	kind, err := render.Load(render.Definition{
+		GroupVersionKind: testv1alpha1.GroupVersion.WithKind("Widget"),
+		New:              func() v1alpha1.Object { return &testv1alpha1.Widget{} },
+		Templates: fstest.MapFS{
+			"_kind.yaml": {Data: []byte("owns:\n- {apiVersion: v1, kind: ConfigMap}\n")},
+			"x.yaml":     {Data: []byte("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: b}}\n")},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := kind.Render(widget(testv1alpha1.WidgetSpec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 2 || objs[0].GetName() != "a" || objs[1].GetKind() != "ConfigMap" {
+		t.Errorf("rendered %d objects, want the list's two ConfigMaps", len(objs))
+	}
+}

@@ -156,6 +156,7 @@ func (lc *liveChart) run(ctx context.Context, cl client.Client) {
 		return
 	}
 	if lc.ready = outcome(waitReady(ctx, cl, cr)); lc.ready != "yes" {
+		lc.ready += "; " + podsOf(ctx, cl, ns)
 		return
 	}
 	if lc.change == "" {
@@ -217,6 +218,34 @@ func waitReady(ctx context.Context, cl client.Client, cr *unstructured.Unstructu
 		return fmt.Errorf("not Ready in %s: %s", liveTimeout, last)
 	}
 	return nil
+}
+
+// podsOf says, of the pods and claims of ns, those not running or bound,
+// and why.
+func podsOf(ctx context.Context, cl client.Client, ns string) string {
+	var out []string
+	pods := &corev1.PodList{}
+	_ = cl.List(ctx, pods, client.InNamespace(ns))
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded {
+			continue
+		}
+		why := string(p.Status.Phase)
+		for _, c := range p.Status.Conditions {
+			if c.Status != corev1.ConditionTrue && c.Message != "" {
+				why += ": " + c.Message
+			}
+		}
+		out = append(out, "pod "+p.Name+" "+why)
+	}
+	claims := &corev1.PersistentVolumeClaimList{}
+	_ = cl.List(ctx, claims, client.InNamespace(ns))
+	for _, c := range claims.Items {
+		if c.Status.Phase != corev1.ClaimBound {
+			out = append(out, "claim "+c.Name+" "+string(c.Status.Phase))
+		}
+	}
+	return fmt.Sprintf("%d pods: %s", len(pods.Items), strings.Join(out, "; "))
 }
 
 // leftOf names the objects of stencil's for the resource uid that are

@@ -173,6 +173,9 @@ func literalTypes(f *Folder) map[schema.GroupVersionKind]bool {
 			continue
 		}
 		for _, m := range apiVersionKind.FindAllStringSubmatch(string(data), -1) {
+			if strings.HasSuffix(m[2], "List") {
+				continue // a list's items are applied, each of its own type
+			}
 			types[schema.FromAPIVersionAndKind(m[1], m[2])] = false
 		}
 	}

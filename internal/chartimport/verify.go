@@ -69,6 +69,7 @@ func Verify(helm, chartPath string, c *Chart, k *render.Kind, release, namespace
 	for i, vf := range c.ValuesFiles() {
 		r := FileResult{ValuesFile: vf}
 		theirs, err := helmTemplate(helm, chartPath, c.Files[vf], vf, release, namespace, k.KubeVersion(), served)
+		theirs = flattened(theirs)
 		if err != nil {
 			r.Err = err
 		} else if ours, generated, err := renderTwice(k, release, namespace, cases[i].values); err != nil {
@@ -233,6 +234,7 @@ func compare(valuesFile string, theirs, ours []*unstructured.Unstructured) []Dif
 		}
 		return out
 	}
+	theirs = flattened(theirs)
 	for _, t := range theirs {
 		asOnce(t)
 	}
@@ -256,6 +258,20 @@ func compare(valuesFile string, theirs, ours []*unstructured.Unstructured) []Dif
 		}
 	}
 	return diffs
+}
+
+// flattened is objs with each list's items in its place, as Helm
+// applies them.
+func flattened(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		items, err := render.Flatten(o)
+		if err != nil {
+			items = []*unstructured.Unstructured{o} // compared as it is
+		}
+		out = append(out, items...)
+	}
+	return out
 }
 
 // asOnce is a hook's Job of Helm's as stencil runs it once: kept at least
