@@ -333,6 +333,39 @@ type generation struct {
 	chain     []string
 	count     map[string]int
 	manifests map[string]bool
+	// secrets are the strings of the values generated or read back, which
+	// an error never quotes.
+	secrets []string
+}
+
+// quote is printed quoted for an error (its first 40 characters), or
+// withheld when it holds a value the render generated or read back: a
+// key's first line must not reach a status.
+func (gen *generation) quote(printed string) string {
+	if gen != nil {
+		for _, v := range gen.secrets {
+			if strings.Contains(printed, v) {
+				return "withheld: it holds a generated value"
+			}
+		}
+	}
+	return fmt.Sprintf("%.40q", printed)
+}
+
+// remember adds the strings of v, a generated value, to those an error
+// withholds.
+func (gen *generation) remember(v any) {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.String:
+		gen.secrets = append(gen.secrets, rv.String())
+	case reflect.Struct:
+		for i := range rv.NumField() {
+			if f := rv.Field(i); f.Kind() == reflect.String && f.Len() > 0 {
+				gen.secrets = append(gen.secrets, f.String())
+			}
+		}
+	}
 }
 
 // startManifest starts the render of one manifest.
@@ -487,7 +520,11 @@ func placeholder(t reflect.Type, fn string) any {
 func generatedFuncs(b *budget) template.FuncMap {
 	fm := timeFuncs()
 	fm[fnGenerated] = func(site, fn string, args ...any) (any, error) {
-		return b.generated(site, fn, args)
+		v, err := b.generated(site, fn, args)
+		if err == nil {
+			b.gen.remember(v)
+		}
+		return v, err
 	}
 	return fm
 }

@@ -315,3 +315,16 @@ func TestGeneratedKeysArePinned(t *testing.T) {
 		t.Errorf("keys %v, want %s", slices.Collect(maps.Keys(got)), want)
 	}
 }
+
+// TestErrorsWithholdGeneratedValues: a generated key printed where it
+// breaks its line fails the render without quoting it.
+func TestErrorsWithholdGeneratedValues(t *testing.T) {
+	k := chartKind(t, map[string]string{
+		"_chart.yaml": "name: gen\n",
+		"c.yaml":      "{{ $ca := genCA \"x\" 365 }}apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  key: {{ $ca.Key }}\n",
+	})
+	_, err := k.RenderGraph(chartimport.NewResource(shopGVK, "rel", "ns1", nil), render.GraphInput{Generated: render.NewGenerated(nil)})
+	if err == nil || !strings.Contains(err.Error(), "withheld: it holds a generated value") || strings.Contains(err.Error(), "BEGIN") {
+		t.Errorf("got %v, want the key withheld", err)
+	}
+}

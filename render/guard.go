@@ -451,7 +451,7 @@ func printedFuncs(b *budget) template.FuncMap {
 			return v, fmt.Errorf("%sa value printed inside a flow collection ({…} or […]) holds one of %s: values are data and cannot add keys or items; quote the value in the template (| quote)", b.naming(printed), flowSpecial)
 		}
 		if line, ok := b.escapesLine(printed, flags&printedOnOwnLine != 0, flags&printedYAML != 0); ok {
-			return v, fmt.Errorf("%sa printed value breaks its line, and its line %d may be read outside the value (%.40q): values are data and cannot add keys, items or objects; quote the value in the template (| quote), or print it with toYaml | nindent", b.naming(printed), line, printed)
+			return v, fmt.Errorf("%sa printed value breaks its line, and its line %d may be read outside the value (%s): values are data and cannot add keys, items or objects; quote the value in the template (| quote), or print it with toYaml | nindent", b.naming(printed), line, b.gen.quote(printed))
 		}
 		return v, nil
 	}
