@@ -30,6 +30,7 @@ x $P $PC charts/alertmanager $C/alertmanager 2
 x $P $PC charts/prometheus-operator-admission-webhook $C/admission-webhook 2
 x $P $PC charts/prometheus-node-exporter $C/node-exporter 2
 x $P $PC charts/prometheus $C/prometheus 2
+x $P $PC charts/kube-state-metrics $C/kube-state-metrics 2
 for s in alertmanager kube-state-metrics prometheus-node-exporter prometheus-pushgateway; do
 	x $P $PC charts/$s $C/prometheus/charts/$s 2
 done

@@ -125,7 +125,7 @@ func prepare(dir string) (*liveChart, error) {
 	lc := &liveChart{dir: dir, name: c.Name + " " + version(c), def: def}
 	var values map[string]any
 	_ = yaml.Unmarshal(c.Files["values.yaml"], &values)
-	for _, key := range []string{"nameOverride", "fullnameOverride", "podAnnotations", "commonLabels"} {
+	for _, key := range []string{"nameOverride", "fullnameOverride", "podAnnotations", "podLabels", "commonLabels", "commonMetaLabels", "extraLabels"} {
 		if _, ok := values[key]; ok {
 			lc.change, lc.to = key, "renamed"
 			if !strings.HasSuffix(key, "Override") {

@@ -27,8 +27,12 @@ import (
 	"github.com/stencil-operator/stencil/internal/chartimport"
 )
 
+// tplPolicy is -tpl.
+var tplPolicy string
+
 func main() {
 	helm := flag.String("helm", "bin/helm", "The helm binary to compare with.")
+	flag.StringVar(&tplPolicy, "tpl", "", "The kinds' tpl policy (own, the default, or any): with any, a values file that gives tpl a value with template actions renders, as Helm does.")
 	live := flag.Bool("live", false, "Run each chart's kind on a local control plane instead: its default values Ready, a value changed and Ready again, the resource deleted and nothing of stencil's left.")
 	flag.Parse()
 	if *live {
@@ -67,6 +71,7 @@ func measure(helm, dir string, details io.Writer) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	f.Tpl = tplPolicy
 	gvk := schema.GroupVersionKind{Group: "charts.example.com", Version: "v1alpha1", Kind: "Chart"}
 	decl, skipped, err := declare(gvk, f, dir, c.ValuesFiles())
 	for _, s := range skipped {

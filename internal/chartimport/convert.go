@@ -47,6 +47,9 @@ type Folder struct {
 	// HookWeights are the hooks' helm.sh/hook-weight, by name (0 when
 	// unset): a hook comes after the hooks of its phase that weigh less.
 	HookWeights map[string]int
+	// Tpl is the kind's tpl policy, as _kind.yaml declares it ("": own,
+	// the default; any: the resources' values run as templates too).
+	Tpl string
 }
 
 // Convert makes the chart's kind folder: Chart.yaml as _chart.yaml,

@@ -90,7 +90,7 @@ func Declare(gvk schema.GroupVersionKind, f *Folder, values []ValuesFile) ([]byt
 	}
 	var namespaces []string
 	for range 100 {
-		decl := declaration(types, namespaces, f.graph())
+		decl := declaration(types, namespaces, f.graph(), f.Tpl)
 		k, err := Kind(gvk, f, decl)
 		if err != nil {
 			return nil, err
@@ -267,7 +267,7 @@ func helperBodies(f *Folder) map[string]string {
 
 // declaration is a _kind.yaml owning types (a ConfigMap when there are
 // none yet: a kind owns at least one type).
-func declaration(types map[schema.GroupVersionKind]bool, namespaces []string, graph map[string]render.Node) []byte {
+func declaration(types map[schema.GroupVersionKind]bool, namespaces []string, graph map[string]render.Node, tpl string) []byte {
 	if len(types) == 0 {
 		types = map[schema.GroupVersionKind]bool{{Version: "v1", Kind: "ConfigMap"}: true}
 	}
@@ -287,7 +287,7 @@ func declaration(types map[schema.GroupVersionKind]bool, namespaces []string, gr
 		}
 		owns = append(owns, ref)
 	}
-	out, _ := yaml.Marshal(render.Declaration{Owns: owns, Graph: graph, Namespaces: namespaces})
+	out, _ := yaml.Marshal(render.Declaration{Owns: owns, Graph: graph, Namespaces: namespaces, Tpl: tpl})
 	return append([]byte("# The types the chart's templates render (stencil import chart).\n"), out...)
 }
 

@@ -23,6 +23,9 @@ type Options struct {
 	Group string
 	// Version is the kind's API version (default v1alpha1).
 	Version string
+	// Tpl is the kind's tpl policy ("" or own: its chart's own values
+	// only; any: its resources' values too, as Helm does).
+	Tpl string
 	// Check, when set, runs on the chart and the kind made of it before
 	// anything is written (import chart --verify): an error leaves the
 	// project as it was.
@@ -58,6 +61,7 @@ func (o *Options) importChart(root string, c *Chart) (string, []Note, *Upgrade, 
 	if err != nil {
 		return "", nil, nil, err
 	}
+	f.Tpl = o.Tpl
 	gvk := schema.GroupVersionKind{Group: o.Group, Version: o.Version, Kind: o.Kind}
 	cases, err := c.cases()
 	if err != nil {

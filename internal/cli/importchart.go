@@ -67,6 +67,7 @@ object by object (docs/from-helm.md).`,
 	chartCmd.Flags().StringVar(&o.Group, "group", "", "API group, a DNS name such as shops.example.com (required).")
 	chartCmd.Flags().StringVar(&o.Version, "version", "v1alpha1", "API version.")
 	chartCmd.Flags().StringVar(&o.Kind, "kind", "", "Kind, in CamelCase (default: the chart's name in CamelCase).")
+	chartCmd.Flags().StringVar(&o.Tpl, "tpl", "", "The kind's tpl policy (tpl in _kind.yaml): own (the default), tpl runs the chart's own values only; any, the resources' values too, as Helm does, for a kind whose resources are written by people who may run templates as the operator (docs/tenancy.md).")
 	chartCmd.Flags().BoolVar(&verify, "verify", false, "Compare the kind's render of each values file with helm template's.")
 	chartCmd.Flags().StringVar(&helm, "helm", defaultHelm(), "The helm binary --verify runs (default: the pinned bin/helm that make tools builds, else helm on the PATH).")
 	_ = chartCmd.MarkFlagRequired("group")

@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -353,7 +354,18 @@ func fakeNode(name string) *corev1.Node {
 				"kubernetes.io/arch":     "amd64",
 			},
 		},
+		// As kwok's stage would set them, and ephemeral storage too, which
+		// charts request (bitnami's resource presets): a node without it
+		// schedules none of their pods.
+		Status: corev1.NodeStatus{Capacity: fakeNodeResources, Allocatable: fakeNodeResources},
 	}
+}
+
+var fakeNodeResources = corev1.ResourceList{
+	corev1.ResourceCPU:              resource.MustParse("1k"),
+	corev1.ResourceMemory:           resource.MustParse("1Ti"),
+	corev1.ResourcePods:             resource.MustParse("1M"),
+	corev1.ResourceEphemeralStorage: resource.MustParse("1Ti"),
 }
 
 func nodeReady(node *corev1.Node) error {
