@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,7 +51,8 @@ type liveChart struct {
 
 // runLive runs every chart's import on one local control plane: its CRD,
 // an operator of its own, and per chart a resource of its default
-// values in a namespace of its own that must become Ready, then converge
+// values in a namespace of its own, one chart after the other, that must
+// become Ready, then converge
 // after a value change, then leave nothing of stencil's when deleted. It
 // prints a table.
 func runLive(dirs []string) error {
@@ -93,11 +93,11 @@ func runLive(dirs []string) error {
 		}()
 	}
 	go provisionVolumes(opCtx, cl)
-	var wg sync.WaitGroup
+	// One chart at a time: two charts of one cluster may want one host
+	// port (prometheus-node-exporter's, and prometheus's subchart's).
 	for _, lc := range charts {
-		wg.Go(func() { lc.run(ctx, cl) })
+		lc.run(ctx, cl)
 	}
-	wg.Wait()
 	fmt.Println("| chart | default values Ready | a value changed, Ready again | deleted, nothing left |")
 	fmt.Println("|---|---|---|---|")
 	failed := false
