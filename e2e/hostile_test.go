@@ -45,22 +45,7 @@ data:
 // namespace lists every one, even one whose conversion fails.
 func TestHostileTenant(t *testing.T) {
 	const mine, other = "hostile-a", "hostile-b"
-	dir := filepath.Join(t.TempDir(), "templates")
-	if err := os.CopyFS(dir, os.DirFS("../templates")); err != nil {
-		t.Fatal(err)
-	}
-	web := filepath.Join(dir, "myweb")
-	if err := os.RemoveAll(web); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(web, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range probeChartFiles {
-		if err := os.WriteFile(filepath.Join(web, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := templatesWith(t, probeChartFiles)
 	// A conversion to v1alpha1 that fails for one value, as a template
 	// bug would.
 	to := filepath.Join(dir, "memcached", "_to-v1alpha1.yaml")

@@ -360,8 +360,8 @@ func (gen *generation) remember(v any) {
 	case reflect.String:
 		gen.secrets = append(gen.secrets, rv.String())
 	case reflect.Struct:
-		for i := range rv.NumField() {
-			if f := rv.Field(i); f.Kind() == reflect.String && f.Len() > 0 {
+		for _, f := range rv.Fields() {
+			if f.Kind() == reflect.String && f.Len() > 0 {
 				gen.secrets = append(gen.secrets, f.String())
 			}
 		}

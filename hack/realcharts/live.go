@@ -117,7 +117,7 @@ func prepare(dir string) (*liveChart, error) {
 	if err != nil {
 		return nil, err
 	}
-	kind := camel(c.Name)
+	kind := chartimport.Camel(c.Name)
 	def, err := chartimport.Definition(dir, schema.GroupVersionKind{Group: "charts.example.com", Version: "v1alpha1", Kind: kind})
 	if err != nil {
 		return nil, err
@@ -230,13 +230,13 @@ func podsOf(ctx context.Context, cl client.Client, ns string) string {
 		if p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded {
 			continue
 		}
-		why := string(p.Status.Phase)
+		why := []string{string(p.Status.Phase)}
 		for _, c := range p.Status.Conditions {
 			if c.Status != corev1.ConditionTrue && c.Message != "" {
-				why += ": " + c.Message
+				why = append(why, c.Message)
 			}
 		}
-		out = append(out, "pod "+p.Name+" "+why)
+		out = append(out, "pod "+p.Name+" "+strings.Join(why, ": "))
 	}
 	claims := &corev1.PersistentVolumeClaimList{}
 	_ = cl.List(ctx, claims, client.InNamespace(ns))
@@ -332,22 +332,4 @@ func provisionVolumes(ctx context.Context, cl client.Client) {
 		}
 		return false, nil
 	})
-}
-
-// camel is a chart's name as a kind: my-chart is MyChart.
-func camel(name string) string {
-	var b strings.Builder
-	up := true
-	for _, r := range name {
-		switch {
-		case r == '-' || r == '_' || r == '.':
-			up = true
-		case up:
-			b.WriteString(strings.ToUpper(string(r)))
-			up = false
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }

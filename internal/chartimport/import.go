@@ -52,7 +52,7 @@ func Import(root, chartPath string, o *Options) (string, []Note, *Upgrade, error
 
 func (o *Options) importChart(root string, c *Chart) (string, []Note, *Upgrade, error) {
 	if o.Kind == "" {
-		o.Kind = camel(c.Name)
+		o.Kind = Camel(c.Name)
 	}
 	if o.Version == "" {
 		o.Version = "v1alpha1"
@@ -203,8 +203,8 @@ func resourceYAML(gvk schema.GroupVersionKind, name string, values map[string]an
 	return yaml.Marshal(map[string]any{"apiVersion": gvk.GroupVersion().String(), "kind": gvk.Kind, "metadata": meta, "spec": values})
 }
 
-// camel is a chart's name as a kind: my-chart is MyChart.
-func camel(name string) string {
+// Camel is a chart's name as a kind: my-chart is MyChart.
+func Camel(name string) string {
 	var b strings.Builder
 	up := true
 	for _, r := range name {
