@@ -58,7 +58,7 @@ var shards = map[string][]shard{
 		{"rest", nil},
 	},
 	"github.com/stencil-operator/stencil/e2e": {
-		{"shards", []string{"TestThreeShards"}},
+		{"shards", []string{"TestThreeShards", "TestGeneratedValuesSurvive", "TestChartUpgradeByReimport"}},
 		{"paused", []string{"TestPausedLeaderWritesNothing", "TestNewVersionOverTheRelease"}},
 		{"faults", []string{"TestWatchExpiry", "TestThrottled", "TestAPIServerRestart", "TestEtcdRestart"}},
 		{"failover", []string{"TestLeaderFailover", "TestKilledWhileConvergingRecovers", "TestUpgradePreviewAndPacedRollout", "TestTenantServiceAccountBoundsWhatIsMade"}},
