@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/stencil-operator/stencil/render"
 )
 
 // helmBinary is the pinned helm (hack/tools), which make test builds.
@@ -27,13 +29,11 @@ func helmBinary(t *testing.T) string {
 
 const shopChart = "testdata/charts/shop"
 
-// TestShopRendersAsHelmDoes imports the test chart (hooks, .Release,
-// .Chart, .Capabilities, tpl, required, empty-map values, nested defaults,
-// a null that removes a default, a subchart with a condition) and checks
-// the kind's render against helm template, object by object, for each of
-// its values files.
-func TestShopRendersAsHelmDoes(t *testing.T) {
-	c, err := Load(shopChart)
+// importedKind is the chart at dir and the kind gvk an import makes of it,
+// declared from its values files (the declaration and notes logged).
+func importedKind(t *testing.T, dir string, gvk schema.GroupVersionKind) (*Chart, *render.Kind) {
+	t.Helper()
+	c, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,6 @@ func TestShopRendersAsHelmDoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gvk := schema.GroupVersionKind{Group: "shops.example.com", Version: "v1alpha1", Kind: "Shop"}
 	cases, err := c.cases()
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +57,16 @@ func TestShopRendersAsHelmDoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, k
+}
+
+// TestShopRendersAsHelmDoes imports the test chart (hooks, .Release,
+// .Chart, .Capabilities, tpl, required, empty-map values, nested defaults,
+// a null that removes a default, a subchart with a condition) and checks
+// the kind's render against helm template, object by object, for each of
+// its values files.
+func TestShopRendersAsHelmDoes(t *testing.T) {
+	c, k := importedKind(t, shopChart, schema.GroupVersionKind{Group: "shops.example.com", Version: "v1alpha1", Kind: "Shop"})
 	results, err := Verify(helmBinary(t), shopChart, c, k, "rel", "ns1")
 	if err != nil {
 		t.Fatal(err)
@@ -130,27 +139,7 @@ spec:
 			t.Fatal(err)
 		}
 	}
-	c, err := Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := Convert(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gvk := schema.GroupVersionKind{Group: "gens.example.com", Version: "v1alpha1", Kind: "Gen"}
-	cases, err := c.cases()
-	if err != nil {
-		t.Fatal(err)
-	}
-	decl, err := Declare(gvk, f, cases.values())
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := Kind(gvk, f, decl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, k := importedKind(t, dir, schema.GroupVersionKind{Group: "gens.example.com", Version: "v1alpha1", Kind: "Gen"})
 	results, err := Verify(helmBinary(t), dir, c, k, "release", "default")
 	if err != nil {
 		t.Fatal(err)
