@@ -554,7 +554,9 @@ func valuePath(data any, printed string) string {
 //     starts with a break and the line it follows holds no key or item
 //     waiting for its value;
 //   - further than that line, when s is toYaml's output (yaml): a block
-//     scalar's lines;
+//     scalar's lines; as far as it, when the line is a list item that
+//     waits for its value ("- {{ toYaml . | indent 4 | trim }}"): the
+//     item's keys;
 //   - nowhere otherwise: a value printed after text on its line may not
 //     break it, for YAML or for a template that splits its output in
 //     lines.
@@ -573,13 +575,19 @@ func (b *budget) escapesLine(s string, ownLine, yaml bool) (int, bool) {
 		return 0, false
 	}
 	lines := splitLines(s)
-	newLines := ownLine && strings.TrimLeft(lines[0], " \t") == "" && !waitsForValue(text)
-	after := text != "" && !newLines // s continues a line that holds text
+	startsBlank := strings.TrimLeft(lines[0], " \t") == ""
+	newLines := ownLine && startsBlank && !waitsForValue(text)
+	body := startsBlank && blockHeader(text) // s is the block scalar's text
+	after := text != "" && !newLines && !body // s continues a line that holds text
 	for i, line := range lines[1:] {
 		n := len(line) - len(strings.TrimLeft(line, " "))
 		blank := strings.TrimLeft(line, " \t") == ""
 		last := i == len(lines)-2
 		switch {
+		case body && !blank && n <= least: // a line that ends the scalar
+			return i + 2, true
+		case body && !blank:
+			continue
 		case after && !yaml:
 			return i + 2, true // no break at all
 		case blank && !last:
@@ -593,6 +601,8 @@ func (b *budget) escapesLine(s string, ownLine, yaml bool) (int, bool) {
 				continue
 			}
 		case n > least: // toYaml's block scalar
+			continue
+		case n == least && text == "-": // toYaml's dict, the item's value
 			continue
 		}
 		return i + 2, true
@@ -629,6 +639,19 @@ func lineIndent(line string) (int, string) {
 		return len(line), "-" // an item that waits for its value
 	}
 	return len(line) - len(rest), strings.TrimRight(rest, " \t")
+}
+
+// blockHeader: a line of YAML that ends in a block scalar's header
+// ("key: |", "- >-"), whose text is the lines indented further.
+func blockHeader(text string) bool {
+	if i := strings.Index(text, " #"); i >= 0 {
+		text = strings.TrimRight(text[:i], " \t")
+	}
+	text = strings.TrimRight(text, "+-0123456789")
+	if !strings.HasSuffix(text, "|") && !strings.HasSuffix(text, ">") {
+		return false
+	}
+	return len(text) == 1 || text[len(text)-2] == ' '
 }
 
 // waitsForValue: a line of YAML that ends in a key, an item or a block
@@ -772,8 +795,10 @@ func printFlags(p *parse.PipeNode, lineStart bool) (int, bool) {
 	if lineStart {
 		flags |= printedAtLineStart
 	}
-	last := p.Cmds[len(p.Cmds)-1]
-	id, ok := last.Args[0].(*parse.IdentifierNode)
+	if yamlTrimmed(p.Cmds) {
+		return flags | printedYAML, true
+	}
+	id, ok := p.Cmds[len(p.Cmds)-1].Args[0].(*parse.IdentifierNode)
 	if !ok {
 		return flags, true
 	}
@@ -790,6 +815,29 @@ func printFlags(p *parse.PipeNode, lineStart bool) (int, bool) {
 		return flags | printedYAML, true
 	}
 	return flags, true
+}
+
+// yamlTrimmed: the pipeline ends in toYaml | indent N | trim (or
+// nindent), the idiom
+// that prints a dict as a list item's value ("- {{ toYaml . | indent 4 |
+// trim }}"): toYaml's output, its first line moved up beside the dash.
+func yamlTrimmed(cmds []*parse.CommandNode) bool {
+	if len(cmds) < 3 {
+		return false
+	}
+	name := func(c *parse.CommandNode) string {
+		if id, ok := c.Args[0].(*parse.IdentifierNode); ok {
+			return id.Ident
+		}
+		return ""
+	}
+	n := len(cmds)
+	switch name(cmds[n-3]) {
+	case "toYaml", "mustToYaml", "toYamlPretty":
+		indent := name(cmds[n-2])
+		return (indent == "indent" || indent == "nindent") && name(cmds[n-1]) == "trim"
+	}
+	return false
 }
 
 // isTick: the pipeline is the time check, which prints nothing.

@@ -228,7 +228,9 @@ func TestPrintedValuesAddNoDocument(t *testing.T) {
 // prints.
 func TestPrintedValuesStayInTheirPlace(t *testing.T) {
 	const helpers = `{{- define "img" }}{{ .a }}{{ end }}{{- define "arg" }}--a={{ .a }}{{ end }}{{- define "labels" }}app: x
-{{ .a }}{{ end }}`
+{{ .a }}{{ end }}{{- define "conf" }}
+    {{ .a }}{{ end }}{{- define "conf2" }}
+  {{ .a }}{{ end }}`
 	tests := []struct {
 		name, src string
 		a         any
@@ -259,6 +261,11 @@ func TestPrintedValuesStayInTheirPlace(t *testing.T) {
 		{"toYaml | nindent after a pair", "metadata:\n  labels:\n    app: x\n    {{- toYaml .a | nindent 4 }}\n", map[string]any{"k": "v"}, false},
 		{"nindent left of the line before", "probe:\n  httpGet:\n    scheme: HTTP\n    {{- toYaml .a | nindent 2 }}\n", map[string]any{"k": "v"}, false},
 		{"a helper | nindent", "metadata:\n  labels:\n    {{- include \"labels\" . | nindent 4 }}\n", "k: v\nkind: ClusterRole", false},
+		{"toYaml | indent | trim as a list item", "affinity:\n  terms:\n    - {{ toYaml .a | indent 6 | trim }}\n", map[string]any{"labelSelector": map[string]any{"matchLabels": map[string]any{"k": "v"}}, "topologyKey": "x"}, false},
+		{"indent | trim left of the item", "affinity:\n  terms:\n    - {{ .a | indent 2 | trim }}\n", "x: y\nkind: ClusterRole", true},
+		{"toYaml | nindent | trim as a list item", "spread:\n  - {{ toYaml .a | nindent 4 | trim }}\n", map[string]any{"maxSkew": 1, "topologyKey": "x"}, false},
+		{"a helper's text in a block scalar", "data:\n  a.conf: |\n  {{- include \"conf\" . }}\n", "port 1\n    dir x", false},
+		{"a helper's line that ends a block scalar", "data:\n  a.conf: |\n  {{- include \"conf2\" . }}\n", "port 1\n  evil: x", true},
 		{"indent at column 0", "data:\n  a.txt: |\n{{ .a | indent 4 }}\n", "line 1\nline 2", false},
 		{"a line of its own, at its column", "metadata:\n  labels:\n    {{ .a }}\n", "k: v\n    l: w", false},
 		{"toYaml of a string with breaks", "a.txt: {{ toYaml .a }}\n", "line 1\nline 2", false},

@@ -46,7 +46,7 @@ x kubernetes/ingress-nginx dbb11b92ddb77bee9c35e462479129354c84f939 charts/ingre
 x argoproj/argo-helm af0a9310bacbaa4636018dfe22c801a6d33a5c43 charts/argo-cd $C/argo-cd 2
 x DandyDeveloper/charts 2e2539a8960ead2c268f48bdde3b2cdf2b2f1ac8 charts/redis-ha $C/argo-cd/charts/redis-ha 2
 x stefanprodan/podinfo eec06d1ea459af4cb4e10e806f8be7c7bd58b361 charts/podinfo $C/podinfo 2
-x kubernetes-sigs/external-dns 2bf1bf8af2b70f23579f9147c1f7e9394f7f83d5 charts/external-dns $C/external-dns 2
+x kubernetes-sigs/external-dns 9f26451346774099a8b3e3e5cc46a53bf2fd1461 charts/external-dns $C/external-dns 2
 x fluent/helm-charts 5b81bf7a5a5d9f7c3513810efdef47cdb4e28239 charts/fluent-bit $C/fluent-bit 2
 
 mkdir -p $C/postgresql/ci
