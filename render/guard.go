@@ -577,7 +577,7 @@ func (b *budget) escapesLine(s string, ownLine, yaml bool) (int, bool) {
 	lines := splitLines(s)
 	startsBlank := strings.TrimLeft(lines[0], " \t") == ""
 	newLines := ownLine && startsBlank && !waitsForValue(text)
-	body := startsBlank && blockHeader(text) // s is the block scalar's text
+	body := startsBlank && blockHeader(text)  // s is the block scalar's text
 	after := text != "" && !newLines && !body // s continues a line that holds text
 	for i, line := range lines[1:] {
 		n := len(line) - len(strings.TrimLeft(line, " "))
