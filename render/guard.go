@@ -577,16 +577,18 @@ func (b *budget) escapesLine(s string, ownLine, yaml bool) (int, bool) {
 	lines := splitLines(s)
 	startsBlank := strings.TrimLeft(lines[0], " \t") == ""
 	newLines := ownLine && startsBlank && !waitsForValue(text)
-	body := startsBlank && blockHeader(text)  // s is the block scalar's text
-	after := text != "" && !newLines && !body // s continues a line that holds text
+	// A helper's first line is printed where its caller prints it: its
+	// column is not known, and neither rule below that trusts it holds.
+	body := known && startsBlank && blockHeader(text) // s is the block scalar's text
+	after := text != "" && !newLines && !body         // s continues a line that holds text
 	for i, line := range lines[1:] {
 		n := len(line) - len(strings.TrimLeft(line, " "))
 		blank := strings.TrimLeft(line, " \t") == ""
 		last := i == len(lines)-2
 		switch {
-		case body && !blank && n <= least: // a line that ends the scalar
+		case body && (!blank || last) && n <= least: // a line that ends the scalar
 			return i + 2, true
-		case body && !blank:
+		case body:
 			continue
 		case after && !yaml:
 			return i + 2, true // no break at all
@@ -600,9 +602,9 @@ func (b *budget) escapesLine(s string, ownLine, yaml bool) (int, bool) {
 			if n >= least {
 				continue
 			}
-		case n > least: // toYaml's block scalar
+		case n > least && known: // toYaml's block scalar
 			continue
-		case n == least && text == "-": // toYaml's dict, the item's value
+		case n == least && text == "-" && known: // toYaml's dict, the item's value
 			continue
 		}
 		return i + 2, true

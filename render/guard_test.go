@@ -229,8 +229,7 @@ func TestPrintedValuesAddNoDocument(t *testing.T) {
 func TestPrintedValuesStayInTheirPlace(t *testing.T) {
 	const helpers = `{{- define "img" }}{{ .a }}{{ end }}{{- define "arg" }}--a={{ .a }}{{ end }}{{- define "labels" }}app: x
 {{ .a }}{{ end }}{{- define "conf" }}
-    {{ .a }}{{ end }}{{- define "conf2" }}
-  {{ .a }}{{ end }}`
+    {{ .a }}{{ end }}`
 	tests := []struct {
 		name, src string
 		a         any
@@ -262,10 +261,10 @@ func TestPrintedValuesStayInTheirPlace(t *testing.T) {
 		{"nindent left of the line before", "probe:\n  httpGet:\n    scheme: HTTP\n    {{- toYaml .a | nindent 2 }}\n", map[string]any{"k": "v"}, false},
 		{"a helper | nindent", "metadata:\n  labels:\n    {{- include \"labels\" . | nindent 4 }}\n", "k: v\nkind: ClusterRole", false},
 		{"toYaml | indent | trim as a list item", "affinity:\n  terms:\n    - {{ toYaml .a | indent 6 | trim }}\n", map[string]any{"labelSelector": map[string]any{"matchLabels": map[string]any{"k": "v"}}, "topologyKey": "x"}, false},
-		{"indent | trim left of the item", "affinity:\n  terms:\n    - {{ .a | indent 2 | trim }}\n", "x: y\nkind: ClusterRole", true},
+		{"toYaml | indent | trim left of the item", "affinity:\n  terms:\n    - {{ toYaml .a | indent 2 | trim }}\n", map[string]any{"x": "y", "kind": "ClusterRole"}, true},
 		{"toYaml | nindent | trim as a list item", "spread:\n  - {{ toYaml .a | nindent 4 | trim }}\n", map[string]any{"maxSkew": 1, "topologyKey": "x"}, false},
 		{"a helper's text in a block scalar", "data:\n  a.conf: |\n  {{- include \"conf\" . }}\n", "port 1\n    dir x", false},
-		{"a helper's line that ends a block scalar", "data:\n  a.conf: |\n  {{- include \"conf2\" . }}\n", "port 1\n  evil: x", true},
+		{"a value's line that ends a block scalar", "data:\n  a.conf: |\n  {{- .a }}\n", "\n    port 1\n  evil: x", true},
 		{"indent at column 0", "data:\n  a.txt: |\n{{ .a | indent 4 }}\n", "line 1\nline 2", false},
 		{"a line of its own, at its column", "metadata:\n  labels:\n    {{ .a }}\n", "k: v\n    l: w", false},
 		{"toYaml of a string with breaks", "a.txt: {{ toYaml .a }}\n", "line 1\nline 2", false},
@@ -328,4 +327,45 @@ func instrumented(t *testing.T, src string, limits Limits) *execution {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// TestPrintedInHelpersAndBodies: the rules for a block scalar's text and
+// for toYaml's dict as a list item's value trust the column of the line
+// they follow: never a helper's first line, printed where its caller
+// prints it; and a block scalar's text may not end where a key beside its
+// header would start.
+func TestPrintedInHelpersAndBodies(t *testing.T) {
+	const helpers = `{{- define "files" -}}
+a.conf: |
+{{- .a }}
+{{- end }}{{- define "item" -}}
+- {{ toYaml .a | indent 2 | trim }}
+{{- end }}{{- define "kv" -}}
+k: {{ toYaml .a }}
+{{- end }}`
+	tests := []struct {
+		name, src string
+		data      map[string]any
+	}{
+		// blockHeader trusts least from a helper's first line (known ==
+		// false); the caller prints the helper at column 2, so only that
+		// line moves.
+		{"a helper's header printed at column 2", "spec:\n  {{ include \"files\" . }}\n", map[string]any{"a": "\n  hostNetwork: true"}},
+		// the same for text == "-".
+		{"a helper's item printed at column 2", "spec:\n  terms:\n  {{ include \"item\" . }}\n", map[string]any{"a": map[string]any{"a": 1, "hostNetwork": true}}},
+		// a body that ends on a blank line at the header's column: the next
+		// value starts a key beside the header's.
+		// toYaml's block scalar in a helper's first line, printed at column 2.
+		{"a helper's block scalar printed at column 2", "data:\n  {{ include \"kv\" . }}\n", map[string]any{"a": "x: 1\nevil: y"}},
+		{"a body ending at the header's column", "data:\n  a.conf: |\n  {{- .a }}{{ .b }}\n", map[string]any{"a": "\n    x\n  ", "b": "evil: x"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := instrumented(t, helpers+tt.src, DefaultLimits)
+			out, err := e.execute("t", tt.data)
+			if err == nil || !strings.Contains(err.Error(), "values are data and cannot add keys") {
+				t.Fatalf("printed %q, error %v; want an error about the value's lines", out, err)
+			}
+		})
+	}
 }
