@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -76,3 +77,42 @@ func TestObjectMapLeavesOutManagedFields(t *testing.T) {
 		})
 	}
 }
+
+// TestCacheTrimsWhatHealthAndStatusRead: a Widget's Deployments, whose
+// health stencil judges, are cached trimmed to what stencil reads: the
+// template's fields, status, metadata and managedFields, without the pod
+// template's defaults; a ConfigMap, held as metadata only, and a kind's
+// custom resource are not trimmed.
+func TestCacheTrimsWhatHealthAndStatusRead(t *testing.T) {
+	kind, err := render.Load(testkind.Widget())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := CacheOptions([]*render.Kind{kind})
+	ours := `{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{".":{},"f:image":{},"f:name":{}}}}}}}`
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: engine.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(ours)}}}},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr(int32(2)), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			DNSPolicy:  corev1.DNSClusterFirst,
+			Containers: []corev1.Container{{Name: "web", Image: "nginx", TerminationMessagePath: "/dev/termination-log"}},
+		}}},
+		Status: appsv1.DeploymentStatus{ReadyReplicas: 2},
+	}
+	out, err := opts.DefaultTransform(d.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*appsv1.Deployment)
+	if got.Spec.Template.Spec.DNSPolicy != "" || got.Spec.Template.Spec.Containers[0].TerminationMessagePath != "" {
+		t.Errorf("the cached Deployment keeps the API server's defaults: %+v", got.Spec.Template.Spec)
+	}
+	if c := got.Spec.Template.Spec.Containers; len(c) != 1 || c[0].Image != "nginx" || *got.Spec.Replicas != 2 || got.Status.ReadyReplicas != 2 || len(got.ManagedFields) != 1 || got.Name != "web" {
+		t.Errorf("the cached Deployment lost what stencil reads: %+v", got)
+	}
+	cm := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "c", ManagedFields: d.ManagedFields}}
+	if out, err := opts.DefaultTransform(cm); err != nil || out != cm {
+		t.Errorf("a metadata-only object was not passed through: %v", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,11 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -22,7 +25,8 @@ import (
 // custom resource of the kinds, and of all other types only the objects
 // labelled as stencil's. Custom resources are held without their
 // managedFields, which nothing reads (finalizers and status go in merge
-// patches); owned objects keep theirs for the drift check.
+// patches); owned objects keep theirs for the drift check, and those read
+// whole are trimmed to what stencil reads of them (trimmedTypes).
 func CacheOptions(kinds []*render.Kind) cache.Options {
 	return ShardCacheOptions(kinds, labels.Everything())
 }
@@ -67,11 +71,64 @@ func ShardCacheOptions(kinds []*render.Kind, shard labels.Selector) cache.Option
 		// Nothing reads an observed object's managedFields.
 		byObject[o] = cache.ByObject{Label: stencils, Transform: cache.TransformStripManagedFields()}
 	}
+	trim := trimmedTypes(kinds)
 	return cache.Options{
 		DefaultLabelSelector: owned,
-		DefaultTransform:     dropStatusFields,
-		ByObject:             byObject,
+		DefaultTransform: func(obj any) (any, error) {
+			obj, _ = dropStatusFields(obj)
+			if trim.holds(obj) {
+				return engine.Trim(obj)
+			}
+			return obj, nil
+		},
+		ByObject: byObject,
 	}
+}
+
+// trimmed are the owned types the cache holds trimmed ([engine.Trim]):
+// read by status templates or health rules, which read what Trim keeps,
+// and by nothing that reads an object whole (a graph's or a lookup's
+// templates, an owns entry that says whole, an observing kind).
+// Typed ones by their Go type (client-go's scheme), others by type.
+type trimmed struct {
+	typed map[reflect.Type]bool
+	gvks  map[schema.GroupVersionKind]bool
+}
+
+func trimmedTypes(kinds []*render.Kind) trimmed {
+	cached, whole := map[schema.GroupVersionKind]bool{}, map[schema.GroupVersionKind]bool{}
+	for _, k := range kinds {
+		for _, ref := range k.Declaration().Owns {
+			gvk := ref.GroupVersionKind()
+			cached[gvk] = cached[gvk] || ref.Status || ref.JudgesHealth()
+			whole[gvk] = whole[gvk] || ref.Whole || k.ReadsLive()
+		}
+		for _, ref := range k.Declaration().Observes {
+			whole[ref.GroupVersionKind()] = true
+		}
+	}
+	t := trimmed{typed: map[reflect.Type]bool{}, gvks: map[schema.GroupVersionKind]bool{}}
+	for gvk, c := range cached {
+		if !c || whole[gvk] {
+			continue
+		}
+		t.gvks[gvk] = true
+		if obj, err := clientgoscheme.Scheme.New(gvk); err == nil {
+			t.typed[reflect.TypeOf(obj)] = true
+		}
+	}
+	return t
+}
+
+// holds: obj is of a type the cache holds trimmed.
+func (t trimmed) holds(obj any) bool {
+	switch o := obj.(type) {
+	case *metav1.PartialObjectMetadata:
+		return false
+	case *unstructured.Unstructured:
+		return t.gvks[o.GroupVersionKind()]
+	}
+	return t.typed[reflect.TypeOf(obj)]
 }
 
 // dropStatusFields drops, from an owned object held in the cache, the

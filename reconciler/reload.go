@@ -140,7 +140,7 @@ func (r *Reconciler) enqueueAll(ctx context.Context) (int, error) {
 // the cache, which holds types) lack: an owned type that is not watched,
 // or whose scope changed; an observed or input type that is not watched;
 // an owned type next's templates read whole that the cache holds as
-// metadata only. A type next no longer needs is fine: it is still watched,
+// metadata only, or trimmed. A type next no longer needs is fine: it is still watched,
 // and its objects are pruned.
 func unwatched(cur, next *render.Kind, types engine.CachedTypes) error {
 	var missing []string
@@ -164,6 +164,9 @@ func unwatched(cur, next *render.Kind, types engine.CachedTypes) error {
 			missing = append(missing, "whether "+gvk.Kind+" is optional changed")
 		case (t.Status || t.JudgesHealth() || next.ReadsLive()) && !types.Whole[gvk]:
 			missing = append(missing, "it reads "+gvk.Kind+" whole, which the cache holds as metadata only")
+		case (t.Whole && !was.Whole) || (next.ReadsLive() && !cur.ReadsLive()):
+			// What the cache trims (trimmedTypes) was decided at start-up.
+			missing = append(missing, "it reads "+gvk.Kind+" whole, which the cache may hold trimmed")
 		}
 	}
 	for _, t := range next.Declaration().Observes {

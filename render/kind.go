@@ -124,9 +124,16 @@ type TypeRef struct {
 	// ClusterScoped types get no ownerReference and no namespace; stencil
 	// cleans them up through a finalizer.
 	ClusterScoped bool `json:"clusterScoped,omitempty"`
-	// Status: the status template reads the full objects of this owned type
-	// (stencil then caches them whole instead of metadata-only).
+	// Status: the status template reads the objects of this owned type,
+	// not only their metadata. Stencil then caches, of each, its metadata,
+	// its status, the fields the templates set and the spec fields health
+	// rules read (replicas…); the rest (what the API server defaulted,
+	// what other writers set) is dropped, unless Whole says otherwise.
 	Status bool `json:"status,omitempty"`
+	// Whole: the status template reads fields of these objects that
+	// neither the templates nor the health rules set (a NodePort the API
+	// server allocates): stencil caches them whole.
+	Whole bool `json:"whole,omitempty"`
 	// Health: the resource is Ready only when every object of this owned
 	// type is healthy by the kstatus rules (stencil then caches them whole).
 	// Unset, it is true for the types whose health kstatus reads from their

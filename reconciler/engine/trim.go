@@ -1,0 +1,209 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/lru"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+)
+
+// This file trims an owned object the cache holds whole down to what
+// stencil reads of it:
+//   - its apiVersion, kind, metadata (managedFields included: the drift
+//     check and hand-over read every manager's entries) and status;
+//   - the fields stencil's field manager owns, as its managedFields entry
+//     records them: what the template set, which is what a status
+//     template reads of it (a Deployment's spec.replicas);
+//   - the spec fields health rules read (healthSpec).
+//
+// The rest (the fields the API server defaulted, and those other writers
+// set that stencil does not) is dropped before the object is stored: a
+// Deployment's pod template is most of its size, and most of that is
+// defaults. An object stencil's manager owns nothing of is kept whole:
+// nothing says what to keep.
+
+// healthSpec are the spec fields kstatus reads (a Deployment's replicas
+// and progress deadline, a StatefulSet's update strategy, a Job's
+// parallelism and completions, a Service's type and cluster IP), kept
+// whole whoever set them.
+var healthSpec = []string{"replicas", "updateStrategy", "progressDeadlineSeconds", "paused", "parallelism", "completions", "type", "clusterIP"}
+
+// kept are the top-level fields kept whole.
+var kept = map[string]bool{"apiVersion": true, "kind": true, "metadata": true, "status": true}
+
+// Trim is obj without what stencil does not read of it (see above): a
+// trimmed copy for a typed object, obj itself, trimmed, for an
+// unstructured one. Objects of other shapes are returned as they are.
+func Trim(obj any) (any, error) {
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return obj, nil // a tombstone: nothing to trim
+	}
+	keep, err := keepOf(o.GetManagedFields())
+	if err != nil || keep == nil {
+		return obj, err
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		trimMap(u.Object, keep)
+		return u, nil
+	}
+	return trimTyped(obj, keep)
+}
+
+// trimTyped trims a typed object through its unstructured form, into a
+// new object of its type.
+func trimTyped(obj any, keep *fieldpath.Set) (any, error) {
+	rv := reflect.ValueOf(obj)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return obj, nil
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("trimming %T: %w", obj, err)
+	}
+	trimMap(m, keep)
+	out := reflect.New(rv.Elem().Type()).Interface()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, out); err != nil {
+		return nil, fmt.Errorf("trimming %T: %w", obj, err)
+	}
+	return out, nil
+}
+
+// trimMap drops, of an object's top-level fields other than kept, what
+// keep does not hold.
+func trimMap(obj map[string]any, keep *fieldpath.Set) {
+	spec, _ := obj["spec"].(map[string]any)
+	health := map[string]any{}
+	for _, f := range healthSpec {
+		if v, ok := spec[f]; ok {
+			health[f] = v
+		}
+	}
+	defer func() {
+		if len(health) == 0 {
+			return
+		}
+		spec, _ := obj["spec"].(map[string]any)
+		if spec == nil {
+			spec = map[string]any{}
+			obj["spec"] = spec
+		}
+		maps.Copy(spec, health)
+	}()
+	for k, v := range obj {
+		if kept[k] {
+			continue
+		}
+		if out, ok := keepOnly(v, fieldpath.PathElement{FieldName: &k}, keep); ok {
+			obj[k] = out
+		} else {
+			delete(obj, k)
+		}
+	}
+}
+
+// keepOnly is v, found at pe in a value whose fields set holds, with only
+// what set holds of it, and whether set holds any of it. A member is kept
+// whole; a child is kept as far as its own set.
+func keepOnly(v any, pe fieldpath.PathElement, set *fieldpath.Set) (any, bool) {
+	child, ok := set.Children.Get(pe)
+	if !ok {
+		// A member with no children: a leaf, or an atomic map or list.
+		return v, set.Members.Has(pe)
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			if kept, ok := keepOnly(x, fieldpath.PathElement{FieldName: &k}, child); ok {
+				out[k] = kept
+			}
+		}
+		return out, true
+	case []any:
+		if byIndex(child) {
+			return v, true // dropping an item would move the others
+		}
+		out := make([]any, 0, len(v))
+		for _, x := range v {
+			if kept, ok := keepItem(x, child); ok {
+				out = append(out, kept)
+			}
+		}
+		return out, true
+	}
+	return v, true
+}
+
+// byIndex: set names a list's items by index (a list with no keys).
+func byIndex(set *fieldpath.Set) bool {
+	found := false
+	set.Members.Iterate(func(pe fieldpath.PathElement) { found = found || pe.Index != nil })
+	set.Children.Iterate(func(pe fieldpath.PathElement) { found = found || pe.Index != nil })
+	return found
+}
+
+// keepItem is a list's item x as far as set holds it, by key or value.
+func keepItem(x any, set *fieldpath.Set) (any, bool) {
+	// SetNodeMap.All ignores a break: find the item's element first.
+	var found *fieldpath.PathElement
+	set.Children.Iterate(func(pe fieldpath.PathElement) {
+		if found == nil && matches(x, pe) {
+			found = &pe
+		}
+	})
+	if found == nil {
+		for pe := range set.Members.All() {
+			if matches(x, pe) {
+				return x, true
+			}
+		}
+		return nil, false
+	}
+	kept, ok := keepOnly(x, *found, set)
+	if m, isMap := kept.(map[string]any); isMap && found.Key != nil {
+		for _, f := range *found.Key { // an item keeps its key: readers find it by it
+			m[f.Name] = x.(map[string]any)[f.Name]
+		}
+	}
+	return kept, ok
+}
+
+// keepOf is what to keep of an object whose managedFields are entries
+// (healthSpec aside): the fields stencil's manager owns through Apply on
+// the object itself; nil when it owns none. Objects of one template share
+// their record, which is parsed once (parsedRecords).
+func keepOf(entries []metav1.ManagedFieldsEntry) (*fieldpath.Set, error) {
+	record := OwnedRecord(entries, FieldManager)
+	if len(record) != 1 {
+		if len(record) == 0 {
+			return nil, nil
+		}
+		return parseKeep(record)
+	}
+	if set, ok := parsedRecords.Get(record[0]); ok {
+		return set.(*fieldpath.Set), nil
+	}
+	set, err := parseKeep(record)
+	if err == nil {
+		parsedRecords.Add(record[0], set)
+	}
+	return set, err
+}
+
+// parsedRecords are the keep sets of the records last parsed (a set is
+// never changed once made).
+var parsedRecords = lru.New(256)
+
+func parseKeep(record []string) (*fieldpath.Set, error) {
+	set, err := parseRecord(record)
+	if err != nil {
+		return nil, fmt.Errorf("parsing stencil's managedFields: %w", err)
+	}
+	return set, nil
+}
