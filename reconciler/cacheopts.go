@@ -96,6 +96,17 @@ type trimmed struct {
 }
 
 func trimmedTypes(kinds []*render.Kind) trimmed {
+	t := trimmed{typed: map[reflect.Type]bool{}, gvks: trimmedGVKs(kinds)}
+	for gvk := range t.gvks {
+		if obj, err := clientgoscheme.Scheme.New(gvk); err == nil {
+			t.typed[reflect.TypeOf(obj)] = true
+		}
+	}
+	return t
+}
+
+// trimmedGVKs are the types trimmedTypes describes.
+func trimmedGVKs(kinds []*render.Kind) map[schema.GroupVersionKind]bool {
 	cached, whole := map[schema.GroupVersionKind]bool{}, map[schema.GroupVersionKind]bool{}
 	for _, k := range kinds {
 		for _, ref := range k.Declaration().Owns {
@@ -107,17 +118,13 @@ func trimmedTypes(kinds []*render.Kind) trimmed {
 			whole[ref.GroupVersionKind()] = true
 		}
 	}
-	t := trimmed{typed: map[reflect.Type]bool{}, gvks: map[schema.GroupVersionKind]bool{}}
+	out := map[schema.GroupVersionKind]bool{}
 	for gvk, c := range cached {
-		if !c || whole[gvk] {
-			continue
-		}
-		t.gvks[gvk] = true
-		if obj, err := clientgoscheme.Scheme.New(gvk); err == nil {
-			t.typed[reflect.TypeOf(obj)] = true
+		if c && !whole[gvk] {
+			out[gvk] = true
 		}
 	}
-	return t
+	return out
 }
 
 // holds: obj is of a type the cache holds trimmed.

@@ -85,7 +85,8 @@ func (r *Reconciler) judge(d *unstructured.Unstructured, m map[string]any) engin
 }
 
 // wholeMap is the live object d of a type cached whole, as a map: as this
-// reconcile's apply returned it, else from the cache; nil when the cache
+// reconcile's apply returned it (trimmed as the cache trims it), else from
+// the cache; nil when the cache
 // does not hold it yet. Each object is converted once per reconcile (the
 // status template and health both read it).
 func (r *Reconciler) wholeMap(ctx context.Context, d *unstructured.Unstructured, res *result) (map[string]any, error) {
@@ -94,6 +95,12 @@ func (r *Reconciler) wholeMap(ctx context.Context, d *unstructured.Unstructured,
 		return m, nil
 	}
 	obj, ok := res.live[id]
+	if ok && r.applier.Types().Trimmed[d.GroupVersionKind()] {
+		// As the cache holds it: what a status template reads of it is
+		// the same whether this reconcile applied it or not.
+		trimmed, _ := engine.Trim(obj.DeepCopyObject())
+		obj = trimmed.(client.Object)
+	}
 	if !ok {
 		obj = r.applier.Types().NewObject(d.GroupVersionKind())
 		err := r.client.Get(ctx, client.ObjectKeyFromObject(d), obj)

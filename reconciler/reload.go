@@ -162,9 +162,9 @@ func unwatched(cur, next *render.Kind, types engine.CachedTypes) error {
 			// optional would render as not served while prune, which
 			// knows it served, deleted its objects.
 			missing = append(missing, "whether "+gvk.Kind+" is optional changed")
-		case (t.Status || t.JudgesHealth() || next.ReadsLive()) && !types.Whole[gvk]:
+		case (t.Status || t.Whole || t.JudgesHealth() || next.ReadsLive()) && !types.Whole[gvk]:
 			missing = append(missing, "it reads "+gvk.Kind+" whole, which the cache holds as metadata only")
-		case (t.Whole && !was.Whole) || (next.ReadsLive() && !cur.ReadsLive()):
+		case types.Trimmed[gvk] && (t.Whole || next.ReadsLive()):
 			// What the cache trims (trimmedTypes) was decided at start-up.
 			missing = append(missing, "it reads "+gvk.Kind+" whole, which the cache may hold trimmed")
 		}

@@ -310,18 +310,21 @@ func indexOwnerUID(mgr ctrl.Manager, types engine.CachedTypes) func(schema.Group
 
 // cachedTypesOf says how the cache holds the types kinds own or observe:
 // whole when a kind's status template reads them, its health is judged by
-// them or its graph or lookup reads them; else metadata only.
+// them or its graph or lookup reads them (trimmed to what stencil reads
+// of them, but for a graph's, a lookup's or whole: true: trimmedGVKs);
+// else metadata only.
 func cachedTypesOf(kinds []*render.Kind, scheme *runtime.Scheme) engine.CachedTypes {
 	t := engine.CachedTypes{Whole: map[schema.GroupVersionKind]bool{}, Scheme: scheme}
 	for _, k := range kinds {
 		for _, ref := range k.Declaration().Owns {
 			// A graph kind's templates read its objects whole, and a
 			// chart kind's lookup.
-			t.Whole[ref.GroupVersionKind()] = t.Whole[ref.GroupVersionKind()] || ref.Status || ref.JudgesHealth() || k.ReadsLive()
+			t.Whole[ref.GroupVersionKind()] = t.Whole[ref.GroupVersionKind()] || ref.Status || ref.Whole || ref.JudgesHealth() || k.ReadsLive()
 		}
 		for _, ref := range k.Declaration().Observes {
 			t.Whole[ref.GroupVersionKind()] = true
 		}
 	}
+	t.Trimmed = trimmedGVKs(kinds)
 	return t
 }

@@ -130,12 +130,14 @@ type TypeRef struct {
 	// rules read (replicas…); the rest (what the API server defaulted,
 	// what other writers set) is dropped, unless Whole says otherwise.
 	Status bool `json:"status,omitempty"`
-	// Whole: the status template reads fields of these objects that
-	// neither the templates nor the health rules set (a NodePort the API
-	// server allocates): stencil caches them whole.
+	// Whole: the status template reads these objects whole, fields that
+	// neither the templates nor the health rules set included (a NodePort
+	// the API server allocates): stencil caches them whole. Implies
+	// Status.
 	Whole bool `json:"whole,omitempty"`
 	// Health: the resource is Ready only when every object of this owned
-	// type is healthy by the kstatus rules (stencil then caches them whole).
+	// type is healthy by the kstatus rules (stencil then caches, of each,
+	// what Status says).
 	// Unset, it is true for the types whose health kstatus reads from their
 	// status (see [TypeRef.JudgesHealth]).
 	Health *bool `json:"health,omitempty"`
@@ -354,7 +356,7 @@ func (k *Kind) keepsSecretsFromStatus() error {
 	if !k.graph.readsSecretInput() {
 		return nil
 	}
-	if t, ok := k.owns[secretGVK]; ok && t.Status {
+	if t, ok := k.owns[secretGVK]; ok && (t.Status || t.Whole) {
 		return errors.New("the kind reads a Secret input and declares Secrets status: true: its status template could copy the input's data into the resource's status")
 	}
 	if t, ok := k.owns[secretGVK]; ok && t.JudgesHealth() {
@@ -494,7 +496,7 @@ func (k *Kind) JudgesHealth(gvk schema.GroupVersionKind) bool {
 // whose health it judges (see [TypeRef.JudgesHealth]).
 func (k *Kind) ReadsWhole(gvk schema.GroupVersionKind) bool {
 	t, ok := k.owns[gvk]
-	return ok && (t.Status || t.JudgesHealth())
+	return ok && (t.Status || t.Whole || t.JudgesHealth())
 }
 
 // ReadsLive reports whether the kind's templates read its live objects

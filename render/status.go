@@ -10,8 +10,9 @@ import (
 
 // LiveState is what a kind's status template reads: the live objects.
 type LiveState struct {
-	// Owned holds the full live objects of the owned types declared with
-	// status: true, by "<Kind>/<name>".
+	// Owned holds the live objects of the owned types declared with
+	// status: true (as the cache keeps them: see TypeRef.Status) or whole:
+	// true, by "<Kind>/<name>".
 	Owned map[string]any
 	// Observed holds the live objects of each observed type, by kind,
 	// sorted by name.
@@ -69,12 +70,13 @@ func (k *Kind) RenderStatus(cr v1alpha1.Object, live LiveState) (map[string]any,
 	return fields, nil
 }
 
-// StatusTypes are the declared types whose full objects the status template
-// reads: owned types marked status: true, and observed types.
+// StatusTypes are the declared types whose objects the status template
+// reads: owned types marked status: true or whole: true, and observed
+// types.
 func (k *Kind) StatusTypes() []TypeRef {
 	var types []TypeRef
 	for _, t := range k.declaration.Owns {
-		if t.Status {
+		if t.Status || t.Whole {
 			types = append(types, t)
 		}
 	}

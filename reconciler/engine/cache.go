@@ -22,8 +22,10 @@ import (
 // typed when the scheme knows the type (smaller in memory, and sent as
 // protobuf), else unstructured.
 type CachedTypes struct {
-	Whole  map[schema.GroupVersionKind]bool
-	Scheme *runtime.Scheme
+	Whole map[schema.GroupVersionKind]bool
+	// Trimmed are the types of Whole the cache holds trimmed ([Trim]).
+	Trimmed map[schema.GroupVersionKind]bool
+	Scheme  *runtime.Scheme
 }
 
 // Declared says whether some kind owns or observes gvk; if so, its

@@ -1,9 +1,13 @@
 package engine
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -38,7 +42,9 @@ var kept = map[string]bool{"apiVersion": true, "kind": true, "metadata": true, "
 
 // Trim is obj without what stencil does not read of it (see above): a
 // trimmed copy for a typed object, obj itself, trimmed, for an
-// unstructured one. Objects of other shapes are returned as they are.
+// unstructured one. Objects of other shapes, and objects whose record does
+// not parse or convert, are returned as they are: an informer drops an
+// object its transform fails on, which would leave the cache stale.
 func Trim(obj any) (any, error) {
 	o, ok := obj.(metav1.Object)
 	if !ok {
@@ -46,13 +52,17 @@ func Trim(obj any) (any, error) {
 	}
 	keep, err := keepOf(o.GetManagedFields())
 	if err != nil || keep == nil {
-		return obj, err
+		return obj, nil
 	}
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		trimMap(u.Object, keep)
 		return u, nil
 	}
-	return trimTyped(obj, keep)
+	out, err := trimTyped(obj, keep)
+	if err != nil {
+		return obj, nil
+	}
+	return out, nil
 }
 
 // trimTyped trims a typed object through its unstructured form, into a
@@ -176,34 +186,58 @@ func keepItem(x any, set *fieldpath.Set) (any, bool) {
 
 // keepOf is what to keep of an object whose managedFields are entries
 // (healthSpec aside): the fields stencil's manager owns through Apply on
-// the object itself; nil when it owns none. Objects of one template share
-// their record, which is parsed once (parsedRecords).
+// the object itself, outside metadata and status (kept whole anyway); nil
+// when it owns none. Its objects' records differ in their metadata
+// (ownerReferences name each resource's UID); past it, the objects of one
+// template share theirs, which is parsed once (parsedRecords).
 func keepOf(entries []metav1.ManagedFieldsEntry) (*fieldpath.Set, error) {
 	record := OwnedRecord(entries, FieldManager)
-	if len(record) != 1 {
-		if len(record) == 0 {
-			return nil, nil
-		}
-		return parseKeep(record)
+	if len(record) == 0 {
+		return nil, nil
 	}
-	if set, ok := parsedRecords.Get(record[0]); ok {
+	key, err := beyondMetadata(record)
+	if err != nil {
+		return nil, err
+	}
+	if set, ok := parsedRecords.Get(key); ok {
 		return set.(*fieldpath.Set), nil
 	}
-	set, err := parseKeep(record)
-	if err == nil {
-		parsedRecords.Add(record[0], set)
-	}
-	return set, err
-}
-
-// parsedRecords are the keep sets of the records last parsed (a set is
-// never changed once made).
-var parsedRecords = lru.New(256)
-
-func parseKeep(record []string) (*fieldpath.Set, error) {
-	set, err := parseRecord(record)
-	if err != nil {
+	set := &fieldpath.Set{}
+	if err := set.FromJSON(strings.NewReader(key)); err != nil {
 		return nil, fmt.Errorf("parsing stencil's managedFields: %w", err)
 	}
+	parsedRecords.Add(key, set)
 	return set, nil
 }
+
+// parsedRecords are the keep sets of the records last parsed, by
+// beyondMetadata's key (a set is never changed once made).
+var parsedRecords = lru.New(256)
+
+// beyondMetadata is the record's fields outside metadata and status, as
+// one FieldsV1 JSON object (keys sorted).
+func beyondMetadata(record []string) (string, error) {
+	fields := map[string]json.RawMessage{}
+	for _, raw := range record {
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(raw), &top); err != nil {
+			return "", fmt.Errorf("parsing stencil's managedFields: %w", err)
+		}
+		for k, v := range top {
+			if k == "f:metadata" || k == "f:status" {
+				continue
+			}
+			if was, ok := fields[k]; ok && !bytes.Equal(was, v) {
+				return strings.Join(record, ""), errSeveral
+			}
+			fields[k] = v
+		}
+	}
+	out, err := json.Marshal(fields)
+	return string(out), err
+}
+
+// errSeveral: stencil's manager has several Apply entries that record
+// one field differently (the API server keeps one per manager and
+// subresource): nothing is trimmed.
+var errSeveral = errors.New("several records of stencil's apply")

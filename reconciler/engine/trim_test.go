@@ -21,7 +21,8 @@ import (
 )
 
 // TestTrimAnswersAsTheWholeObject is the trim's property: for random
-// objects of the types whose health stencil judges, and random sets of
+// objects of the types whose health stencil judges or a status template
+// reads, and random sets of
 // fields stencil's manager owns beside random other managers, what the
 // trimmed object answers equals what the whole one does: kstatus's
 // verdict and message, the value at every field stencil owns, the
@@ -58,6 +59,8 @@ func TestTrimAnswersAsTheWholeObject(t *testing.T) {
 		func() runtime.Object { return &corev1.Service{} },
 		func() runtime.Object { return &corev1.PersistentVolumeClaim{} },
 		func() runtime.Object { return &corev1.Pod{} },
+		func() runtime.Object { return &corev1.ConfigMap{} },
+		func() runtime.Object { return &corev1.Secret{} },
 	}
 	for i := range runs {
 		obj := news[i%len(news)]()
@@ -66,7 +69,7 @@ func TestTrimAnswersAsTheWholeObject(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gvk := map[string]string{"*v1.Deployment": "apps/v1/Deployment", "*v1.StatefulSet": "apps/v1/StatefulSet", "*v1.DaemonSet": "apps/v1/DaemonSet", "*v1.ReplicaSet": "apps/v1/ReplicaSet", "*v1.Job": "batch/v1/Job", "*v1.Service": "v1/Service", "*v1.PersistentVolumeClaim": "v1/PersistentVolumeClaim", "*v1.Pod": "v1/Pod"}[reflect.TypeOf(obj).String()]
+		gvk := map[string]string{"*v1.Deployment": "apps/v1/Deployment", "*v1.StatefulSet": "apps/v1/StatefulSet", "*v1.DaemonSet": "apps/v1/DaemonSet", "*v1.ReplicaSet": "apps/v1/ReplicaSet", "*v1.Job": "batch/v1/Job", "*v1.Service": "v1/Service", "*v1.PersistentVolumeClaim": "v1/PersistentVolumeClaim", "*v1.Pod": "v1/Pod", "*v1.ConfigMap": "v1/ConfigMap", "*v1.Secret": "v1/Secret"}[reflect.TypeOf(obj).String()]
 		u := &unstructured.Unstructured{Object: whole}
 		setGVK(u, gvk)
 		coherent(u, rng)
@@ -171,7 +174,7 @@ func coherent(u *unstructured.Unstructured, rng *rand.Rand) {
 
 func setGVK(u *unstructured.Unstructured, gvk string) {
 	switch gvk {
-	case "v1/Service", "v1/PersistentVolumeClaim", "v1/Pod":
+	case "v1/Service", "v1/PersistentVolumeClaim", "v1/Pod", "v1/ConfigMap", "v1/Secret":
 		u.SetAPIVersion("v1")
 		u.SetKind(gvk[3:])
 	default:
@@ -185,9 +188,9 @@ func setGVK(u *unstructured.Unstructured, gvk string) {
 }
 
 // randomSubset is a random set of the fields of u outside metadata and
-// status, as stencil's managedFields entry would record them: leaves and
-// the maps and list items above them, list items by key when they have a
-// name, else by index.
+// status, as stencil's managedFields entry would record them: leaves and,
+// some of the time, the maps and list items above them ("."); list items
+// by key when they have a unique name, else as SetFromValue names them.
 func randomSubset(t *testing.T, rng *rand.Rand, u *unstructured.Unstructured) *fieldpath.Set {
 	t.Helper()
 	all := fieldpath.SetFromValue(value.NewValueInterface(u.Object))
@@ -196,7 +199,15 @@ func randomSubset(t *testing.T, rng *rand.Rand, u *unstructured.Unstructured) *f
 		if len(p) == 0 || p[0].FieldName == nil || kept[*p[0].FieldName] || rng.IntN(3) != 0 {
 			return
 		}
-		s.Insert(keyed(u.Object, p))
+		p = keyed(u.Object, p)
+		s.Insert(p)
+		// As a record holds "." for an item or a map it set, beside
+		// their fields: a member with children, which is not kept whole.
+		for j := 1; j < len(p); j++ {
+			if rng.IntN(2) == 0 {
+				s.Insert(p[:j].Copy())
+			}
+		}
 	})
 	return s
 }
