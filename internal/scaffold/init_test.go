@@ -163,7 +163,7 @@ func checkPluralChange(t *testing.T, dir string, env []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const marker = "+kubebuilder:resource:categories={stencil}"
+	const marker = "+kubebuilder:resource:path=widgets,categories={stencil}"
 	if !strings.Contains(string(src), marker) {
 		t.Fatalf("%s has no %s to change", types, marker)
 	}
