@@ -58,10 +58,17 @@ func Trim(obj any) (any, error) {
 		trimMap(u.Object, keep)
 		return u, nil
 	}
+	// managedFields pass as they are: converting them would cost the
+	// most, and re-encode the records the drift check compares byte for
+	// byte.
+	fields := o.GetManagedFields()
+	o.SetManagedFields(nil)
 	out, err := trimTyped(obj, keep)
 	if err != nil {
+		o.SetManagedFields(fields)
 		return obj, nil
 	}
+	out.(metav1.Object).SetManagedFields(fields)
 	return out, nil
 }
 
