@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/testkind"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
 	"github.com/stencil-operator/stencil/reconciler/engine"
@@ -78,8 +79,9 @@ func TestObjectMapLeavesOutManagedFields(t *testing.T) {
 	}
 }
 
-// TestCacheTrimsWhatHealthAndStatusRead: a Widget's Deployments, whose
-// health stencil judges, are cached trimmed to what stencil reads: the
+// TestCacheTrimsWhatHealthAndStatusRead: a Widget's Deployments (by their
+// owner annotation), whose health stencil judges, are cached trimmed to
+// what stencil reads: the
 // template's fields, status, metadata and managedFields, without the pod
 // template's defaults; a ConfigMap, held as metadata only, and a kind's
 // custom resource are not trimmed.
@@ -93,8 +95,9 @@ func TestCacheTrimsWhatHealthAndStatusRead(t *testing.T) {
 	// JSON encoder's sorted keys would not: the drift check compares
 	// records byte for byte.
 	ours := `{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{".":{},"f:image":{},"f:name":{},"f:ports":{"k:{\"containerPort\":80,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{}},"k:{\"containerPort\":443,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{}}}}}}}}}`
+	owner := v1alpha1.OwnerAnnotation(kind.GroupVersionKind(), "ns", "w")
 	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: engine.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(ours)}}}},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{v1alpha1.AnnotationOwner: owner}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: engine.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(ours)}}}},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr(int32(2)), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			DNSPolicy:  corev1.DNSClusterFirst,
 			Containers: []corev1.Container{{Name: "web", Image: "nginx", TerminationMessagePath: "/dev/termination-log"}},
@@ -114,6 +117,12 @@ func TestCacheTrimsWhatHealthAndStatusRead(t *testing.T) {
 	}
 	if c := got.Spec.Template.Spec.Containers; len(c) != 1 || c[0].Image != "nginx" || *got.Spec.Replicas != 2 || got.Status.ReadyReplicas != 2 || len(got.ManagedFields) != 1 || got.Name != "web" {
 		t.Errorf("the cached Deployment lost what stencil reads: %+v", got)
+	}
+	// Another kind's Deployment (one whose graph reads it whole) is not.
+	other := d.DeepCopy()
+	other.Annotations[v1alpha1.AnnotationOwner] = "AppStack.stacks.example.com/ns/s"
+	if out, err := opts.DefaultTransform(other.DeepCopy()); err != nil || out.(*appsv1.Deployment).Spec.Template.Spec.DNSPolicy == "" {
+		t.Errorf("another kind's Deployment was trimmed (%v)", err)
 	}
 	cm := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "c", ManagedFields: d.ManagedFields}}
 	if out, err := opts.DefaultTransform(cm); err != nil || out != cm {

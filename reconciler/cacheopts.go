@@ -85,57 +85,74 @@ func ShardCacheOptions(kinds []*render.Kind, shard labels.Selector) cache.Option
 	}
 }
 
-// trimmed are the owned types the cache holds trimmed ([engine.Trim]):
-// read by status templates or health rules, which read what Trim keeps,
-// and by nothing that reads an object whole (a graph's or a lookup's
-// templates, an owns entry that says whole, an observing kind).
-// Typed ones by their Go type (client-go's scheme), others by type.
+// trimmed says which owned objects the cache holds trimmed
+// ([engine.Trim]): those of a type their owner's kind reads through its
+// status template or health rules only, which read what Trim keeps; not
+// those of a kind that reads them whole (its graph's or lookup's
+// templates, an owns entry that says whole), nor any of a type some kind
+// observes. The owner is the kind its stencil.dev/owner annotation names.
+// Typed objects are known by their Go type (client-go's scheme).
 type trimmed struct {
-	typed map[reflect.Type]bool
-	gvks  map[schema.GroupVersionKind]bool
+	byOwner engine.TrimmedTypes
+	typed   map[reflect.Type]schema.GroupVersionKind
 }
 
 func trimmedTypes(kinds []*render.Kind) trimmed {
-	t := trimmed{typed: map[reflect.Type]bool{}, gvks: trimmedGVKs(kinds)}
-	for gvk := range t.gvks {
-		if obj, err := clientgoscheme.Scheme.New(gvk); err == nil {
-			t.typed[reflect.TypeOf(obj)] = true
+	t := trimmed{byOwner: trimmedGVKs(kinds), typed: map[reflect.Type]schema.GroupVersionKind{}}
+	for _, gvks := range t.byOwner {
+		for gvk := range gvks {
+			if obj, err := clientgoscheme.Scheme.New(gvk); err == nil {
+				t.typed[reflect.TypeOf(obj)] = gvk
+			}
 		}
 	}
 	return t
 }
 
-// trimmedGVKs are the types trimmedTypes describes.
-func trimmedGVKs(kinds []*render.Kind) map[schema.GroupVersionKind]bool {
-	cached, whole := map[schema.GroupVersionKind]bool{}, map[schema.GroupVersionKind]bool{}
+// trimmedGVKs are the types trimmedTypes describes, by owner kind.
+func trimmedGVKs(kinds []*render.Kind) engine.TrimmedTypes {
+	observed := map[schema.GroupVersionKind]bool{}
+	for _, k := range kinds {
+		for _, ref := range k.Declaration().Observes {
+			observed[ref.GroupVersionKind()] = true
+		}
+	}
+	out := engine.TrimmedTypes{}
 	for _, k := range kinds {
 		for _, ref := range k.Declaration().Owns {
 			gvk := ref.GroupVersionKind()
-			cached[gvk] = cached[gvk] || ref.Status || ref.JudgesHealth()
-			whole[gvk] = whole[gvk] || ref.Whole || k.ReadsLive()
-		}
-		for _, ref := range k.Declaration().Observes {
-			whole[ref.GroupVersionKind()] = true
-		}
-	}
-	out := map[schema.GroupVersionKind]bool{}
-	for gvk, c := range cached {
-		if c && !whole[gvk] {
-			out[gvk] = true
+			if (ref.Status || ref.JudgesHealth()) && !ref.Whole && !k.ReadsLive() && !observed[gvk] {
+				owner := k.GroupVersionKind().GroupKind()
+				if out[owner] == nil {
+					out[owner] = map[schema.GroupVersionKind]bool{}
+				}
+				out[owner][gvk] = true
+			}
 		}
 	}
 	return out
 }
 
-// holds: obj is of a type the cache holds trimmed.
+// holds: obj is an object the cache holds trimmed.
 func (t trimmed) holds(obj any) bool {
+	var gvk schema.GroupVersionKind
 	switch o := obj.(type) {
 	case *metav1.PartialObjectMetadata:
 		return false
 	case *unstructured.Unstructured:
-		return t.gvks[o.GroupVersionKind()]
+		gvk = o.GroupVersionKind()
+	default:
+		var ok bool
+		if gvk, ok = t.typed[reflect.TypeOf(obj)]; !ok {
+			return false
+		}
 	}
-	return t.typed[reflect.TypeOf(obj)]
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return false
+	}
+	owner, _, ok := v1alpha1.ParseOwnerAnnotation(m.GetAnnotations()[v1alpha1.AnnotationOwner])
+	return ok && t.byOwner.Trims(owner, gvk)
 }
 
 // dropStatusFields drops, from an owned object held in the cache, the

@@ -95,7 +95,7 @@ func (r *Reconciler) wholeMap(ctx context.Context, d *unstructured.Unstructured,
 		return m, nil
 	}
 	obj, ok := res.live[id]
-	if ok && r.applier.Types().Trimmed[d.GroupVersionKind()] {
+	if ok && r.applier.Types().Trimmed.Trims(r.kind().GroupVersionKind().GroupKind(), d.GroupVersionKind()) {
 		// As the cache holds it: what a status template reads of it is
 		// the same whether this reconcile applied it or not.
 		trimmed, _ := engine.Trim(obj.DeepCopyObject())

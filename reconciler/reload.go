@@ -164,7 +164,7 @@ func unwatched(cur, next *render.Kind, types engine.CachedTypes) error {
 			missing = append(missing, "whether "+gvk.Kind+" is optional changed")
 		case (t.Status || t.Whole || t.JudgesHealth() || next.ReadsLive()) && !types.Whole[gvk]:
 			missing = append(missing, "it reads "+gvk.Kind+" whole, which the cache holds as metadata only")
-		case types.Trimmed[gvk] && (t.Whole || next.ReadsLive()):
+		case types.Trimmed.Trims(next.GroupVersionKind().GroupKind(), gvk) && (t.Whole || next.ReadsLive()):
 			// What the cache trims (trimmedTypes) was decided at start-up.
 			missing = append(missing, "it reads "+gvk.Kind+" whole, which the cache may hold trimmed")
 		}

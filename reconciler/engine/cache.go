@@ -23,9 +23,19 @@ import (
 // protobuf), else unstructured.
 type CachedTypes struct {
 	Whole map[schema.GroupVersionKind]bool
-	// Trimmed are the types of Whole the cache holds trimmed ([Trim]).
-	Trimmed map[schema.GroupVersionKind]bool
+	// Trimmed are the types of Whole the cache holds trimmed ([Trim]),
+	// by the kind that owns the objects.
+	Trimmed TrimmedTypes
 	Scheme  *runtime.Scheme
+}
+
+// TrimmedTypes are, by owner kind, the types of its objects the cache
+// holds trimmed ([Trim]).
+type TrimmedTypes map[schema.GroupKind]map[schema.GroupVersionKind]bool
+
+// Trims: the cache holds owner's objects of type gvk trimmed.
+func (t TrimmedTypes) Trims(owner schema.GroupKind, gvk schema.GroupVersionKind) bool {
+	return t[owner][gvk]
 }
 
 // Declared says whether some kind owns or observes gvk; if so, its
