@@ -3,7 +3,6 @@ package reconciler
 import (
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -86,27 +84,16 @@ func ShardCacheOptions(kinds []*render.Kind, shard labels.Selector) cache.Option
 }
 
 // trimmed says which owned objects the cache holds trimmed
-// ([engine.Trim]): those of a type their owner's kind reads through its
-// status template or health rules only, which read what Trim keeps; not
-// those of a kind that reads them whole (its graph's or lookup's
-// templates, an owns entry that says whole), nor any of a type some kind
-// observes. The owner is the kind its stencil.dev/owner annotation names.
-// Typed objects are known by their Go type (client-go's scheme).
-type trimmed struct {
-	byOwner engine.TrimmedTypes
-	typed   map[reflect.Type]schema.GroupVersionKind
-}
+// ([engine.Trim]): unstructured ones (of types the scheme does not know,
+// custom resources) of a type their owner's kind reads through its status
+// template or health rules only, which read what Trim keeps; not those of
+// a kind that reads them whole (its graph's or lookup's templates, an
+// owns entry that says whole), nor any of a type some kind observes. The
+// owner is the kind its stencil.dev/owner annotation names.
+type trimmed struct{ byOwner engine.TrimmedTypes }
 
 func trimmedTypes(kinds []*render.Kind) trimmed {
-	t := trimmed{byOwner: trimmedGVKs(kinds), typed: map[reflect.Type]schema.GroupVersionKind{}}
-	for _, gvks := range t.byOwner {
-		for gvk := range gvks {
-			if obj, err := clientgoscheme.Scheme.New(gvk); err == nil {
-				t.typed[reflect.TypeOf(obj)] = gvk
-			}
-		}
-	}
-	return t
+	return trimmed{byOwner: trimmedGVKs(kinds)}
 }
 
 // trimmedGVKs are the types trimmedTypes describes, by owner kind.
@@ -135,24 +122,12 @@ func trimmedGVKs(kinds []*render.Kind) engine.TrimmedTypes {
 
 // holds: obj is an object the cache holds trimmed.
 func (t trimmed) holds(obj any) bool {
-	var gvk schema.GroupVersionKind
-	switch o := obj.(type) {
-	case *metav1.PartialObjectMetadata:
-		return false
-	case *unstructured.Unstructured:
-		gvk = o.GroupVersionKind()
-	default:
-		var ok bool
-		if gvk, ok = t.typed[reflect.TypeOf(obj)]; !ok {
-			return false
-		}
-	}
-	m, ok := obj.(metav1.Object)
+	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return false
 	}
-	owner, _, ok := v1alpha1.ParseOwnerAnnotation(m.GetAnnotations()[v1alpha1.AnnotationOwner])
-	return ok && t.byOwner.Trims(owner, gvk)
+	owner, _, ok := v1alpha1.ParseOwnerAnnotation(u.GetAnnotations()[v1alpha1.AnnotationOwner])
+	return ok && t.byOwner.Trims(owner, u.GroupVersionKind())
 }
 
 // dropStatusFields drops, from an owned object held in the cache, the

@@ -98,8 +98,11 @@ func (r *Reconciler) wholeMap(ctx context.Context, d *unstructured.Unstructured,
 	if ok && r.applier.Types().Trimmed.Trims(r.kind().GroupVersionKind().GroupKind(), d.GroupVersionKind()) {
 		// As the cache holds it: what a status template reads of it is
 		// the same whether this reconcile applied it or not.
-		trimmed, _ := engine.Trim(obj.DeepCopyObject())
-		obj = trimmed.(client.Object)
+		if trimmed, _ := engine.Trim(obj.DeepCopyObject()); trimmed != nil {
+			if o, ok := trimmed.(client.Object); ok {
+				obj = o
+			}
+		}
 	}
 	if !ok {
 		obj = r.applier.Types().NewObject(d.GroupVersionKind())

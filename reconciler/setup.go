@@ -326,5 +326,12 @@ func cachedTypesOf(kinds []*render.Kind, scheme *runtime.Scheme) engine.CachedTy
 		}
 	}
 	t.Trimmed = trimmedGVKs(kinds)
+	for _, gvks := range t.Trimmed {
+		for gvk := range gvks {
+			if scheme.Recognizes(gvk) {
+				delete(gvks, gvk) // cached typed: kept whole (engine.Trim)
+			}
+		}
+	}
 	return t
 }

@@ -125,10 +125,12 @@ type TypeRef struct {
 	// cleans them up through a finalizer.
 	ClusterScoped bool `json:"clusterScoped,omitempty"`
 	// Status: the status template reads the objects of this owned type,
-	// not only their metadata. Stencil then caches, of each, its metadata,
-	// its status, the fields the templates set and the spec fields health
-	// rules read (replicas…); the rest (what the API server defaulted,
-	// what other writers set) is dropped, unless Whole says otherwise.
+	// not only their metadata. Of a custom resource type (cached as maps),
+	// stencil then caches, of each, its metadata, its status, the fields
+	// the templates set and the spec fields health rules read
+	// (replicas…); the rest (what the API server defaulted, what other
+	// writers set) is dropped, unless Whole says otherwise. Built-in types
+	// are cached whole.
 	Status bool `json:"status,omitempty"`
 	// Whole: the status template reads these objects whole, fields that
 	// neither the templates nor the health rules set included (a NodePort

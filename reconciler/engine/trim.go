@@ -6,18 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/lru"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
-// This file trims an owned object the cache holds whole down to what
-// stencil reads of it:
+// This file trims an owned object the cache holds whole, unstructured,
+// down to what stencil reads of it:
 //   - its apiVersion, kind, metadata (managedFields included: the drift
 //     check and hand-over read every manager's entries) and status;
 //   - the fields stencil's field manager owns, as its managedFields entry
@@ -40,55 +38,28 @@ var healthSpec = []string{"replicas", "updateStrategy", "progressDeadlineSeconds
 // kept are the top-level fields kept whole.
 var kept = map[string]bool{"apiVersion": true, "kind": true, "metadata": true, "status": true}
 
-// Trim is obj without what stencil does not read of it (see above): a
-// trimmed copy for a typed object, obj itself, trimmed, for an
-// unstructured one. Objects of other shapes, and objects whose record does
-// not parse or convert, are returned as they are: an informer drops an
-// object its transform fails on, which would leave the cache stale.
+// Trim is obj, an unstructured object, trimmed in place (see above).
+// Other objects, and objects whose record does not parse, are returned as
+// they are: an informer drops an object its transform fails on, which
+// would leave the cache stale.
+//
+// Typed objects are left whole: a typed object's fields are inline
+// structs, so trimming one saves little (124 of a Deployment's 3,500
+// bytes) for a conversion to maps and back at every watch event; an
+// unstructured object is maps, and its trimmed spec is freed (a
+// Deployment-sized object: 15.8 KB whole, 10.7 KB trimmed, the rest its
+// metadata).
 func Trim(obj any) (any, error) {
-	o, ok := obj.(metav1.Object)
+	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return obj, nil // a tombstone: nothing to trim
+		return obj, nil
 	}
-	keep, err := keepOf(o.GetManagedFields())
+	keep, err := keepOf(u.GetManagedFields())
 	if err != nil || keep == nil {
 		return obj, nil
 	}
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		trimMap(u.Object, keep)
-		return u, nil
-	}
-	// managedFields pass as they are: converting them would cost the
-	// most, and re-encode the records the drift check compares byte for
-	// byte.
-	fields := o.GetManagedFields()
-	o.SetManagedFields(nil)
-	out, err := trimTyped(obj, keep)
-	if err != nil {
-		o.SetManagedFields(fields)
-		return obj, nil
-	}
-	out.(metav1.Object).SetManagedFields(fields)
-	return out, nil
-}
-
-// trimTyped trims a typed object through its unstructured form, into a
-// new object of its type.
-func trimTyped(obj any, keep *fieldpath.Set) (any, error) {
-	rv := reflect.ValueOf(obj)
-	if rv.Kind() != reflect.Pointer || rv.IsNil() {
-		return obj, nil
-	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, fmt.Errorf("trimming %T: %w", obj, err)
-	}
-	trimMap(m, keep)
-	out := reflect.New(rv.Elem().Type()).Interface()
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, out); err != nil {
-		return nil, fmt.Errorf("trimming %T: %w", obj, err)
-	}
-	return out, nil
+	trimMap(u.Object, keep)
+	return u, nil
 }
 
 // trimMap drops, of an object's top-level fields other than kept, what
