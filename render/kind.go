@@ -125,12 +125,12 @@ type TypeRef struct {
 	// cleans them up through a finalizer.
 	ClusterScoped bool `json:"clusterScoped,omitempty"`
 	// Status: the status template reads the objects of this owned type,
-	// not only their metadata. Of a custom resource type (cached as maps),
-	// stencil then caches, of each, its metadata, its status, the fields
+	// not only their metadata. Of a type the scheme does not know (cached
+	// as maps), stencil then caches, of each, its metadata, its status, the fields
 	// the templates set and the spec fields health rules read
 	// (replicas…); the rest (what the API server defaulted, what other
-	// writers set) is dropped, unless Whole says otherwise. Built-in types
-	// are cached whole.
+	// writers set) is dropped, unless Whole says otherwise. Types the
+	// scheme knows are cached typed, whole.
 	Status bool `json:"status,omitempty"`
 	// Whole: the status template reads these objects whole, fields that
 	// neither the templates nor the health rules set included (a NodePort
@@ -359,7 +359,7 @@ func (k *Kind) keepsSecretsFromStatus() error {
 		return nil
 	}
 	if t, ok := k.owns[secretGVK]; ok && (t.Status || t.Whole) {
-		return errors.New("the kind reads a Secret input and declares Secrets status: true: its status template could copy the input's data into the resource's status")
+		return errors.New("the kind reads a Secret input and declares Secrets status: true or whole: true: its status template could copy the input's data into the resource's status")
 	}
 	if t, ok := k.owns[secretGVK]; ok && t.JudgesHealth() {
 		return errors.New("the kind reads a Secret input and declares Secrets health: true: health would cache them whole for its status template, which could copy the input's data into the resource's status")

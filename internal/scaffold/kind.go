@@ -86,7 +86,7 @@ func newKind(group, version, name string) (kind, error) {
 // lower-case name (policy → policies, box → boxes, class → classes). The
 // type's marker names it (path=), so that controller-gen's CRD agrees.
 // (An inflection library's tables cost the operator's every start 4.7 MB
-// of allocations, 5 MiB of RSS: docs/benchmarks.md.)
+// of allocations, 5.5 MiB of RSS: CHANGELOG.)
 func plural(kind string) string {
 	l := strings.ToLower(kind)
 	switch {
