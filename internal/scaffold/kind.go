@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"text/template"
-
 )
 
 // kind is what the templates of a kind's scaffold are filled with.
