@@ -96,8 +96,8 @@ func TestCacheTrimsWhatHealthAndStatusRead(t *testing.T) {
 	ours := `{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{".":{},"f:image":{},"f:name":{},"f:ports":{"k:{\"containerPort\":80,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{}},"k:{\"containerPort\":443,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{}}}}}}}}}`
 	owner := v1alpha1.OwnerAnnotation(kind.GroupVersionKind(), "ns", "w")
 	typed := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{v1alpha1.AnnotationOwner: owner}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: engine.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(ours)}}}},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr(int32(2)), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{v1alpha1.AnnotationOwner: owner}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: engine.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: metav1.NewFieldsV1(ours)}}},
+		Spec: appsv1.DeploymentSpec{Replicas: new(int32(2)), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			DNSPolicy:  corev1.DNSClusterFirst,
 			Containers: []corev1.Container{{Name: "web", Image: "nginx", TerminationMessagePath: "/dev/termination-log"}},
 		}}},
@@ -140,5 +140,3 @@ func TestCacheTrimsWhatHealthAndStatusRead(t *testing.T) {
 		t.Errorf("a metadata-only object was not passed through: %v", err)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

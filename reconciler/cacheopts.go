@@ -73,7 +73,7 @@ func ShardCacheOptions(kinds []*render.Kind, shard labels.Selector) cache.Option
 	return cache.Options{
 		DefaultLabelSelector: owned,
 		DefaultTransform: func(obj any) (any, error) {
-			obj, _ = dropStatusFields(obj)
+			obj = dropStatusFields(obj)
 			if trim.holds(obj) {
 				return engine.Trim(obj)
 			}
@@ -139,17 +139,17 @@ func (t trimmed) holds(obj any) bool {
 // scale subresource: an autoscaler's write of spec.replicas through it is
 // what hand-over and the drift check must see. On a cluster with
 // controllers this is about a kilobyte per Deployment.
-func dropStatusFields(obj any) (any, error) {
+func dropStatusFields(obj any) any {
 	m, ok := obj.(metav1.Object)
 	if !ok {
-		return obj, nil // a tombstone: nothing to trim
+		return obj // a tombstone: nothing to trim
 	}
 	entries := m.GetManagedFields()
 	kept := slices.DeleteFunc(slices.Clone(entries), statusOnly)
 	if len(kept) < len(entries) {
 		m.SetManagedFields(kept)
 	}
-	return obj, nil
+	return obj
 }
 
 // statusOnly: e is a status write whose fields are all under status.

@@ -33,7 +33,8 @@ type CachedTypes struct {
 // holds trimmed ([Trim]).
 type TrimmedTypes map[schema.GroupKind]map[schema.GroupVersionKind]bool
 
-// Trims: the cache holds owner's objects of type gvk trimmed.
+// Trims reports whether the cache holds owner's objects of type gvk
+// trimmed.
 func (t TrimmedTypes) Trims(owner schema.GroupKind, gvk schema.GroupVersionKind) bool {
 	return t[owner][gvk]
 }

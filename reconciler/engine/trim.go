@@ -54,8 +54,8 @@ func Trim(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	keep, err := keepOf(u.GetManagedFields())
-	if err != nil || keep == nil {
+	keep := keepOf(u.GetManagedFields())
+	if keep == nil {
 		return obj, nil
 	}
 	trimMap(u.Object, keep)
@@ -165,27 +165,27 @@ func keepItem(x any, set *fieldpath.Set) (any, bool) {
 // keepOf is what to keep of an object whose managedFields are entries
 // (healthSpec aside): the fields stencil's manager owns through Apply on
 // the object itself, outside metadata and status (kept whole anyway); nil
-// when it owns none. Its objects' records differ in their metadata
+// when it owns none, or its record does not parse. Its objects' records differ in their metadata
 // (ownerReferences name each resource's UID); past it, the objects of one
 // template share theirs, which is parsed once (parsedRecords).
-func keepOf(entries []metav1.ManagedFieldsEntry) (*fieldpath.Set, error) {
+func keepOf(entries []metav1.ManagedFieldsEntry) *fieldpath.Set {
 	record := OwnedRecord(entries, FieldManager)
 	if len(record) == 0 {
-		return nil, nil
+		return nil
 	}
 	key, err := beyondMetadata(record)
 	if err != nil {
-		return nil, err
+		return nil
 	}
 	if set, ok := parsedRecords.Get(key); ok {
-		return set.(*fieldpath.Set), nil
+		return set.(*fieldpath.Set)
 	}
 	set := &fieldpath.Set{}
 	if err := set.FromJSON(strings.NewReader(key)); err != nil {
-		return nil, fmt.Errorf("parsing stencil's managedFields: %w", err)
+		return nil
 	}
 	parsedRecords.Add(key, set)
-	return set, nil
+	return set
 }
 
 // parsedRecords are the keep sets of the records last parsed, by

@@ -228,7 +228,7 @@ func randomManagers(t *testing.T, rng *rand.Rand, u *unstructured.Unstructured, 
 		if err != nil {
 			t.Fatal(err)
 		}
-		return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, Subresource: sub, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}}
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, Subresource: sub, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(raw))}
 	}
 	entries := []metav1.ManagedFieldsEntry{entry(FieldManager, metav1.ManagedFieldsOperationApply, "", ours)}
 	all := fieldpath.SetFromValue(value.NewValueInterface(u.Object))
@@ -271,7 +271,7 @@ func TestTrimKeepsWhatItMust(t *testing.T) {
 		"status": map[string]any{"readyReplicas": int64(2)},
 	}}
 	ours := `{"f:spec":{"f:selector":{},"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{".":{},"f:image":{},"f:name":{},"f:ports":{"k:{\"containerPort\":80,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{}}}}}}}}}`
-	d.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(ours)}}})
+	d.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: metav1.NewFieldsV1(ours)}})
 	out, err := Trim(d.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
