@@ -38,9 +38,9 @@ tools: ## Build the pinned tools into bin/ (cached; a second run builds nothing)
 
 .PHONY: manifests
 manifests: tools ## Generate the CRDs (config/crd/bases, and the test kind's), the RBAC (config/rbac/role.yaml), the graph kinds' deletion policy (config/policy/graph_deletion.yaml) and the Helm chart (dist/chart).
-	rm -f config/crd/bases/*.yaml internal/testkind/crd/*.yaml # from scratch: a renamed or removed kind leaves no CRD behind
+	rm -f config/crd/bases/*.yaml internal/testing/testkind/crd/*.yaml # from scratch: a renamed or removed kind leaves no CRD behind
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) crd paths=./internal/testkind/... output:crd:artifacts:config=internal/testkind/crd
+	$(CONTROLLER_GEN) crd paths=./internal/testing/testkind/... output:crd:artifacts:config=internal/testing/testkind/crd
 	go run . manifests
 
 .PHONY: kind
@@ -56,7 +56,7 @@ api-version: tools ## Give a kind a new API version: make api-version KIND=Gadge
 
 .PHONY: generate
 generate: tools ## Generate DeepCopy methods for the API types and render/schema's table of the built-in types' required fields.
-	$(CONTROLLER_GEN) object paths=./api/... paths=./internal/testkind/...
+	$(CONTROLLER_GEN) object paths=./api/... paths=./internal/testing/testkind/...
 	go generate ./render/schema
 
 .PHONY: fmt
@@ -78,7 +78,7 @@ test: tools build ## Run every test tier: unit, integration and e2e, each on a r
 
 # The edit loop: the unit tests, and the SSA engine's integration tests on one
 # local control plane; not the kind reconciler's, the decorators' or e2e.
-FAST_PACKAGES := ./api/... ./render/... ./reconciler/engine/... ./reconciler/rollout/... ./reconciler/shard/... ./internal/layering/... ./internal/fence/... ./internal/metricsauth/... ./internal/cli/...
+FAST_PACKAGES := ./api/... ./render/... ./reconciler/engine/... ./reconciler/rollout/... ./reconciler/shard/... ./internal/testing/layering/... ./reconciler/fence/... ./internal/operator/metricsauth/... ./internal/cli/...
 
 .PHONY: test-fast
 test-fast: tools ## Run the unit tests and the SSA engine's own integration tests (about 30 s warm): the edit loop; `make test` before a commit.

@@ -2,7 +2,7 @@
 // `stencil init` starts from: the manager Deployment, its RBAC (all but the
 // generated ClusterRole), the admission policy on stencil's control keys and
 // the kustomizations that tie them together. The project gets them with its
-// own name where these say stencil (internal/scaffold), so that an install
+// own name where these say stencil (internal/dev/scaffold), so that an install
 // of stencil and of a project never share a name.
 //
 // It is not public API: it may change in any release. Depend on pkg/stencil

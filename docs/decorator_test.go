@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/testutil"
-	"github.com/stencil-operator/stencil/internal/testutil/testop"
+	"github.com/stencil-operator/stencil/internal/testing/testutil"
+	"github.com/stencil-operator/stencil/internal/testing/testutil/testop"
 	"github.com/stencil-operator/stencil/render"
 )
 

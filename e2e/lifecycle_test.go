@@ -57,7 +57,7 @@ func TestDeletingAResourceRemovesItsChildren(t *testing.T) {
 }
 
 // TestInvalidResourceIsRefused: the API server refuses a bad spec with a
-// message that names the field (every rule is covered in internal/kinds).
+// message that names the field (every rule is covered in internal/operator/kinds).
 func TestInvalidResourceIsRefused(t *testing.T) {
 	out, err := kubectl(t, "apply", "-f", writeFile(t, "apiVersion: flights.com/v1\nkind: FlightTicket\nmetadata: {name: bad, namespace: default}\nspec: {from: A, to: B, number: 11}\n"))
 	if err == nil || !strings.Contains(err.Error(), "spec.number") {

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stencil-operator/stencil/internal/localcluster"
-	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/dev/localcluster"
+	"github.com/stencil-operator/stencil/internal/testing/testutil"
 )
 
 var (

@@ -16,7 +16,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/stencil-operator/stencil/internal/localcluster"
+	"github.com/stencil-operator/stencil/internal/dev/localcluster"
 )
 
 // operator is one running bin/stencil process.

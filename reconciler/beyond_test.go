@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/testkind"
-	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/testing/testkind"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testing/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/testing/testutil"
 )
 
 // beyondGadget is the Gadget kind with a ConfigMap in the namespace

@@ -80,7 +80,7 @@
 //
 // The layering (engine, rollout and shard import none of the others, only
 // api; decorator imports api, render and engine, never this package) is
-// checked by internal/layering's test.
+// checked by internal/testing/layering's test.
 //
 // It is not public API: it may change in any release. Depend on pkg/stencil
 // and pkg/stenciltest (docs/stability.md).

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testing/testkind/v1alpha1"
 )
 
 // A write the leader fence refuses (this process may no longer be the

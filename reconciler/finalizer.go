@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/fence"
+	"github.com/stencil-operator/stencil/reconciler/fence"
 )
 
 // finalizer is set on custom resources whose render holds objects beyond

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/testkind"
-	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/testing/testkind"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testing/testkind/v1alpha1"
 )
 
 // gatedGadget is the Gadget kind with two nodes: a gate a test opens (by

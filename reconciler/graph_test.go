@@ -18,10 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/testkind"
-	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/testutil"
-	"github.com/stencil-operator/stencil/internal/testutil/testop"
+	"github.com/stencil-operator/stencil/internal/testing/testkind"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testing/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/testing/testutil"
+	"github.com/stencil-operator/stencil/internal/testing/testutil/testop"
 	"github.com/stencil-operator/stencil/render"
 )
 

@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/testutil"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testing/testkind/v1alpha1"
+	"github.com/stencil-operator/stencil/internal/testing/testutil"
 )
 
 // deploymentCondition is the Deployment's condition of type typ, or nil.

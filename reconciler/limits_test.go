@@ -19,8 +19,8 @@ import (
 
 	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/testutil"
-	"github.com/stencil-operator/stencil/internal/testutil/testop"
+	"github.com/stencil-operator/stencil/internal/testing/testutil"
+	"github.com/stencil-operator/stencil/internal/testing/testutil/testop"
 	"github.com/stencil-operator/stencil/render"
 )
 

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/fence"
 	"github.com/stencil-operator/stencil/reconciler/engine"
+	"github.com/stencil-operator/stencil/reconciler/fence"
 	"github.com/stencil-operator/stencil/reconciler/rollout"
 	"github.com/stencil-operator/stencil/render"
 )

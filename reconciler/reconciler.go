@@ -12,10 +12,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	"github.com/stencil-operator/stencil/internal/syncmap"
 	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/reconciler/rollout"
 	"github.com/stencil-operator/stencil/reconciler/shard"
+	"github.com/stencil-operator/stencil/reconciler/syncmap"
 	"github.com/stencil-operator/stencil/render"
 )
 

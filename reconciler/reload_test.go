@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testing/testkind/v1alpha1"
 	"github.com/stencil-operator/stencil/render"
 )
 

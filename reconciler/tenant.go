@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/syncmap"
+	"github.com/stencil-operator/stencil/reconciler/syncmap"
 )
 
 // A resource's objects can be written as a ServiceAccount of its namespace
@@ -33,7 +33,7 @@ import (
 // writerExtra is the user extra stencil sets on the writes it makes as a
 // ServiceAccount: its admission policy (config/policy) lets them set
 // stencil's control keys, which a tenant's own writes may not (only who may
-// impersonate the extra can set it: stencil's RBAC, internal/kinds).
+// impersonate the extra can set it: stencil's RBAC, internal/operator/kinds).
 const writerExtra = "stencil-writer"
 
 // Identities says which ServiceAccount writes a kind's objects.

@@ -12,7 +12,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/stencil-operator/stencil/internal/testkind"
+	"github.com/stencil-operator/stencil/internal/testing/testkind"
 	"github.com/stencil-operator/stencil/render"
 	"github.com/stencil-operator/stencil/templates"
 )

@@ -22,8 +22,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	shipped "github.com/stencil-operator/stencil/internal/samples"
-	"github.com/stencil-operator/stencil/internal/testkind"
+	shipped "github.com/stencil-operator/stencil/internal/operator/samples"
+	"github.com/stencil-operator/stencil/internal/testing/testkind"
 	"github.com/stencil-operator/stencil/render"
 	"github.com/stencil-operator/stencil/render/kindtest"
 	"github.com/stencil-operator/stencil/render/schema"
@@ -75,7 +75,7 @@ func goldenKinds() map[string]render.Definition {
 // casesDir is the folder on disk of a kind's or decorator's cases.
 func casesDir(dirName string) string {
 	if dirName == "widget" {
-		return filepath.Join("..", "internal", "testkind", "templates", "widget", kindtest.Folder)
+		return filepath.Join("..", "internal", "testing", "testkind", "templates", "widget", kindtest.Folder)
 	}
 	return filepath.Join("..", "templates", dirName, kindtest.Folder)
 }
@@ -111,7 +111,7 @@ func check(t *testing.T, dirName string, c kindtest.Case, out kindtest.Outcome) 
 func validator(t *testing.T) *schema.Validator {
 	t.Helper()
 	var crds []*apiextensionsv1.CustomResourceDefinition
-	for _, glob := range []string{"../config/crd/bases/*.yaml", "../config/crd/external/*.yaml", "../internal/testkind/crd/*.yaml"} {
+	for _, glob := range []string{"../config/crd/bases/*.yaml", "../config/crd/external/*.yaml", "../internal/testing/testkind/crd/*.yaml"} {
 		files, err := filepath.Glob(glob)
 		if err != nil {
 			t.Fatal(err)

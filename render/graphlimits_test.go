@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testing/testkind/v1alpha1"
 	"github.com/stencil-operator/stencil/render"
 )
 

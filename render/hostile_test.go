@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/chartimport"
+	"github.com/stencil-operator/stencil/internal/dev/chartimport"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -156,7 +156,7 @@ func TestHostileValues(t *testing.T) {
 	if kinds["probe (tpl: any)"], err = render.Load(render.Definition{GroupVersionKind: shopGVK, Templates: anyTpl, New: func() v1alpha1.Object { return &chartimport.Resource{} }}); err != nil {
 		t.Fatal(err)
 	}
-	shopDef, err := chartimport.Definition("../internal/chartimport/testdata/charts/shop", shopGVK)
+	shopDef, err := chartimport.Definition("../internal/dev/chartimport/testdata/charts/shop", shopGVK)
 	if err != nil {
 		t.Fatal(err)
 	}

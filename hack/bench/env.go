@@ -26,9 +26,9 @@ import (
 
 	operatorv1 "github.com/stencil-operator/stencil/api/operator/v1"
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/localcluster"
-	"github.com/stencil-operator/stencil/internal/samples"
-	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/dev/localcluster"
+	"github.com/stencil-operator/stencil/internal/operator/samples"
+	"github.com/stencil-operator/stencil/internal/testing/testutil"
 )
 
 // nodePortFirst and nodePortLast bound the API server's node port range: each MyWeb needs its own

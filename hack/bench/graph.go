@@ -31,7 +31,7 @@ import (
 
 	stacksv1alpha1 "github.com/stencil-operator/stencil/api/stacks/v1alpha1"
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/testing/testutil"
 )
 
 // Graph (`make bench-graph`, flag -graph): the showcase graph, stencil's

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/hack/bench/handwritten"
-	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/testing/testutil"
 )
 
 // Peers (`make bench-peers`, flag -peers): for each N, one run each of the

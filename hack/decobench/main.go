@@ -32,9 +32,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/stencil-operator/stencil/internal/localcluster"
-	"github.com/stencil-operator/stencil/internal/samples"
-	"github.com/stencil-operator/stencil/internal/testutil/testop"
+	"github.com/stencil-operator/stencil/internal/dev/localcluster"
+	"github.com/stencil-operator/stencil/internal/operator/samples"
+	"github.com/stencil-operator/stencil/internal/testing/testutil/testop"
 	"github.com/stencil-operator/stencil/render"
 )
 

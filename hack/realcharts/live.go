@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/chartimport"
-	"github.com/stencil-operator/stencil/internal/localcluster"
+	"github.com/stencil-operator/stencil/internal/dev/chartimport"
+	"github.com/stencil-operator/stencil/internal/dev/localcluster"
 	"github.com/stencil-operator/stencil/pkg/stencil"
 	"github.com/stencil-operator/stencil/render"
 )

@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"github.com/stencil-operator/stencil/internal/chartimport"
+	"github.com/stencil-operator/stencil/internal/dev/chartimport"
 )
 
 // tplPolicy is -tpl.

@@ -14,8 +14,8 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/stencil-operator/stencil/internal/devrun"
-	"github.com/stencil-operator/stencil/internal/localcluster"
+	"github.com/stencil-operator/stencil/internal/dev/devrun"
+	"github.com/stencil-operator/stencil/internal/dev/localcluster"
 )
 
 // localDecorators are the decorators a local control plane runs: both

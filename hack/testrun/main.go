@@ -53,7 +53,7 @@ var shards = map[string][]shard{
 		{"ownership", []string{"TestNamespaceDeletionIsQuiet", "TestHandedOverFieldIsLeftToItsNewManager", "TestCommonLabelDoesNotFillTheCache", "TestImmutableFieldChangeDecidesDataOnTheLiveObject", "TestSpecFixDuringStatusWriteIsApplied"}},
 		{"rest", nil},
 	},
-	"github.com/stencil-operator/stencil/internal/scaffold": {
+	"github.com/stencil-operator/stencil/internal/dev/scaffold": {
 		{"init", []string{"TestInitProjectRunsAndPasses"}},
 		{"rest", nil},
 	},
@@ -70,9 +70,9 @@ var shards = map[string][]shard{
 // beside them (measured in issue 56: about 250, 225 and 220 s): they
 // start first, before the other shards (100).
 var longShards = map[string]int{
-	"github.com/stencil-operator/stencil/internal/scaffold [init]": 250,
-	"github.com/stencil-operator/stencil/reconciler [rest]":        225,
-	"github.com/stencil-operator/stencil/e2e [rest]":               220,
+	"github.com/stencil-operator/stencil/internal/dev/scaffold [init]": 250,
+	"github.com/stencil-operator/stencil/reconciler [rest]":            225,
+	"github.com/stencil-operator/stencil/e2e [rest]":                   220,
 }
 
 // shardWeight orders a shard among the jobs.
@@ -87,14 +87,14 @@ func shardWeight(pkg, shard string) int {
 // (measured): they start first, so that none of them is left to run alone
 // at the end. Shards count as long.
 var seconds = map[string]int{
-	"github.com/stencil-operator/stencil/internal/scaffold":      85,
-	"github.com/stencil-operator/stencil/internal/processtest":   65,
-	"github.com/stencil-operator/stencil/hack/run":               65,
-	"github.com/stencil-operator/stencil/internal/kinds":         55,
-	"github.com/stencil-operator/stencil/internal/localcluster":  50,
-	"github.com/stencil-operator/stencil/reconciler/decorator":   20,
-	"github.com/stencil-operator/stencil/hack/bench/handwritten": 20,
-	"github.com/stencil-operator/stencil/docs":                   15,
+	"github.com/stencil-operator/stencil/internal/dev/scaffold":        85,
+	"github.com/stencil-operator/stencil/internal/testing/processtest": 65,
+	"github.com/stencil-operator/stencil/hack/run":                     65,
+	"github.com/stencil-operator/stencil/internal/operator/kinds":      55,
+	"github.com/stencil-operator/stencil/internal/dev/localcluster":    50,
+	"github.com/stencil-operator/stencil/reconciler/decorator":         20,
+	"github.com/stencil-operator/stencil/hack/bench/handwritten":       20,
+	"github.com/stencil-operator/stencil/docs":                         15,
 }
 
 type pkg struct {

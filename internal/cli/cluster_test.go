@@ -3,7 +3,7 @@ package cli
 import (
 	"testing"
 
-	"github.com/stencil-operator/stencil/internal/localcluster"
+	"github.com/stencil-operator/stencil/internal/dev/localcluster"
 )
 
 // startAPIServer starts a local kube-apiserver and etcd (no controllers)

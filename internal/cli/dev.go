@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stencil-operator/stencil/internal/devrun"
+	"github.com/stencil-operator/stencil/internal/dev/devrun"
 )
 
 func newDevCommand(project *operator) *cobra.Command {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stencil-operator/stencil/internal/chartimport"
+	"github.com/stencil-operator/stencil/internal/dev/chartimport"
 	"github.com/stencil-operator/stencil/render"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/stencil-operator/stencil/internal/scaffold"
-	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/dev/scaffold"
+	"github.com/stencil-operator/stencil/internal/testing/testutil"
 )
 
 // TestImportVerifyWritesNothingOnFailure: import chart --verify checks

@@ -23,8 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 	"sigs.k8s.io/yaml"
 
-	"github.com/stencil-operator/stencil/internal/conversion"
-	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/internal/operator/conversion"
+	"github.com/stencil-operator/stencil/internal/operator/kinds"
 	"github.com/stencil-operator/stencil/render"
 	"github.com/stencil-operator/stencil/render/kindtest"
 	renderschema "github.com/stencil-operator/stencil/render/schema"

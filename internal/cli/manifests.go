@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/stencil-operator/stencil/internal/chart"
-	"github.com/stencil-operator/stencil/internal/chartimport"
-	"github.com/stencil-operator/stencil/internal/conversion"
+	"github.com/stencil-operator/stencil/internal/dev/chart"
+	"github.com/stencil-operator/stencil/internal/dev/chartimport"
+	"github.com/stencil-operator/stencil/internal/operator/conversion"
 )
 
 // manifestPaths are where `manifests` writes each generated file.

@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/internal/operator/kinds"
 	"github.com/stencil-operator/stencil/reconciler"
 	"github.com/stencil-operator/stencil/render"
 )

@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/internal/operator/kinds"
 	"github.com/stencil-operator/stencil/render"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stencil-operator/stencil/internal/scaffold"
+	"github.com/stencil-operator/stencil/internal/dev/scaffold"
 )
 
 // stencilModule is the module a project made by init requires.

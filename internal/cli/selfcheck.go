@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/internal/operator/kinds"
 	"github.com/stencil-operator/stencil/render"
 	renderschema "github.com/stencil-operator/stencil/render/schema"
 )

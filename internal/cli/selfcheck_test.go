@@ -12,10 +12,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/stencil-operator/stencil/internal/kinds"
-	"github.com/stencil-operator/stencil/internal/localcluster"
-	"github.com/stencil-operator/stencil/internal/testkind"
-	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/dev/localcluster"
+	"github.com/stencil-operator/stencil/internal/operator/kinds"
+	"github.com/stencil-operator/stencil/internal/testing/testkind"
+	"github.com/stencil-operator/stencil/internal/testing/testutil"
 	"github.com/stencil-operator/stencil/render"
 )
 

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/stencil-operator/stencil/internal/conversion"
+	"github.com/stencil-operator/stencil/internal/operator/conversion"
 	"github.com/stencil-operator/stencil/reconciler"
 	"github.com/stencil-operator/stencil/render"
 )

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/cli"
-	"github.com/stencil-operator/stencil/internal/kinds"
+	"github.com/stencil-operator/stencil/internal/operator/kinds"
 	"github.com/stencil-operator/stencil/render"
 )
 

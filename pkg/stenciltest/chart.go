@@ -4,8 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/stencil-operator/stencil/internal/chartimport"
-	"github.com/stencil-operator/stencil/internal/localcluster"
+	"github.com/stencil-operator/stencil/internal/dev/chartimport"
+	"github.com/stencil-operator/stencil/internal/dev/localcluster"
 	"github.com/stencil-operator/stencil/pkg/stencil"
 	"github.com/stencil-operator/stencil/render"
 )

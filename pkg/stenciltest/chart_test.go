@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/stencil-operator/stencil/internal/chartimport"
+	"github.com/stencil-operator/stencil/internal/dev/chartimport"
 	"github.com/stencil-operator/stencil/pkg/stencil"
 	"github.com/stencil-operator/stencil/pkg/stenciltest"
 )
@@ -13,7 +13,7 @@ import (
 // TestChartRendersAsHelm runs the helper a project's tests call on the
 // test chart, imported.
 func TestChartRendersAsHelm(t *testing.T) {
-	const chart = "../../internal/chartimport/testdata/charts/shop"
+	const chart = "../../internal/dev/chartimport/testdata/charts/shop"
 	gvk := schema.GroupVersionKind{Group: "shops.example.com", Version: "v1alpha1", Kind: "Shop"}
 	def, err := chartimport.Definition(chart, gvk)
 	if err != nil {

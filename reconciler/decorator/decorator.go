@@ -26,9 +26,9 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/fence"
-	"github.com/stencil-operator/stencil/internal/syncmap"
 	"github.com/stencil-operator/stencil/reconciler/engine"
+	"github.com/stencil-operator/stencil/reconciler/fence"
+	"github.com/stencil-operator/stencil/reconciler/syncmap"
 	"github.com/stencil-operator/stencil/render"
 )
 

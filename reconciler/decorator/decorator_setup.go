@@ -29,8 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/syncmap"
 	"github.com/stencil-operator/stencil/reconciler/engine"
+	"github.com/stencil-operator/stencil/reconciler/syncmap"
 	"github.com/stencil-operator/stencil/render"
 )
 

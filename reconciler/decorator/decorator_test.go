@@ -14,7 +14,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/stencil-operator/stencil/internal/testutil/testop"
+	"github.com/stencil-operator/stencil/internal/testing/testutil/testop"
 	"github.com/stencil-operator/stencil/render"
 )
 

@@ -9,8 +9,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/stencil-operator/stencil/internal/localcluster"
-	"github.com/stencil-operator/stencil/internal/testutil"
+	"github.com/stencil-operator/stencil/internal/dev/localcluster"
+	"github.com/stencil-operator/stencil/internal/testing/testutil"
 )
 
 // The decorators' tests share one local control plane; each test starts

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/syncmap"
+	"github.com/stencil-operator/stencil/reconciler/syncmap"
 )
 
 // FieldManager is the field manager of the objects stencil applies.

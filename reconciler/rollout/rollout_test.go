@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	testv1alpha1 "github.com/stencil-operator/stencil/internal/testkind/v1alpha1"
+	testv1alpha1 "github.com/stencil-operator/stencil/internal/testing/testkind/v1alpha1"
 )
 
 func widgetWithStatus(name string, generation int64, s v1alpha1.Status) *testv1alpha1.Widget {

@@ -15,7 +15,7 @@
 // The claim protocol itself (take, release, prune after a claim) runs in
 // the kind reconciler (package reconciler, claim.go), which writes claims
 // on the custom resources; writes go through the leader fence
-// (internal/fence).
+// (reconciler/fence).
 //
 // It is not public API: it may change in any release. Depend on pkg/stencil
 // and pkg/stenciltest (docs/stability.md).

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/stencil-operator/stencil/internal/testkind"
+	"github.com/stencil-operator/stencil/internal/testing/testkind"
 	"github.com/stencil-operator/stencil/render"
 	"github.com/stencil-operator/stencil/render/kindtest"
 )

@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/stencil-operator/stencil/internal/chartimport"
+	"github.com/stencil-operator/stencil/internal/dev/chartimport"
 	"github.com/stencil-operator/stencil/pkg/stencil"
 )
 
