@@ -18,7 +18,7 @@ import (
 // helm template renders otherwise it fails; either way the project is as
 // it was, so that the import can be run again once fixed.
 func TestImportVerifyWritesNothingOnFailure(t *testing.T) {
-	chart, err := filepath.Abs("../chartimport/testdata/charts/shop")
+	chart, err := filepath.Abs("../dev/chartimport/testdata/charts/shop")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestImportVerifyWritesNothingOnFailure(t *testing.T) {
 // replaced.
 func TestImportOverAnEarlierImportUpgrades(t *testing.T) {
 	chart := filepath.Join(t.TempDir(), "shop")
-	if err := os.CopyFS(chart, os.DirFS("../chartimport/testdata/charts/shop")); err != nil {
+	if err := os.CopyFS(chart, os.DirFS("../dev/chartimport/testdata/charts/shop")); err != nil {
 		t.Fatal(err)
 	}
 	root := t.TempDir()

@@ -83,7 +83,7 @@ func TestScaffoldedTemplateQuotesNames(t *testing.T) {
 
 func TestRefusesTheTestKindsFolders(t *testing.T) {
 	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "internal", "testkind", "templates", "widget"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(root, "internal", "testing", "testkind", "templates", "widget"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	k, _ := newKind("widgets.example.com", "v1", "Widget")
