@@ -304,7 +304,7 @@ func (r *Reconciler) applyPhase(ctx context.Context, s *state) outcome {
 		res.drift = append(res.drift, d.Drift)
 	}
 	countFights(r.kind().GroupVersionKind().Kind, out.FightsStarted, out.FightCorrections)
-	r.tellAdopted(ctx, s.cr, out.Adopted)
+	r.tellAdopted(ctx, s.cr, out.Adopted())
 	if errors.Is(err, engine.ErrAdoptionRaced) || errors.Is(err, engine.ErrChangedWhileRead) {
 		ctrl.LoggerFrom(ctx).Info("An object changed between stencil's read and its apply; looking again", "error", err.Error())
 		res.quiet = true

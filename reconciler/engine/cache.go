@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -153,4 +154,14 @@ func IndexOwnerUID(indexer client.FieldIndexer, types CachedTypes) error {
 		}
 	}
 	return nil
+}
+
+// ResourceVersion is o's resourceVersion as an integer, to compare with
+// another; 0 when it is not one.
+func ResourceVersion(o metav1.Object) uint64 {
+	rv, err := strconv.ParseUint(o.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return rv
 }

@@ -5,14 +5,24 @@
 // kind reconciler (package reconciler) and the decorator controller
 // (package decorator) compose it.
 //
+// An apply reads one way, each step in one file:
+//
+//	apply.go    the spine: for each desired object, decide, then write
+//	decide.go   the decision: the cache's copy, ownership, baselines, drift
+//	fields.go   the field records: what to send, whose fields, what drifted
+//	write.go    the write: one apply, and what its refusal means
+//	outcome.go  what Apply did, one Change per object
+//
+// applier.go holds the Applier and what it remembers between applies.
+//
 // What it owns:
 //   - Apply (apply.go): server-side apply with field manager FieldManager,
 //     and only when an object is missing, its desired hash changed, or our
 //     manager lost a field it owned right after our last apply (its
-//     baseline, baselines.go). A converged object costs no request.
-//   - Ownership (ownership.go): an object is applied only when it is the
-//     owner's (owner label plus controller ownerReference, or owner
-//     annotation when cluster-scoped), or on a person's request
+//     baseline, decide.go). A converged object costs no request.
+//   - Ownership (decide.go, ownership.go): an object is applied only when
+//     it is the owner's (owner label plus controller ownerReference, or
+//     owner annotation when cluster-scoped), or on a person's request
 //     (adoption); else it is a Conflict. Claims let one owner at a time
 //     create an object name.
 //   - Hand-over (fields.go): fields a template hands over are applied

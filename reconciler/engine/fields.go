@@ -12,6 +12,7 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -459,4 +460,84 @@ func ExtractOwned(full *unstructured.Unstructured, owned []string) (*unstructure
 	obj.SetName(full.GetName())
 	obj.SetUID(full.GetUID())
 	return obj, nil
+}
+
+// absentVersion is the resourceVersion of a create-first apply. The API
+// server creates an object that does not exist whatever version the apply
+// names, and refuses, with a conflict, to apply to an existing object whose
+// version differs (the optimistic lock of the API conventions). No storage
+// gives an object this version: it is the largest a version can be
+// (etcd's revisions, and kine's, count up from 1).
+const absentVersion = "18446744073709551615"
+
+// adoptionBody is the apply that adopts d's live object without touching
+// its content: d's identity and metadata, which make the object the
+// resource's.
+func adoptionBody(d *unstructured.Unstructured) *unstructured.Unstructured {
+	meta := map[string]any{"name": d.GetName()}
+	if ns := d.GetNamespace(); ns != "" {
+		meta["namespace"] = ns
+	}
+	for _, key := range []string{"labels", "annotations", "ownerReferences"} {
+		if v, ok := d.Object["metadata"].(map[string]any)[key]; ok {
+			meta[key] = runtime.DeepCopyJSONValue(v)
+		}
+	}
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": d.GetAPIVersion(), "kind": d.GetKind(), "metadata": meta}}
+}
+
+// sendable is the body of the apply of d on verdict v. Under policy Report
+// it leaves out the fields that other managers hold (a new render must not
+// revert what Report only reports), and returns them as leftOut; it never
+// sends a field handed over to another manager; an adoption of a
+// create-only object sends only what makes it the resource's; and it
+// carries the version the verdict read, or absentVersion for a
+// create-first apply.
+func sendable(d *unstructured.Unstructured, v verdict, report bool) (body *unstructured.Unstructured, leftOut *fieldpath.Set, err error) {
+	body = d
+	if v.live != nil {
+		if report {
+			body, leftOut, err = withoutOthersFields(d, v.live.GetManagedFields(), FieldManager)
+		}
+		if err == nil {
+			body, err = WithoutHandedOver(body, d, v.live.GetManagedFields())
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading the managers of %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+		}
+		if h := HandOver(d); h != nil && leftOut != nil {
+			leftOut = leftOut.RecursiveDifference(h)
+		}
+	}
+	if v.decision == adopt && CreateOnly(d) {
+		// A create-only object's content is a value made once: adopting
+		// one takes it over as it is (stencil's labels, annotations and
+		// owner), never replacing its content with this render's.
+		body = adoptionBody(d)
+	}
+	switch {
+	case v.decision == create:
+		body = body.DeepCopy()
+		body.SetResourceVersion(absentVersion)
+	case v.resourceVersion != "":
+		body = body.DeepCopy()
+		body.SetResourceVersion(v.resourceVersion)
+	}
+	return body, leftOut, nil
+}
+
+// reportLeftOut adds to out the drift in the fields an apply of d left out
+// for other managers (policy Report).
+func (a *Applier) reportLeftOut(ctx context.Context, d *unstructured.Unstructured, leftOut *fieldpath.Set, out *ApplyOutcome) error {
+	if leftOut == nil || leftOut.Empty() {
+		return nil
+	}
+	drift, err := a.Report(ctx, d, leftOut)
+	if err != nil {
+		return err
+	}
+	if len(drift.Fields) > 0 {
+		out.Drift = append(out.Drift, drift)
+	}
+	return nil
 }

@@ -1,14 +1,12 @@
 package engine
 
 import (
-	"context"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
@@ -187,49 +185,4 @@ func (d DeferredCorrection) Describe() string {
 	return "stencil and " + who + " keep changing " + strings.Join(fields, ", ") + " of " + d.Drift.Kind + " " + quoted(d.Drift.Namespace, d.Drift.Name) +
 		": stencil reverted it " + strconv.Itoa(fightThreshold) + " times in a row, and now waits before each correction, from " + fightBase.String() +
 		" doubling up to " + fightMax.String() + ". Hand the field over in the template (stencil.dev/hand-over), or stop the other writer"
-}
-
-// onDrift handles the fields d's verdict found missing: it reports them,
-// and corrects them unless report; in a fight it corrects only when the
-// wait is over, and shows the fight meanwhile. It returns whether d must be
-// applied (write), and whether its correction waits (deferred).
-func (a *Applier) onDrift(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) (write, deferred bool, err error) {
-	now, key := time.Now(), KeyOf(d)
-	if v.missing == nil || v.missing.Empty() {
-		if f, fighting := a.fights.calm(key, now); fighting {
-			out.Deferred = append(out.Deferred, f) // still shown until it is over
-		}
-		return v.stale(), false, nil
-	}
-	if f, fighting := a.fights.Fighting(key, now); fighting && !report {
-		if now.Before(f.Until) {
-			out.Deferred = append(out.Deferred, f)
-			return false, true, nil
-		}
-		// The fight goes on: correct again, without a new report.
-		f, _ = a.fights.Corrected(key, f.Drift, now)
-		out.Deferred = append(out.Deferred, f)
-		out.FightCorrections++
-		return true, false, nil
-	}
-	drift, err := a.Report(ctx, d, v.missing)
-	if err != nil {
-		return false, false, err
-	}
-	drift.Reverted = !report
-	switch {
-	case len(drift.Fields) == 0:
-	case !drift.Reverted:
-		out.Drift = append(out.Drift, drift)
-	default:
-		f, started := a.fights.Corrected(key, drift, now)
-		if started {
-			out.FightsStarted++
-			out.FightCorrections++
-			out.Deferred = append(out.Deferred, f)
-		} else {
-			out.Drift = append(out.Drift, drift)
-		}
-	}
-	return v.stale() || !report, false, nil
 }

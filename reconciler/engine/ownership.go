@@ -1,22 +1,14 @@
 package engine
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
 
 // Ownership: stencil applies an object only for the custom resource it
@@ -90,101 +82,6 @@ func GoingAway(cs []Conflict) bool {
 		}
 	}
 	return true
-}
-
-// ownedFor reports whether live is the object that stencil rendered as d
-// (d carries its resource's owner label and annotation). A controller
-// ownerReference decides when there is one: it must point to the resource.
-// Without one (cluster-scoped objects, or one whose reference someone
-// removed) it takes two proofs, the owner UID label and the owner
-// annotation: a label alone is easily copied, by a pod template for one.
-func ownedFor(live metav1.Object, d *unstructured.Unstructured) bool {
-	uid := d.GetLabels()[v1alpha1.LabelOwnerUID]
-	if ref := metav1.GetControllerOf(live); ref != nil {
-		return string(ref.UID) == uid
-	}
-	return live.GetLabels()[v1alpha1.LabelOwnerUID] == uid &&
-		live.GetAnnotations()[v1alpha1.AnnotationOwner] == d.GetAnnotations()[v1alpha1.AnnotationOwner]
-}
-
-// adoptedBy reports whether a person asked, on live, that the resource d was
-// rendered for take it over. An object that another controller holds is
-// never taken over: its controller would fight for it.
-func adoptedBy(live metav1.Object, d *unstructured.Unstructured) bool {
-	want := d.GetAnnotations()[v1alpha1.AnnotationOwner]
-	return want != "" && live.GetAnnotations()[v1alpha1.AnnotationAdopt] == want && metav1.GetControllerOf(live) == nil
-}
-
-// predecessorOf reports whether live was rendered for a resource of the
-// same kind, namespace and name as d's that has been deleted (its UID
-// differs), and is controlled by it: the garbage collector deletes it.
-func predecessorOf(live metav1.Object, d *unstructured.Unstructured) bool {
-	uid := live.GetLabels()[v1alpha1.LabelOwnerUID]
-	owner := d.GetAnnotations()[v1alpha1.AnnotationOwner]
-	ref := metav1.GetControllerOf(live)
-	gk, _, ok := v1alpha1.ParseOwnerAnnotation(owner)
-	return ok && uid != "" && uid != d.GetLabels()[v1alpha1.LabelOwnerUID] && live.GetAnnotations()[v1alpha1.AnnotationOwner] == owner &&
-		ref != nil && string(ref.UID) == uid && ref.Kind == gk.Kind
-}
-
-// conflictWith describes live, which is in the way of d.
-func conflictWith(d *unstructured.Unstructured, live metav1.Object) Conflict {
-	gvk := d.GroupVersionKind()
-	c := Conflict{ID: NewID(gvk, d.GetNamespace(), d.GetName()), object: gvk.Kind + " " + quoted(d.GetNamespace(), d.GetName()),
-		holder: holderOf(live), predecessor: predecessorOf(live, d), deleting: live.GetDeletionTimestamp() != nil, ours: ownedFor(live, d)}
-	if c.predecessor || c.deleting {
-		c.finalizers = live.GetFinalizers()
-	}
-	if metav1.GetControllerOf(live) != nil || c.deleting {
-		return c
-	}
-	c.adopt = "kubectl annotate " + kubectlObject(d) + " " + v1alpha1.AnnotationAdopt + "=" + d.GetAnnotations()[v1alpha1.AnnotationOwner]
-	return c
-}
-
-// kubectlObject names d as kubectl arguments: "deployment.apps web -n ns".
-func kubectlObject(d *unstructured.Unstructured) string {
-	gvk := d.GroupVersionKind()
-	object := strings.ToLower(gvk.Kind)
-	if gvk.Group != "" {
-		object += "." + gvk.Group
-	}
-	object += " " + d.GetName()
-	if ns := d.GetNamespace(); ns != "" {
-		object += " -n " + ns
-	}
-	return object
-}
-
-func quoted(namespace, name string) string {
-	if namespace == "" {
-		return fmt.Sprintf("%q", name)
-	}
-	return fmt.Sprintf("%q in namespace %q", name, namespace)
-}
-
-// holderOf says whose live is: the stencil resource it was rendered for
-// (when its controller, if any, is that resource), its controller, or the
-// managers that wrote it.
-func holderOf(live metav1.Object) string {
-	uid := live.GetLabels()[v1alpha1.LabelOwnerUID]
-	ref := metav1.GetControllerOf(live)
-	if gk, nn, ok := v1alpha1.ParseOwnerAnnotation(live.GetAnnotations()[v1alpha1.AnnotationOwner]); ok && uid != "" && (ref == nil || string(ref.UID) == uid) {
-		return fmt.Sprintf("it belongs to %s %s, UID %s", gk.Kind, nn, uid)
-	}
-	if ref != nil {
-		return fmt.Sprintf("it is controlled by %s %s", ref.Kind, ref.Name)
-	}
-	var managers []string
-	for _, e := range live.GetManagedFields() {
-		if !slices.Contains(managers, e.Manager) {
-			managers = append(managers, e.Manager)
-		}
-	}
-	if len(managers) == 0 {
-		return "it was created outside stencil"
-	}
-	return "it is managed by " + strings.Join(managers[:min(len(managers), 3)], ", ")
 }
 
 // FirstApplies serialise the first apply of an object name among the
@@ -263,73 +160,4 @@ func (w *Waiters) Take(id ObjectID) []reconcile.Request {
 		reqs = append(reqs, reconcile.Request{NamespacedName: nn})
 	}
 	return reqs
-}
-
-// checkUnseen decides about a rendered object that the cache does not hold,
-// that this process never applied, and whose create-first apply was refused
-// (it exists, without stencil's labels or from another shard) or failed.
-// One metadata-only read from the API server tells: absent (apply it), this
-// resource's or adopted (apply it), or someone else's (conflict). It is a
-// quorum read, not one from the API server's watch cache (resourceVersion
-// "0"): the watch cache may lag, by seconds behind a busy API server, and a
-// "not found" from it would let a force-apply take an object just created
-// by someone else.
-func (a *Applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
-	live := &metav1.PartialObjectMetadata{}
-	live.SetGroupVersionKind(d.GroupVersionKind())
-	err := a.reader.Get(ctx, client.ObjectKeyFromObject(d), live)
-	switch {
-	case apierrors.IsNotFound(err):
-		// Created only if it is still missing: someone may create it
-		// after this read.
-		if a.createFirst(d) {
-			return verdict{decision: create}, nil
-		}
-		return verdict{decision: apply}, nil
-	case err != nil:
-		return verdict{}, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
-	case ownedFor(live, d) && live.GetDeletionTimestamp() != nil:
-		c := conflictWith(d, live)
-		return verdict{decision: leave, conflict: &c}, nil
-	case ownedFor(live, d) && CreateOnly(d):
-		// It exists: a create-only object is not applied again. When it
-		// came from another shard, it gets this shard's label, so that
-		// this shard's cache holds it from now on.
-		wrote, err := a.relabelShard(ctx, d, live)
-		if wrote {
-			return verdict{decision: relabeled}, err
-		}
-		return verdict{decision: compare}, err
-	case ownedFor(live, d):
-		// Ours, though not cached (it came from another shard, whose label
-		// it carries): applied knowing its managers, as any cached object,
-		// and only as it was read.
-		return verdict{decision: apply, live: live, resourceVersion: live.GetResourceVersion()}, nil
-	case adoptedBy(live, d):
-		return verdict{decision: adopt, resourceVersion: live.GetResourceVersion()}, nil
-	}
-	c := conflictWith(d, live)
-	return verdict{decision: leave, conflict: &c}, nil
-}
-
-// relabelShard sets, on an object of this resource that the cache does not
-// hold, the shard label the render gives it (a resource moved between
-// shards), with a UID precondition.
-func (a *Applier) relabelShard(ctx context.Context, d *unstructured.Unstructured, live *metav1.PartialObjectMetadata) (wrote bool, err error) {
-	want, ok := d.GetLabels()[v1alpha1.LabelShard]
-	if live.GetLabels()[v1alpha1.LabelShard] == want {
-		return false, nil
-	}
-	value := any(nil) // removed: the default shard's objects may carry none
-	if ok {
-		value = want
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": live.GetUID(), "labels": map[string]any{v1alpha1.LabelShard: value}}})
-	if err != nil {
-		return false, err
-	}
-	if err := writer(ctx, a.client).Patch(ctx, live, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
-		return false, fmt.Errorf("labelling %s %s for this shard: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
-	}
-	return true, nil
 }

@@ -1,0 +1,556 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"hash"
+	"slices"
+
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/stencil-operator/stencil/api/v1alpha1"
+)
+
+// decision is what check decided to do with one desired object.
+type decision int
+
+func (d decision) String() string {
+	return [...]string{"compare", "wait", "leave", "create", "apply", "adopt", "relabeled"}[d]
+}
+
+// verdict is what check decided about one desired object, with what the
+// decision needs.
+type verdict struct {
+	decision decision
+	// missing are the fields our manager should own but no longer does
+	// (compare).
+	missing *fieldpath.Set
+	// conflict says whose the object is (leave).
+	conflict *Conflict
+	// live is the cached object, when the cache holds it.
+	live client.Object
+	// resourceVersion, when set, is the version of the object that was
+	// read from the API server (adopt, or an object of this resource that
+	// the cache does not hold), and the apply carries it: if the object
+	// changed since (an adoption withdrawn, another controller set), the
+	// API server refuses it.
+	resourceVersion string
+	// firstApply: this resource's first apply of the object is under way
+	// (FirstApplies) until the apply returns.
+	firstApply bool
+}
+
+// stale: the decision is to apply the object.
+func (v verdict) stale() bool {
+	return v.decision == create || v.decision == apply || v.decision == adopt
+}
+
+// cachedVersion is the resourceVersion of the object as the cache holds
+// it: 0 when it does not, or when v was read from the API server instead.
+func (v verdict) cachedVersion() uint64 {
+	if v.live == nil || (v.resourceVersion != "" && v.decision != adopt) {
+		return 0
+	}
+	return ResourceVersion(v.live)
+}
+
+// createFirst: d's type takes a create-first apply.
+func (a *Applier) createFirst(d *unstructured.Unstructured) bool {
+	_, no := a.noVersionOnCreate.Load(d.GroupVersionKind())
+	return !no
+}
+
+// createOnlyDrift is the verdict on a create-only object that an earlier
+// render created: the fields our manager owned right after creating it and
+// no longer owns, if this process created it; else nothing is known.
+func (a *Applier) createOnlyDrift(d *unstructured.Unstructured, live client.Object) (verdict, error) {
+	b, ok := a.baselines.Load(KeyOf(d))
+	if !ok || b.hash != live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] {
+		return verdict{decision: compare, live: live}, nil
+	}
+	missing, err := MissingFields(b.owned, OwnedRecord(live.GetManagedFields(), FieldManager), nil)
+	return verdict{decision: compare, missing: missing, live: live}, err
+}
+
+// check compares a desired object with the cached metadata of the live one.
+func (a *Applier) check(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
+	live, err := a.cached(ctx, d)
+	if apierrors.IsNotFound(err) {
+		live = nil
+	} else if err != nil {
+		return verdict{}, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	}
+	hash := d.GetAnnotations()[v1alpha1.AnnotationDesiredHash]
+	v := decide(d, live, func(cached uint64) bool { return a.appliedNewer(d, hash, cached) })
+	switch {
+	case v.decision == create:
+		return a.checkCreate(ctx, d)
+	case v.decision != compare:
+		return v, nil
+	case CreateOnly(d) && live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != hash:
+		// Created from an earlier render, and never applied again. Its
+		// drift is measured against what that render's apply owned, when
+		// this process remembers it; a dry run of the new render could
+		// itself be refused (an immutable Job template) and would count
+		// the fields the new render adds as drift.
+		return a.createOnlyDrift(d, live)
+	}
+	base, err := a.baseline(ctx, d, hash)
+	if err != nil {
+		return verdict{}, err
+	}
+	missing, err := MissingFields(base.owned, OwnedRecord(live.GetManagedFields(), FieldManager), base.leftOut)
+	if h := HandOver(d); h != nil && missing != nil {
+		missing = missing.RecursiveDifference(h) // taken as the template allows: not drift
+	}
+	return verdict{decision: compare, missing: missing, live: live}, err
+}
+
+// decide is what to do with desired object d, from the cache's copy of it
+// (live; nil: the cache does not hold it) alone: a pure function of what
+// the cache says. appliedNewer says whether this process applied this very
+// render less than cacheGrace ago, to a version newer than the cached one
+// (0: none cached), so the cache only lags behind. A compare verdict's
+// missing fields, and a create's claim, are check's to find.
+func decide(d *unstructured.Unstructured, live client.Object, appliedNewer func(cached uint64) bool) verdict {
+	if live == nil {
+		// Our apply may not be in the cache yet: a deletion would have
+		// dropped the baseline (see ForgetDeleted).
+		if appliedNewer(0) {
+			return verdict{decision: wait}
+		}
+		return verdict{decision: create}
+	}
+	hash, owned := d.GetAnnotations()[v1alpha1.AnnotationDesiredHash], ownedFor(live, d)
+	switch {
+	case !owned && !adoptedBy(live, d):
+		c := conflictWith(d, live)
+		return verdict{decision: leave, conflict: &c}
+	case live.GetDeletionTimestamp() != nil:
+		// Ours, and on its way out (finalizers hold it): an apply would
+		// only update what is about to go. Its deletion brings us back.
+		c := conflictWith(d, live)
+		return verdict{decision: leave, conflict: &c}
+	case !owned:
+		return verdict{decision: adopt, live: live, resourceVersion: live.GetResourceVersion()}
+	case CreateOnly(d) && live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != hash:
+		return verdict{decision: compare, live: live} // against what created it (createOnlyDrift)
+	case live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] != hash:
+		if appliedNewer(ResourceVersion(live)) {
+			return verdict{decision: wait}
+		}
+		return verdict{decision: apply, live: live}
+	case appliedNewer(ResourceVersion(live)):
+		// The cache has not caught up with our last apply: the reconcile
+		// looks again at cacheBackstop (its update event is dropped as our
+		// own, and may have cleared the unseen write already).
+		return verdict{decision: wait}
+	}
+	return verdict{decision: compare, live: live}
+}
+
+// checkCreate decides about d, which the cache does not hold and this
+// process did not just apply: it begins this resource's first apply of d
+// (another resource creating it now is a conflict), and
+// creates d only if it does not exist, unless an earlier create of it was
+// refused or its type takes no create-first apply: then one read says.
+func (a *Applier) checkCreate(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
+	id := IDOf(d)
+	if creator, ok := a.firstApplies.begin(id, d.GetAnnotations()[v1alpha1.AnnotationOwner]); !ok {
+		c := conflictWith(d, &metav1.PartialObjectMetadata{})
+		c.holder = "it is being created for " + creator
+		return verdict{decision: leave, conflict: &c}, nil
+	}
+	if _, refused := a.refused.Load(id); refused || !a.createFirst(d) {
+		v, err := a.checkUnseen(ctx, d)
+		v.firstApply = true
+		return v, err
+	}
+	return verdict{decision: create, firstApply: true}, nil
+}
+
+// cached reads the live object from the cache that holds its type: whole
+// or metadata-only.
+func (a *Applier) cached(ctx context.Context, d *unstructured.Unstructured) (client.Object, error) {
+	live := a.types.NewObject(d.GroupVersionKind())
+	return live, a.client.Get(ctx, client.ObjectKeyFromObject(d), live)
+}
+
+// baseline is what our manager owns right after applying d: remembered from
+// our last apply, or learnt once with a dry run.
+func (a *Applier) baseline(ctx context.Context, d *unstructured.Unstructured, hash string) (baseline, error) {
+	if b, ok := a.baselines.Load(KeyOf(d)); ok && b.hash == hash {
+		return b, nil
+	}
+	if _, err := a.applyOne(ctx, d, true, nil); err != nil {
+		return baseline{}, err
+	}
+	b, _ := a.baselines.Load(KeyOf(d))
+	return b, nil
+}
+
+// appliedNewer reports whether we applied this very render, less than
+// cacheGrace ago, and the cache only lags behind: our apply produced a
+// resourceVersion newer than the cached one (0: not in the cache).
+// resourceVersions are comparable integers on the API servers stencil
+// supports; when one is not, apply again.
+func (a *Applier) appliedNewer(d *unstructured.Unstructured, hash string, cached uint64) bool {
+	b, ok := a.baselines.Load(KeyOf(d))
+	if !ok {
+		return false
+	}
+	return b.hash == hash && b.resourceVersion > 0 && cached < b.resourceVersion && time.Since(b.appliedAt) < cacheGrace
+}
+
+// ownedFor reports whether live is the object that stencil rendered as d
+// (d carries its resource's owner label and annotation). A controller
+// ownerReference decides when there is one: it must point to the resource.
+// Without one (cluster-scoped objects, or one whose reference someone
+// removed) it takes two proofs, the owner UID label and the owner
+// annotation: a label alone is easily copied, by a pod template for one.
+func ownedFor(live metav1.Object, d *unstructured.Unstructured) bool {
+	uid := d.GetLabels()[v1alpha1.LabelOwnerUID]
+	if ref := metav1.GetControllerOf(live); ref != nil {
+		return string(ref.UID) == uid
+	}
+	return live.GetLabels()[v1alpha1.LabelOwnerUID] == uid &&
+		live.GetAnnotations()[v1alpha1.AnnotationOwner] == d.GetAnnotations()[v1alpha1.AnnotationOwner]
+}
+
+// adoptedBy reports whether a person asked, on live, that the resource d was
+// rendered for take it over. An object that another controller holds is
+// never taken over: its controller would fight for it.
+func adoptedBy(live metav1.Object, d *unstructured.Unstructured) bool {
+	want := d.GetAnnotations()[v1alpha1.AnnotationOwner]
+	return want != "" && live.GetAnnotations()[v1alpha1.AnnotationAdopt] == want && metav1.GetControllerOf(live) == nil
+}
+
+// predecessorOf reports whether live was rendered for a resource of the
+// same kind, namespace and name as d's that has been deleted (its UID
+// differs), and is controlled by it: the garbage collector deletes it.
+func predecessorOf(live metav1.Object, d *unstructured.Unstructured) bool {
+	uid := live.GetLabels()[v1alpha1.LabelOwnerUID]
+	owner := d.GetAnnotations()[v1alpha1.AnnotationOwner]
+	ref := metav1.GetControllerOf(live)
+	gk, _, ok := v1alpha1.ParseOwnerAnnotation(owner)
+	return ok && uid != "" && uid != d.GetLabels()[v1alpha1.LabelOwnerUID] && live.GetAnnotations()[v1alpha1.AnnotationOwner] == owner &&
+		ref != nil && string(ref.UID) == uid && ref.Kind == gk.Kind
+}
+
+// conflictWith describes live, which is in the way of d.
+func conflictWith(d *unstructured.Unstructured, live metav1.Object) Conflict {
+	gvk := d.GroupVersionKind()
+	c := Conflict{ID: NewID(gvk, d.GetNamespace(), d.GetName()), object: gvk.Kind + " " + quoted(d.GetNamespace(), d.GetName()),
+		holder: holderOf(live), predecessor: predecessorOf(live, d), deleting: live.GetDeletionTimestamp() != nil, ours: ownedFor(live, d)}
+	if c.predecessor || c.deleting {
+		c.finalizers = live.GetFinalizers()
+	}
+	if metav1.GetControllerOf(live) != nil || c.deleting {
+		return c
+	}
+	c.adopt = "kubectl annotate " + kubectlObject(d) + " " + v1alpha1.AnnotationAdopt + "=" + d.GetAnnotations()[v1alpha1.AnnotationOwner]
+	return c
+}
+
+// checkUnseen decides about a rendered object that the cache does not hold,
+// that this process never applied, and whose create-first apply was refused
+// (it exists, without stencil's labels or from another shard) or failed.
+// One metadata-only read from the API server tells: absent (apply it), this
+// resource's or adopted (apply it), or someone else's (conflict). It is a
+// quorum read, not one from the API server's watch cache (resourceVersion
+// "0"): the watch cache may lag, by seconds behind a busy API server, and a
+// "not found" from it would let a force-apply take an object just created
+// by someone else.
+func (a *Applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(d.GroupVersionKind())
+	err := a.reader.Get(ctx, client.ObjectKeyFromObject(d), live)
+	switch {
+	case apierrors.IsNotFound(err):
+		// Created only if it is still missing: someone may create it
+		// after this read.
+		if a.createFirst(d) {
+			return verdict{decision: create}, nil
+		}
+		return verdict{decision: apply}, nil
+	case err != nil:
+		return verdict{}, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	case ownedFor(live, d) && live.GetDeletionTimestamp() != nil:
+		c := conflictWith(d, live)
+		return verdict{decision: leave, conflict: &c}, nil
+	case ownedFor(live, d) && CreateOnly(d):
+		// It exists: a create-only object is not applied again. When it
+		// came from another shard, it gets this shard's label, so that
+		// this shard's cache holds it from now on.
+		wrote, err := a.relabelShard(ctx, d, live)
+		if wrote {
+			return verdict{decision: relabeled}, err
+		}
+		return verdict{decision: compare}, err
+	case ownedFor(live, d):
+		// Ours, though not cached (it came from another shard, whose label
+		// it carries): applied knowing its managers, as any cached object,
+		// and only as it was read.
+		return verdict{decision: apply, live: live, resourceVersion: live.GetResourceVersion()}, nil
+	case adoptedBy(live, d):
+		return verdict{decision: adopt, resourceVersion: live.GetResourceVersion()}, nil
+	}
+	c := conflictWith(d, live)
+	return verdict{decision: leave, conflict: &c}, nil
+}
+
+// restoreBaselines takes, for a process that knows none of desired's
+// baselines, the live objects' records as their baselines when their digest
+// is recorded, the digest status.ownedFields holds. It sends no request:
+// the live objects come from the cache.
+func (a *Applier) restoreBaselines(ctx context.Context, recorded string, desired []*unstructured.Unstructured) {
+	if recorded == "" || a.knowsBaselines(desired) {
+		return
+	}
+	h := sha256.New()
+	found := make([]baseline, len(desired))
+	for i, d := range desired {
+		if CreateOnly(d) {
+			continue
+		}
+		live, err := a.cached(ctx, d)
+		if err != nil || !ownedFor(live, d) {
+			return
+		}
+		found[i] = baseline{hash: live.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: OwnedRecord(live.GetManagedFields(), FieldManager)}
+		WriteOwned(h, d, found[i].hash, found[i].owned)
+	}
+	if "sha256:"+hex.EncodeToString(h.Sum(nil))[:32] != recorded {
+		return
+	}
+	for i, d := range desired {
+		if !CreateOnly(d) {
+			a.baselines.LoadOrStore(KeyOf(d), found[i]) // never over one this process learnt
+		}
+	}
+}
+
+// knowsBaselines: this process has a baseline of every one of desired's
+// objects (but create-only ones), for any render.
+func (a *Applier) knowsBaselines(desired []*unstructured.Unstructured) bool {
+	return !slices.ContainsFunc(desired, func(d *unstructured.Unstructured) bool {
+		_, ok := a.baselines.Load(KeyOf(d))
+		return !ok && !CreateOnly(d)
+	})
+}
+
+// onDrift handles the fields d's verdict found missing: it reports them,
+// and corrects them unless report; in a fight it corrects only when the
+// wait is over, and shows the fight meanwhile. It returns whether d must be
+// applied (write), and whether its correction waits (deferred).
+func (a *Applier) onDrift(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) (write, deferred bool, err error) {
+	now, key := time.Now(), KeyOf(d)
+	if v.missing == nil || v.missing.Empty() {
+		if f, fighting := a.fights.calm(key, now); fighting {
+			out.Deferred = append(out.Deferred, f) // still shown until it is over
+		}
+		return v.stale(), false, nil
+	}
+	if f, fighting := a.fights.Fighting(key, now); fighting && !report {
+		if now.Before(f.Until) {
+			out.Deferred = append(out.Deferred, f)
+			return false, true, nil
+		}
+		// The fight goes on: correct again, without a new report.
+		f, _ = a.fights.Corrected(key, f.Drift, now)
+		out.Deferred = append(out.Deferred, f)
+		out.FightCorrections++
+		return true, false, nil
+	}
+	drift, err := a.Report(ctx, d, v.missing)
+	if err != nil {
+		return false, false, err
+	}
+	drift.Reverted = !report
+	switch {
+	case len(drift.Fields) == 0:
+	case !drift.Reverted:
+		out.Drift = append(out.Drift, drift)
+	default:
+		f, started := a.fights.Corrected(key, drift, now)
+		if started {
+			out.FightsStarted++
+			out.FightCorrections++
+			out.Deferred = append(out.Deferred, f)
+		} else {
+			out.Drift = append(out.Drift, drift)
+		}
+	}
+	return v.stale() || !report, false, nil
+}
+
+const (
+	// compare: the object is as this render applied it; only fields our
+	// manager lost since (drift, in verdict.missing) call for an apply.
+	compare decision = iota
+	// wait: our last apply of this render is not in the cache yet; nothing
+	// is done until it is.
+	wait
+	// leave: the object exists and is not this resource's (verdict.conflict);
+	// it is left untouched.
+	leave
+	// create: the cache does not hold the object and this process never
+	// applied it. It is applied only if it does not exist (absentVersion);
+	// if it does, checkUnseen decides. That saves a read per new object,
+	// and two processes (shards) that render one name cannot both create
+	// it: the second apply is refused.
+	create
+	// apply: apply the object (a new render, or one of this resource's
+	// that the cache does not hold).
+	apply
+	// adopt: the object is not this resource's yet, and a person asked
+	// that it be: apply it, and it becomes the resource's.
+	adopt
+	// relabeled: a create-only object of this resource that the cache did
+	// not hold, which checkUnseen gave this shard's label (the one write
+	// such an object gets again); nothing more to do.
+	relabeled
+)
+
+// kubectlObject names d as kubectl arguments: "deployment.apps web -n ns".
+func kubectlObject(d *unstructured.Unstructured) string {
+	gvk := d.GroupVersionKind()
+	object := strings.ToLower(gvk.Kind)
+	if gvk.Group != "" {
+		object += "." + gvk.Group
+	}
+	object += " " + d.GetName()
+	if ns := d.GetNamespace(); ns != "" {
+		object += " -n " + ns
+	}
+	return object
+}
+
+func quoted(namespace, name string) string {
+	if namespace == "" {
+		return fmt.Sprintf("%q", name)
+	}
+	return fmt.Sprintf("%q in namespace %q", name, namespace)
+}
+
+// holderOf says whose live is: the stencil resource it was rendered for
+// (when its controller, if any, is that resource), its controller, or the
+// managers that wrote it.
+func holderOf(live metav1.Object) string {
+	uid := live.GetLabels()[v1alpha1.LabelOwnerUID]
+	ref := metav1.GetControllerOf(live)
+	if gk, nn, ok := v1alpha1.ParseOwnerAnnotation(live.GetAnnotations()[v1alpha1.AnnotationOwner]); ok && uid != "" && (ref == nil || string(ref.UID) == uid) {
+		return fmt.Sprintf("it belongs to %s %s, UID %s", gk.Kind, nn, uid)
+	}
+	if ref != nil {
+		return fmt.Sprintf("it is controlled by %s %s", ref.Kind, ref.Name)
+	}
+	var managers []string
+	for _, e := range live.GetManagedFields() {
+		if !slices.Contains(managers, e.Manager) {
+			managers = append(managers, e.Manager)
+		}
+	}
+	if len(managers) == 0 {
+		return "it was created outside stencil"
+	}
+	return "it is managed by " + strings.Join(managers[:min(len(managers), 3)], ", ")
+}
+
+// relabelShard sets, on an object of this resource that the cache does not
+// hold, the shard label the render gives it (a resource moved between
+// shards), with a UID precondition.
+func (a *Applier) relabelShard(ctx context.Context, d *unstructured.Unstructured, live *metav1.PartialObjectMetadata) (wrote bool, err error) {
+	want, ok := d.GetLabels()[v1alpha1.LabelShard]
+	if live.GetLabels()[v1alpha1.LabelShard] == want {
+		return false, nil
+	}
+	value := any(nil) // removed: the default shard's objects may carry none
+	if ok {
+		value = want
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": live.GetUID(), "labels": map[string]any{v1alpha1.LabelShard: value}}})
+	if err != nil {
+		return false, err
+	}
+	if err := writer(ctx, a.client).Patch(ctx, live, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
+		return false, fmt.Errorf("labelling %s %s for this shard: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	}
+	return true, nil
+}
+
+// CreateOnly says whether d's template asks that it be created when
+// missing and never updated (v1alpha1.AnnotationSSA).
+func CreateOnly(d *unstructured.Unstructured) bool {
+	return d.GetAnnotations()[v1alpha1.AnnotationSSA] == v1alpha1.SSAIfNotPresent
+}
+
+// OwnedDigest is the digest of the baselines of desired's objects, or ""
+// when one of them has none for its render (it was not applied: a
+// conflict, or the cache still lagging) or holds fields left to other
+// managers (a restored baseline would not know them).
+func (a *Applier) OwnedDigest(desired []*unstructured.Unstructured) string {
+	h := sha256.New()
+	for _, d := range desired {
+		if CreateOnly(d) {
+			continue // judged against what this process created, if anything
+		}
+		b, ok := a.baselines.Load(KeyOf(d))
+		if !ok || b.hash != d.GetAnnotations()[v1alpha1.AnnotationDesiredHash] {
+			return ""
+		}
+		if leftOut := b.leftOut; leftOut != nil && !leftOut.Empty() {
+			return "" // fields left to others (policy Report) are drift the records do not show
+		}
+		WriteOwned(h, d, b.hash, b.owned)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// WriteOwned writes d's part of the owned fields' digest (see
+// OwnedDigest) to h: its type, namespace and name, desiredHash, and owned,
+// our manager's managedFields record.
+func WriteOwned(h hash.Hash, d *unstructured.Unstructured, desiredHash string, owned []string) {
+	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%d\n", d.GroupVersionKind(), d.GetNamespace(), d.GetName(), desiredHash, len(owned))
+	for _, r := range owned {
+		_, _ = fmt.Fprintf(h, "%d\x00%s\n", len(r), r)
+	}
+}
+
+// A restarted process (or a newly elected leader) knows no baselines, and
+// learning one costs a server-side dry-run apply per object: 3,000 requests
+// through every admission webhook for 1,000 converged resources, after
+// every restart. So each resource's status records a digest of the
+// baselines of its objects (status.ownedFields): the fields our manager
+// owned on each right after our last apply, with the render it applied. A
+// new process that finds the live objects' records with the same digest
+// knows that nothing was taken from our manager since, and takes the live
+// records as the baselines, without a request. When the digest differs (a
+// field was taken, or stencil stopped between an apply and its status
+// write), it learns the baselines as before, with dry runs.
+
+type baseline struct {
+	hash string
+	// owned is our manager's managedFields record right after the apply:
+	// compact, and compared byte for byte before anything is parsed. In a
+	// binary built with apimachinery's fieldsv1string tag (make build), it
+	// is the very string the cached object's record holds: one copy.
+	owned []string
+	// leftOut are desired fields left out of the apply because other managers
+	// hold them (policy Report): drift, though our manager never owned them.
+	leftOut *fieldpath.Set
+	// resourceVersion our apply produced, and when; 0 after a dry run.
+	resourceVersion uint64
+	appliedAt       time.Time
+}
