@@ -1,18 +1,23 @@
 package render
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
 	yamlv2 "go.yaml.in/yaml/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 )
 
@@ -236,4 +241,80 @@ func toJSONList(l []any, depth int) ([]any, bool) {
 		}
 	}
 	return out, true
+}
+
+// decode parses a stream of YAML documents into objects, skipping empty ones
+// (a template turned off by the spec renders nothing).
+//
+// more is called before each document with the number of objects decoded
+// so far; an error from it stops the decoding (the render's limits).
+func decode(out []byte, more func(decoded int) error) ([]*unstructured.Unstructured, error) {
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	var objs []*unstructured.Unstructured
+	for n := 1; ; n++ {
+		if err := more(len(objs)); err != nil {
+			return nil, err
+		}
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return objs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading output document %d: %w", n, err)
+		}
+		o, err := decodeDocument(doc)
+		if err != nil {
+			return nil, fmt.Errorf("output document %d is %w", n, err)
+		}
+		items, err := Flatten(o)
+		if err != nil {
+			return nil, fmt.Errorf("output document %d is %w", n, err)
+		}
+		objs = append(objs, items...)
+	}
+}
+
+// Flatten is o, or the items of o when it is a list (kind: List, as
+// kubectl and Helm apply it: each item on its own); nil for nil.
+func Flatten(o *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	if o == nil {
+		return nil, nil
+	}
+	if !o.IsList() {
+		return []*unstructured.Unstructured{o}, nil
+	}
+	var out []*unstructured.Unstructured
+	err := o.EachListItem(func(item runtime.Object) error {
+		u, ok := item.(*unstructured.Unstructured)
+		if !ok || u.GroupVersionKind().Kind == "" {
+			return errors.New("a list whose item is not a Kubernetes object (no apiVersion or kind)")
+		}
+		out = append(out, u)
+		return nil
+	})
+	return out, err
+}
+
+// DecodeObjects reads a YAML stream of objects (as kubectl get -o yaml
+// prints them: a List is unpacked) into a Snapshot.
+func DecodeObjects(data []byte) (Objects, error) {
+	docs, err := decode(data, func(int) error { return nil })
+	if err != nil {
+		return nil, err
+	}
+	var out Objects
+	for _, o := range docs {
+		if !o.IsList() {
+			out = append(out, o)
+			continue
+		}
+		err := o.EachListItem(func(item runtime.Object) error {
+			out = append(out, item.(*unstructured.Unstructured))
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

@@ -1,7 +1,6 @@
 package render
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -9,13 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"maps"
 	"path"
 	"slices"
 	"strings"
 	"sync"
 	"text/template"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/Masterminds/semver/v3"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -543,32 +543,6 @@ func (f Files) asData(encode func([]byte) string) string {
 	}
 	out, _ := yaml.Marshal(data)
 	return strings.TrimSuffix(string(out), "\n")
-}
-
-// executeFile runs one of k's template files for obj: with obj as dot, or
-// a chart kind's with Helm's objects (and, as Helm does, "<no value>"
-// written as nothing).
-func (k *Kind) executeFile(run *execution, file string, obj v1alpha1.Object) ([]byte, error) {
-	if k.chart == nil {
-		return run.execute(file, obj)
-	}
-	if run.valuesOf != obj {
-		values, err := k.values(obj)
-		if err != nil {
-			return nil, err
-		}
-		run.values, run.valuesOf = values, obj
-	}
-	data := k.helmData(obj, run.values, file)
-	if data == nil {
-		return nil, nil
-	}
-	run.b.gen.startManifest()
-	out, err := run.execute(file, data)
-	if err != nil {
-		return nil, err
-	}
-	return bytes.ReplaceAll(out, []byte("<no value>"), nil), nil
 }
 
 // chartName is a chart kind's chart's name; "" for other kinds.

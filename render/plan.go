@@ -15,7 +15,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
@@ -48,30 +47,6 @@ func (s Objects) List(gvk schema.GroupVersionKind, namespace string, selector la
 	for _, o := range s {
 		if o.GroupVersionKind() == gvk && o.GetNamespace() == namespace && selector.Matches(labels.Set(o.GetLabels())) {
 			out = append(out, o)
-		}
-	}
-	return out, nil
-}
-
-// DecodeObjects reads a YAML stream of objects (as kubectl get -o yaml
-// prints them: a List is unpacked) into a Snapshot.
-func DecodeObjects(data []byte) (Objects, error) {
-	docs, err := decode(data, func(int) error { return nil })
-	if err != nil {
-		return nil, err
-	}
-	var out Objects
-	for _, o := range docs {
-		if !o.IsList() {
-			out = append(out, o)
-			continue
-		}
-		err := o.EachListItem(func(item runtime.Object) error {
-			out = append(out, item.(*unstructured.Unstructured))
-			return nil
-		})
-		if err != nil {
-			return nil, err
 		}
 	}
 	return out, nil

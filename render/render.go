@@ -1,18 +1,13 @@
 package render
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
@@ -181,58 +176,6 @@ func (k *Kind) renderKustomized(run *execution, obj v1alpha1.Object) ([]*unstruc
 	return objs, nil
 }
 
-// decode parses a stream of YAML documents into objects, skipping empty ones
-// (a template turned off by the spec renders nothing).
-//
-// more is called before each document with the number of objects decoded
-// so far; an error from it stops the decoding (the render's limits).
-func decode(out []byte, more func(decoded int) error) ([]*unstructured.Unstructured, error) {
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
-	var objs []*unstructured.Unstructured
-	for n := 1; ; n++ {
-		if err := more(len(objs)); err != nil {
-			return nil, err
-		}
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return objs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading output document %d: %w", n, err)
-		}
-		o, err := decodeDocument(doc)
-		if err != nil {
-			return nil, fmt.Errorf("output document %d is %w", n, err)
-		}
-		items, err := Flatten(o)
-		if err != nil {
-			return nil, fmt.Errorf("output document %d is %w", n, err)
-		}
-		objs = append(objs, items...)
-	}
-}
-
-// Flatten is o, or the items of o when it is a list (kind: List, as
-// kubectl and Helm apply it: each item on its own); nil for nil.
-func Flatten(o *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	if o == nil {
-		return nil, nil
-	}
-	if !o.IsList() {
-		return []*unstructured.Unstructured{o}, nil
-	}
-	var out []*unstructured.Unstructured
-	err := o.EachListItem(func(item runtime.Object) error {
-		u, ok := item.(*unstructured.Unstructured)
-		if !ok || u.GroupVersionKind().Kind == "" {
-			return errors.New("a list whose item is not a Kubernetes object (no apiVersion or kind)")
-		}
-		out = append(out, u)
-		return nil
-	})
-	return out, err
-}
-
 func setSource(o *unstructured.Unstructured, file string) {
 	ann := o.GetAnnotations()
 	if ann == nil {
@@ -246,4 +189,30 @@ func setSource(o *unstructured.Unstructured, file string) {
 func objectID(o *unstructured.Unstructured) string {
 	gvk := o.GroupVersionKind()
 	return gvk.Group + "/" + gvk.Kind + "/" + o.GetNamespace() + "/" + o.GetName()
+}
+
+// executeFile runs one of k's template files for obj: with obj as dot, or
+// a chart kind's with Helm's objects (and, as Helm does, "<no value>"
+// written as nothing).
+func (k *Kind) executeFile(run *execution, file string, obj v1alpha1.Object) ([]byte, error) {
+	if k.chart == nil {
+		return run.execute(file, obj)
+	}
+	if run.valuesOf != obj {
+		values, err := k.values(obj)
+		if err != nil {
+			return nil, err
+		}
+		run.values, run.valuesOf = values, obj
+	}
+	data := k.helmData(obj, run.values, file)
+	if data == nil {
+		return nil, nil
+	}
+	run.b.gen.startManifest()
+	out, err := run.execute(file, data)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.ReplaceAll(out, []byte("<no value>"), nil), nil
 }
