@@ -57,48 +57,49 @@ func nextLook(res *result, waiting bool) time.Duration {
 	return next
 }
 
-// leaveBlocked records the objects the apply could not bring to their
-// desired state, and when to look again (the soonest of what each needs);
-// after any of them nothing is pruned. Objects with immutable fields wait
+// leaveBlocked is the failure that tells of the objects the apply could not
+// bring to their desired state (nil: none), and when to look again (the
+// soonest of what each needs); after any of them nothing is pruned. Objects with immutable fields wait
 // for someone to act (a retry cannot help; a change of spec or template, or
 // the object's deletion, brings the resource back). Objects deleted to be
 // created anew come back with their deletions' events, or the backstop.
 // Objects in the way wait for their holder: at once when a cached holder is
 // deleted (waiters), else after a backoff; a conflict with an object on its
 // way out (a deleted predecessor's) resolves itself, so it is not Stalled.
-func (r *Reconciler) leaveBlocked(ctx context.Context, cr v1alpha1.Object, res *result, out engine.ApplyOutcome) (time.Duration, bool) {
+func (r *Reconciler) leaveBlocked(ctx context.Context, cr v1alpha1.Object, res *result, out engine.ApplyOutcome) (time.Duration, *failure) {
 	log := ctrl.LoggerFrom(ctx)
 	nn := client.ObjectKeyFromObject(cr)
 	var retry time.Duration
-	if len(out.Immutable) > 0 {
-		log.Info("The API server refused to change immutable fields; nothing pruned", "objects", len(out.Immutable))
-		res.also(v1alpha1.ReasonImmutableField, true, errors.Join(out.Immutable...))
+	var blocked *failure
+	immutable, recreating, conflicts, rejected := out.Immutable(), out.Recreating(), out.Conflicts(), out.Rejected()
+	if len(immutable) > 0 {
+		log.Info("The API server refused to change immutable fields; nothing pruned", "objects", len(immutable))
+		blocked = blocked.and(v1alpha1.ReasonImmutableField, true, errors.Join(immutable...))
 	}
-	if len(out.Recreating) > 0 {
-		for _, o := range out.Recreating {
+	if len(recreating) > 0 {
+		for _, o := range recreating {
 			log.Info("Deleted an object to create it anew", "object", o)
 			r.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Recreated", "Recreate", "Deleted %s; stencil creates it anew", o)
 		}
-		res.also(v1alpha1.ReasonRecreating, false, fmt.Errorf("deleted %s; stencil creates them anew", strings.Join(out.Recreating, ", ")))
+		blocked = blocked.and(v1alpha1.ReasonRecreating, false, fmt.Errorf("deleted %s; stencil creates them anew", strings.Join(recreating, ", ")))
 		retry = recreateBackstop
 	}
-	if len(out.Conflicts) > 0 {
-		for _, c := range out.Conflicts {
+	if len(conflicts) > 0 {
+		for _, c := range conflicts {
 			r.waiters.Add(c.ID, nn)
 		}
-		log.Info("Left objects that are not this resource's untouched; nothing pruned", "conflicts", len(out.Conflicts))
-		res.also(v1alpha1.ReasonOwnershipConflict, !engine.GoingAway(out.Conflicts), engine.ConflictsError(out.Conflicts))
+		log.Info("Left objects that are not this resource's untouched; nothing pruned", "conflicts", len(conflicts))
+		blocked = blocked.and(v1alpha1.ReasonOwnershipConflict, !engine.GoingAway(conflicts), engine.ConflictsError(conflicts))
 		retry = soonest(retry, backoff(time.Since(r.conflictSince(nn))))
 	} else {
 		r.memory.update(nn, func(m *remembered) { m.conflictSince = time.Time{} })
 	}
-	if len(out.Rejected) > 0 {
-		log.Info("The API server rejected objects as invalid; applied the others, nothing pruned", "rejected", len(out.Rejected))
-		res.also(v1alpha1.ReasonRejected, true, errors.Join(r.withholdSecretData(res.desired, out.Rejected)...))
+	if len(rejected) > 0 {
+		log.Info("The API server rejected objects as invalid; applied the others, nothing pruned", "rejected", len(rejected))
+		blocked = blocked.and(v1alpha1.ReasonRejected, true, errors.Join(r.withholdSecretData(res.desired, rejected)...))
 		retry = soonest(retry, rejectedRetry)
 	}
-	blocked := len(out.Immutable)+len(out.Recreating)+len(out.Conflicts)+len(out.Rejected) > 0
-	return soonest(retry, nextLook(res, out.Waiting)), blocked
+	return soonest(retry, nextLook(res, out.Waiting())), blocked
 }
 
 // rejectedRetry: a resource with an object the API server rejected looks

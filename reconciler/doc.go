@@ -10,10 +10,11 @@
 // One reconcile reads top to bottom in reconcile.go, every phase in it (the
 // work a phase calls is in the file named beside it): Reconcile finds the
 // resource and its claim, then a live resource goes through the phases in
-// order over one state; each phase records what it saw and says go on, or
-// stop and when to look again; finish writes the status, and conclude turns
-// the outcome into controller-runtime's result (the one place that handles
-// a fenced write):
+// order over one state; each phase records what it saw and returns its
+// outcome: go on, or stop, when to look again, and why it failed (the
+// runner, run, records that failure: no phase writes one elsewhere);
+// finish writes the status, and conclude turns the outcome into
+// controller-runtime's result (the one place that handles a fenced write):
 //
 //	claim    (claim.go, shard)       is the resource this shard's? take its claim
 //	types    (served.go)             every type the kind needs is served
@@ -27,6 +28,16 @@
 //	observe  (observe.go)            the kind's status template
 //	health   (health.go)             kstatus of the applied objects
 //	finish   (status.go)             conditions, inventory, drift, health; one merge patch
+//
+// A resource being deleted goes through the deletion phases
+// (finalizer.go), by the same runner; finishDeletion writes its status
+// when there is something to tell:
+//
+//	writable   (reconcile.go)                 a fenced leader writes nothing
+//	finalizer  (finalizer.go)                 nothing to clean up without stencil's
+//	clean up   (orphan.go, graph.go, engine)  delete, or release, what no ownerReference reaches
+//	release    (finalizer.go)                 remove the finalizer
+//	report     (finalizer.go)                 done, after a cleanup that failed before
 //
 // What the reconciler remembers of a resource between reconciles is one
 // struct (memory.go); events.go maps watch events to resources; setup.go

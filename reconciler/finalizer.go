@@ -55,35 +55,109 @@ func anyBeyond(objs []*unstructured.Unstructured, namespace string) bool {
 	return false
 }
 
-// finalizeAndReport finalizes cr and says in its status how that went:
-// when it fails, Ready=False with reason CleanupFailed and what is left;
-// when it succeeds after such a failure, Ready=False with reason Deleting
-// (the resource may still wait for other finalizers). The status write has
-// its own deadline, as in finish: a cleanup that ran out of time is
-// reported too.
-func (r *Reconciler) finalizeAndReport(ctx context.Context, cr v1alpha1.Object) error {
-	pruned, err := r.finalize(ctx, cr)
-	if apierrors.IsConflict(err) || errors.Is(err, fence.ErrFenced) || errors.Is(ctx.Err(), context.Canceled) {
-		return err
+// deletionPhases are the steps of a reconcile of a resource being deleted,
+// run by the same runner as the phases of a live one; finishDeletion then
+// writes its status when there is something to tell: a cleanup that failed
+// (Ready=False, CleanupFailed, with what is left), a graph's stage that
+// waits for the one after it (Deleting), or a cleanup that succeeded after
+// such a failure (Deleting: the resource may still wait for other
+// finalizers).
+var deletionPhases = []phase{
+	{"writable", (*Reconciler).writablePhase},       // a fenced leader writes nothing
+	{"finalizer", (*Reconciler).holdsFinalizer},     // nothing to clean up without stencil's finalizer
+	{"clean up", (*Reconciler).cleanUpPhase},        // delete, or release, what no ownerReference reaches (orphan.go, graph.go, engine)
+	{"release", (*Reconciler).removeFinalizerPhase}, // let the resource go
+	{"report", (*Reconciler).cleanedUpPhase},        // say so, after a cleanup that failed before
+}
+
+// reconcileDeleted runs the deletion phases over cr.
+func (r *Reconciler) reconcileDeleted(ctx context.Context, cr v1alpha1.Object) outcome {
+	r.rollout.Forget(client.ObjectKeyFromObject(cr))
+	s, err := r.begin(cr)
+	if err != nil {
+		return stopWith(err)
 	}
-	res := &result{generation: cr.GetGeneration(), pruned: pruned}
-	switch ready := meta.FindStatusCondition(cr.StencilStatus().Conditions, v1alpha1.ConditionReady); {
+	return r.run(ctx, s, deletionPhases, (*Reconciler).finishDeletion)
+}
+
+// writablePhase stops when this process may not write (the leader fence):
+// nothing is said.
+func (r *Reconciler) writablePhase(context.Context, *state) outcome {
+	if err := r.writable(); err != nil {
+		return stopWith(err)
+	}
+	return goOn
+}
+
+// holdsFinalizer stops when the resource carries no cleanup finalizer of
+// stencil's (its objects go with it through their ownerReferences), with
+// what the report phase would say.
+func (r *Reconciler) holdsFinalizer(ctx context.Context, s *state) outcome {
+	if !controllerutil.ContainsFinalizer(s.cr, finalizer) {
+		return r.cleanedUpPhase(ctx, s)
+	}
+	return goOn
+}
+
+// cleanUpPhase deletes the objects beyond the resource's namespace (those
+// in it go with it through their ownerReference), a graph kind's stage by
+// stage, or releases them when the resource is deleted as an orphan.
+func (r *Reconciler) cleanUpPhase(ctx context.Context, s *state) outcome {
+	pruned, err := r.cleanUpObjects(ctx, s.cr)
+	s.res.pruned = pruned
+	switch {
 	case isStageLeft(err):
-		res.record(v1alpha1.ReasonDeleting, false, err)
+		// The deletions' events bring it back; this is the backstop (an
+		// object of a type no longer declared has no informer).
+		return failed(v1alpha1.ReasonDeleting, false, err).retryAfter(cacheBackstop)
 	case err != nil:
-		res.record(v1alpha1.ReasonCleanupFailed, false, err)
-	case ready != nil && ready.Reason == v1alpha1.ReasonCleanupFailed:
-		res.record(v1alpha1.ReasonDeleting, false, errCleanedUp)
-	default:
-		return nil
+		return r.cleanUpFailed(ctx, fmt.Errorf("cleaning up before deletion: %w", err))
 	}
-	current, serr := r.currentStatus(cr)
-	if serr == nil {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
-		defer cancel()
-		serr = r.writeStatus(wctx, cr, current, res)
+	return goOn
+}
+
+// removeFinalizerPhase removes the cleanup finalizer: the API server may
+// let the resource go.
+func (r *Reconciler) removeFinalizerPhase(ctx context.Context, s *state) outcome {
+	patch := lockedMetadataPatch(s.cr)
+	controllerutil.RemoveFinalizer(s.cr, finalizer)
+	if err := r.client.Patch(ctx, s.cr, patch); err != nil && !apierrors.IsNotFound(err) {
+		return r.cleanUpFailed(ctx, fmt.Errorf("removing finalizer: %w", err))
 	}
-	return errors.Join(err, serr)
+	return goOn
+}
+
+// cleanedUpPhase tells, after a cleanup that failed before, that it is
+// done (Deleting); else there is nothing to tell.
+func (r *Reconciler) cleanedUpPhase(_ context.Context, s *state) outcome {
+	if ready := meta.FindStatusCondition(s.cr.StencilStatus().Conditions, v1alpha1.ConditionReady); ready != nil && ready.Reason == v1alpha1.ReasonCleanupFailed {
+		return failed(v1alpha1.ReasonDeleting, false, errCleanedUp).retryAfter(0)
+	}
+	return quietly(nil)
+}
+
+// cleanUpFailed is the outcome of a failed cleanup: retried, and told
+// (CleanupFailed), unless the resource changed under a write or the
+// process stops: the retry reads it anew.
+func (r *Reconciler) cleanUpFailed(ctx context.Context, err error) outcome {
+	if apierrors.IsConflict(err) || errors.Is(err, fence.ErrFenced) || errors.Is(ctx.Err(), context.Canceled) {
+		return quietly(err)
+	}
+	return failed(v1alpha1.ReasonCleanupFailed, false, err)
+}
+
+// finishDeletion writes the status of what the deletion phases saw, when
+// they have something to tell, with a deadline of its own (the
+// reconcile's may have passed): a cleanup that ran out of time is
+// reported too.
+func (r *Reconciler) finishDeletion(ctx context.Context, s *state, o outcome) outcome {
+	if o.quiet || errors.Is(o.err, fence.ErrFenced) || errors.Is(ctx.Err(), context.Canceled) {
+		return o
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
+	defer cancel()
+	o.err = errors.Join(o.err, r.writeStatus(wctx, s.cr, s.before, s.res))
+	return o
 }
 
 // isStageLeft: a graph kind's resource still has objects to delete, in a
@@ -95,16 +169,13 @@ func isStageLeft(err error) bool {
 
 var errCleanedUp = errors.New("stencil finished its cleanup and removed its finalizer")
 
-// finalize deletes the objects beyond the namespace of a custom resource
-// being deleted (those in it go with it through their ownerReference), then
-// removes the finalizer. It returns what it deleted.
-func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) ([]v1alpha1.InventoryEntry, error) {
-	if !controllerutil.ContainsFinalizer(cr, finalizer) {
-		return nil, nil
-	}
+// cleanUpObjects deletes the objects beyond the namespace of a custom
+// resource being deleted, or releases them when it is deleted as an
+// orphan. It returns what it deleted.
+func (r *Reconciler) cleanUpObjects(ctx context.Context, cr v1alpha1.Object) ([]v1alpha1.InventoryEntry, error) {
 	orphaning, err := r.orphaning(ctx, cr)
 	if err != nil {
-		return nil, fmt.Errorf("cleaning up before deletion: %w", err)
+		return nil, err
 	}
 	var pruned []v1alpha1.InventoryEntry
 	switch {
@@ -130,19 +201,9 @@ func (r *Reconciler) finalize(ctx context.Context, cr v1alpha1.Object) ([]v1alph
 			}
 		}
 	case r.kind().HasGraph():
-		if pruned, err = r.deleteInOrder(ctx, cr); isStageLeft(err) {
-			return pruned, err
-		}
+		pruned, err = r.deleteInOrder(ctx, cr)
 	default:
 		pruned, err = r.applier.Prune(ctx, cr, nil, true)
 	}
-	if err != nil {
-		return pruned, fmt.Errorf("cleaning up before deletion: %w", err)
-	}
-	patch := lockedMetadataPatch(cr)
-	controllerutil.RemoveFinalizer(cr, finalizer)
-	if err := r.client.Patch(ctx, cr, patch); err != nil && !apierrors.IsNotFound(err) {
-		return pruned, fmt.Errorf("removing finalizer: %w", err)
-	}
-	return pruned, nil
+	return pruned, err
 }

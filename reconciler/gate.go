@@ -23,14 +23,12 @@ func (r *Reconciler) awaitTurn(ctx context.Context, cr v1alpha1.Object, res *res
 	if change {
 		intact, err := r.intact(ctx, cr)
 		if err != nil {
-			res.quiet = true // nothing happened; the retry looks again
 			return false, err
 		}
 		change = intact
 	}
 	v, err := r.rollout.Admit(ctx, client.ObjectKeyFromObject(cr), cr.GetGeneration(), change)
 	if err != nil {
-		res.quiet = true
 		return false, err
 	}
 	if !v.Since.IsZero() {

@@ -55,7 +55,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key types.NamespacedName) ou
 	r.owners.Store(cr.GetUID(), key)
 	r.memory.noteUID(key, cr.GetUID())
 	if !cr.GetDeletionTimestamp().IsZero() {
-		return r.cleanUp(ctx, cr)
+		return r.reconcileDeleted(ctx, cr)
 	}
 	if why, ok := cr.GetAnnotations()[v1alpha1.AnnotationConversionFailed]; ok {
 		// A list's placeholder of a resource whose conversion failed
@@ -135,24 +135,29 @@ var phases = []phase{
 
 // reconcileLive runs the phases, then finish writes the status of what
 // they saw, even after a panic.
-func (r *Reconciler) reconcileLive(ctx context.Context, s *state) (o outcome) {
+func (r *Reconciler) reconcileLive(ctx context.Context, s *state) outcome {
+	r.rollout.Leave(s.key) // the gate adds it again if it still waits
+	return r.run(ctx, s, phases, (*Reconciler).finish)
+}
+
+// run runs steps in order over s until one stops, then finish, even after
+// a panic. It is the one place a failure is recorded: the outcome of the
+// step that stopped carries it.
+func (r *Reconciler) run(ctx context.Context, s *state, steps []phase, finish func(*Reconciler, context.Context, *state, outcome) outcome) (o outcome) {
 	defer func() {
 		if p := recover(); p != nil {
 			ctrl.LoggerFrom(ctx).Error(fmt.Errorf("%v", p), "Reconcile panicked", "stack", string(debug.Stack()))
-			o = stopWith(s.res.fail(v1alpha1.ReasonReconcilePanicked, false, fmt.Errorf("the reconcile panicked: %v", p)))
+			o = failed(v1alpha1.ReasonReconcilePanicked, false, fmt.Errorf("the reconcile panicked: %v", p))
+			s.res.failure = o.failure
 		}
-		o = r.finish(ctx, s, o)
+		o = finish(r, ctx, s, o)
 	}()
-	r.rollout.Leave(s.key) // the gate adds it again if it still waits
-	for _, p := range phases {
+	for _, p := range steps {
 		if o := p.run(r, ctx, s); o.stop {
 			ctrl.LoggerFrom(ctx).V(2).Info("Reconcile stopped", "phase", p.name, "requeueAfter", o.after)
+			s.res.failure = o.failure
 			return o
 		}
-	}
-	res := s.res
-	if log := ctrl.LoggerFrom(ctx).V(1); log.Enabled() && len(res.applied)+len(res.pruned) > 0 {
-		log.Info("Reconciled", "objects", s.applied.Tally(), "pruned", len(res.pruned), "cr", klog.KObj(s.cr))
 	}
 	return lookAgain(s.next)
 }
@@ -164,8 +169,7 @@ func (r *Reconciler) reconcileLive(ctx context.Context, s *state) (o outcome) {
 // then.
 func (r *Reconciler) checkTypes(_ context.Context, s *state) outcome {
 	if err := r.types.notServed(); err != nil {
-		s.res.record(v1alpha1.ReasonTypeNotServed, true, err)
-		return lookAgain(0)
+		return failed(v1alpha1.ReasonTypeNotServed, true, err).retryAfter(0)
 	}
 	return goOn
 }
@@ -177,50 +181,47 @@ func (r *Reconciler) renderPhase(ctx context.Context, s *state) outcome {
 	plan, err := r.renderPlan(ctx, s.cr)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Info("Render failed", "error", err.Error())
-		return renderFailed(s.res, err)
+		return renderFailed(err)
 	}
 	s.res.desired, s.res.graphWaiting = plan.Objects, plan.Waiting
 	s.res.rendered, s.res.once, s.res.done = true, plan.Once, plan.Done
 	if len(s.res.graphWaiting) == 0 && engine.EmptyRender(s.cr, append(slices.Clip(s.res.desired), s.res.done...)) {
-		s.res.record(v1alpha1.ReasonEmptyRender, true, errEmptyRender)
-		return lookAgain(0)
+		return failed(v1alpha1.ReasonEmptyRender, true, errEmptyRender).retryAfter(0)
 	}
 	s.digest = renderDigest(s.res.desired)
 	return goOn
 }
 
-// renderFailed records a failed render with its reason and says when to
-// try again: a template's error waits for a change of the spec or of the
-// templates; what may pass by itself is retried.
-func renderFailed(res *result, err error) outcome {
+// renderFailed is the outcome of a failed render, with its reason and
+// when to try again: a template's error waits for a change of the spec or
+// of the templates; what may pass by itself is retried.
+func renderFailed(err error) outcome {
 	if apierrors.IsForbidden(err) {
 		// An input stencil (or the resource's ServiceAccount) may not
 		// read: no event tells of a new RoleBinding.
-		res.record(v1alpha1.ReasonForbidden, true, err)
-		return lookAgain(forbiddenRetry)
+		return failed(v1alpha1.ReasonForbidden, true, err).retryAfter(forbiddenRetry)
 	}
 	if isGeneratedError(err) {
-		return stopWith(res.fail(v1alpha1.ReasonGeneratedValuesFailed, false, err))
+		return failed(v1alpha1.ReasonGeneratedValuesFailed, false, err)
 	}
 	if _, ok := errors.AsType[*render.ReadError](err); ok {
 		// Reading an input failed (a timeout, a throttled API server):
 		// retried with backoff, unlike a template's error.
-		return stopWith(res.fail(v1alpha1.ReasonInputReadFailed, false, err))
+		return failed(v1alpha1.ReasonInputReadFailed, false, err)
 	}
 	if overTime(err) {
 		// The clock, not the spec, may be to blame (a loaded node):
 		// retried with backoff.
-		return stopWith(res.fail(v1alpha1.ReasonLimitExceeded, true, err))
+		return failed(v1alpha1.ReasonLimitExceeded, true, err)
 	}
 	if _, ok := errors.AsType[*readFailure](err); ok {
 		// The template may have failed on what it read: a change of an
 		// input or of a node's object renders it again (the watch holds
 		// what it read); this is the backstop.
-		res.record(renderFailure(err), true, err)
-		return lookAgain(wait.Jitter(readFailureRetry, 0.2))
+		return failed(renderFailure(err), true, err).retryAfter(wait.Jitter(readFailureRetry, 0.2))
 	}
 	// A retry cannot fix a template error; a spec change triggers a new reconcile.
-	return stopWith(reconcile.TerminalError(res.fail(renderFailure(err), true, err)))
+	return failed(renderFailure(err), true, err).terminal()
 }
 
 // actAsPhase finds who writes the resource's objects and checks that it may
@@ -228,16 +229,16 @@ func renderFailed(res *result, err error) outcome {
 // pruned, and the resource looks again later (no event tells of a new
 // RoleBinding).
 func (r *Reconciler) actAsPhase(ctx context.Context, s *state) outcome {
-	writer, mayAct, err := r.actAs(ctx, s.cr, s.res.desired, s.res)
+	writer, refused, err := r.actAs(ctx, s.cr, s.res.desired)
 	if err != nil {
 		reason := v1alpha1.ReasonApplyFailed
 		if apierrors.IsForbidden(err) {
 			reason = v1alpha1.ReasonForbidden // stencil may not act as it
 		}
-		return stopWith(s.res.fail(reason, false, fmt.Errorf("checking what the resource's ServiceAccount may do: %w", err)))
+		return failed(reason, false, fmt.Errorf("checking what the resource's ServiceAccount may do: %w", err))
 	}
-	if !mayAct {
-		return lookAgain(forbiddenRetry)
+	if refused != nil {
+		return failed(v1alpha1.ReasonForbidden, true, refused).retryAfter(forbiddenRetry)
 	}
 	s.writer = writer
 	return goOn
@@ -254,7 +255,7 @@ func (r *Reconciler) gatePhase(ctx context.Context, s *state) outcome {
 	}
 	waiting, err := r.awaitTurn(ctx, s.cr, s.res, s.digest)
 	if err != nil {
-		return stopWith(err)
+		return quietly(err) // nothing happened; the retry looks again
 	}
 	if !waiting {
 		r.memory.forgetHeld(s.key) // its turn came, or never had to
@@ -262,8 +263,7 @@ func (r *Reconciler) gatePhase(ctx context.Context, s *state) outcome {
 	}
 	err = r.hold(s.writes(ctx), s.cr, s.res)
 	if errors.Is(err, engine.ErrChangedWhileRead) {
-		s.res.quiet = true
-		return lookAgain(raceRetry)
+		return quietly(nil).retryAfter(raceRetry)
 	}
 	if err != nil {
 		return stopWith(err)
@@ -281,11 +281,10 @@ func (r *Reconciler) finalizerPhase(ctx context.Context, s *state) outcome {
 	if apierrors.IsConflict(err) {
 		// The resource changed since the cache saw it: nothing happened
 		// that status should tell; the retry reads the new version.
-		s.res.quiet = true
-		return stopWith(err)
+		return quietly(err)
 	}
 	if err != nil {
-		return stopWith(s.res.failQuietly(ctx, v1alpha1.ReasonFinalizerFailed, err))
+		return failedUnlessGoing(ctx, v1alpha1.ReasonFinalizerFailed, err)
 	}
 	return goOn
 }
@@ -299,20 +298,19 @@ func (r *Reconciler) applyPhase(ctx context.Context, s *state) outcome {
 	}
 	s.applied = out
 	res := s.res
-	res.applied, res.live, res.drift, res.othersWrote, res.fights = out.Applied, out.Live, out.Drift, out.OthersWrote, out.Deferred
-	for _, d := range out.Deferred {
+	res.applied, res.live, res.drift, res.othersWrote, res.fights = out.Applied(), out.Live(), out.Drift(), out.OthersWrote, out.Deferred()
+	for _, d := range res.fights {
 		res.drift = append(res.drift, d.Drift)
 	}
 	countFights(r.kind().GroupVersionKind().Kind, out.FightsStarted, out.FightCorrections)
 	r.tellAdopted(ctx, s.cr, out.Adopted())
 	if errors.Is(err, engine.ErrAdoptionRaced) || errors.Is(err, engine.ErrChangedWhileRead) {
 		ctrl.LoggerFrom(ctx).Info("An object changed between stencil's read and its apply; looking again", "error", err.Error())
-		res.quiet = true
-		return lookAgain(raceRetry)
+		return quietly(nil).retryAfter(raceRetry)
 	}
 	if err != nil {
 		// Rejections before the failure are told with it.
-		return stopWith(res.failQuietly(ctx, v1alpha1.ReasonApplyFailed, errors.Join(r.withholdSecretData(res.desired, append([]error{err}, out.Rejected...))...)))
+		return failedUnlessGoing(ctx, v1alpha1.ReasonApplyFailed, errors.Join(r.withholdSecretData(res.desired, append([]error{err}, out.Rejected()...))...))
 	}
 	return goOn
 }
@@ -332,8 +330,8 @@ func (r *Reconciler) tellAdopted(ctx context.Context, cr v1alpha1.Object, adopte
 // wait, the cache behind an apply).
 func (r *Reconciler) blockedPhase(ctx context.Context, s *state) outcome {
 	retry, blocked := r.leaveBlocked(ctx, s.cr, s.res, s.applied)
-	if blocked {
-		return lookAgain(retry)
+	if blocked != nil {
+		return stopFailed(blocked).retryAfter(retry)
 	}
 	s.next = retry
 	s.res.templates, s.res.renderDigest = r.kind().Templates(), s.digest
@@ -354,7 +352,7 @@ func (r *Reconciler) prunePhase(ctx context.Context, s *state) outcome {
 	pruned, err := r.pruneAfterClaim(s.writes(ctx), s.cr, append(slices.Clip(s.res.desired), s.res.done...))
 	s.res.pruned = pruned
 	if err != nil {
-		return stopWith(s.res.fail(v1alpha1.ReasonPruneFailed, false, err))
+		return failed(v1alpha1.ReasonPruneFailed, false, err)
 	}
 	return goOn
 }
@@ -365,7 +363,7 @@ func (r *Reconciler) observePhase(ctx context.Context, s *state) outcome {
 	if s.res.kindStatus, err = r.kindStatus(ctx, s.cr, s.res); err != nil {
 		// The objects are applied; what the status template reads changes
 		// with them, so this is retried like any status failure.
-		return stopWith(s.res.fail(v1alpha1.ReasonStatusTemplateFailed, false, err))
+		return failed(v1alpha1.ReasonStatusTemplateFailed, false, err)
 	}
 	return goOn
 }
@@ -381,7 +379,9 @@ func (r *Reconciler) healthPhase(ctx context.Context, s *state) outcome {
 	return goOn
 }
 
-// outcome is how a reconcile, or one of its phases, ended.
+// outcome is how a reconcile, or one of its phases, ended: the one value
+// that says so. A phase that fails says why in it (failed), and the runner
+// records that; no phase writes a failure anywhere else.
 type outcome struct {
 	// stop: the reconcile ends here (a phase that goes on returns the
 	// zero outcome).
@@ -392,6 +392,13 @@ type outcome struct {
 	// err is retried with controller-runtime's backoff; a fenced write
 	// (fence.ErrFenced) ends the reconcile quietly instead (conclude).
 	err error
+	// failure is why the reconcile did not reach the desired state: its
+	// status says so (nil: nothing failed).
+	failure *failure
+	// quiet: nothing happened that status should tell (the namespace is
+	// being deleted, the resource or an object changed under a write);
+	// no status is written.
+	quiet bool
 }
 
 // goOn is the outcome of a phase after which the next runs.
@@ -402,6 +409,45 @@ func lookAgain(d time.Duration) outcome { return outcome{stop: true, after: d} }
 
 // stopWith stops with err (nil: nothing to retry).
 func stopWith(err error) outcome { return outcome{stop: true, err: err} }
+
+// failed stops with a failure of reason; err is retried with backoff
+// unless retryAfter or terminal say otherwise. stalled: a retry cannot
+// help until someone changes the spec, the templates or the object in the
+// way (kstatus Stalled).
+func failed(reason string, stalled bool, err error) outcome {
+	return stopFailed(&failure{reason: reason, err: err, stalled: stalled})
+}
+
+// stopFailed stops with failure f.
+func stopFailed(f *failure) outcome { return outcome{stop: true, err: f.err, failure: f} }
+
+// failedUnlessGoing is failed, but when err says the namespace is being
+// deleted it stops quietly, with nothing to retry: the resource is about
+// to go, and retrying would only fill the log.
+func failedUnlessGoing(ctx context.Context, reason string, err error) outcome {
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		ctrl.LoggerFrom(ctx).V(1).Info("Namespace is being deleted; leaving the resource alone", "error", err.Error())
+		return quietly(nil)
+	}
+	return failed(reason, false, err)
+}
+
+// quietly stops with err, and no status is written.
+func quietly(err error) outcome { return outcome{stop: true, err: err, quiet: true} }
+
+// retryAfter is o without backoff: it looks again after d (0: only when an
+// event comes). Its failure, if any, is still told.
+func (o outcome) retryAfter(d time.Duration) outcome {
+	o.err, o.after = nil, d
+	return o
+}
+
+// terminal is o with its error not retried: a change of the spec or the
+// templates brings the resource back.
+func (o outcome) terminal() outcome {
+	o.err = reconcile.TerminalError(o.err)
+	return o
+}
 
 // conclude turns an outcome into controller-runtime's result. It is the
 // one place that handles a write the leader fence refused.
@@ -432,21 +478,6 @@ func (r *Reconciler) claim(ctx context.Context, cr v1alpha1.Object) outcome {
 	return outcome{stop: true, after: claimRetry, err: err}
 }
 
-// cleanUp finalizes a resource being deleted.
-func (r *Reconciler) cleanUp(ctx context.Context, cr v1alpha1.Object) outcome {
-	r.rollout.Forget(client.ObjectKeyFromObject(cr))
-	if err := r.writable(); err != nil {
-		return stopWith(err)
-	}
-	err := r.finalizeAndReport(ctx, cr)
-	if isStageLeft(err) && !errors.Is(err, fence.ErrFenced) {
-		// The deletions' events bring it back; this is the backstop (an
-		// object of a type no longer declared has no informer).
-		return lookAgain(cacheBackstop)
-	}
-	return stopWith(err)
-}
-
 // finish writes the status of what the phases saw, unless the namespace is
 // going away, with a deadline of its own (the reconcile's may have
 // passed), and reconciles again at once when another writer changed an
@@ -458,7 +489,10 @@ func (r *Reconciler) finish(ctx context.Context, s *state, o outcome) outcome {
 	}
 	res := s.res
 	countObjects(r.kind().GroupVersionKind().Kind, res)
-	if res.quiet || errors.Is(ctx.Err(), context.Canceled) {
+	if log := ctrl.LoggerFrom(ctx).V(1); log.Enabled() && !o.quiet && res.failure == nil && len(res.applied)+len(res.pruned) > 0 {
+		log.Info("Reconciled", "objects", s.applied.Tally(), "pruned", len(res.pruned), "cr", klog.KObj(s.cr))
+	}
+	if o.quiet || errors.Is(ctx.Err(), context.Canceled) {
 		// Nothing to tell, or shutting down / no longer the leader: say
 		// nothing rather than record the cancellation as a failure.
 		return o

@@ -1,14 +1,10 @@
 package reconciler
 
 import (
-	"context"
 	"errors"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
@@ -27,12 +23,9 @@ type result struct {
 	othersWrote bool
 	pruned      []v1alpha1.InventoryEntry
 	drift       []v1alpha1.ObjectDrift
-	// failure is the first phase that failed; nil when all succeeded.
+	// failure is why the phase that stopped the reconcile failed (from its
+	// outcome, recorded by the runner alone); nil when none failed.
 	failure *failure
-	// quiet: nothing happened that status should tell (the namespace is
-	// being deleted, or the resource changed under a finalizer patch);
-	// no status is written.
-	quiet bool
 	// kindStatus holds the fields of the kind's status template.
 	kindStatus map[string]any
 	// unhealthy are the applied objects that kstatus does not call
@@ -89,41 +82,15 @@ type failure struct {
 	stalled bool
 }
 
-// record records the first failure of the reconcile.
-func (res *result) record(reason string, stalled bool, err error) {
-	if res.failure == nil {
-		res.failure = &failure{reason: reason, err: err, stalled: stalled}
+// and is f with another failure of the same phase added (f nil: that one
+// alone): every object a phase had to leave is told, and one that a retry
+// cannot fix makes the whole Stalled. It records nothing: a phase returns
+// its failure in its outcome (failed), and the runner records it.
+func (f *failure) and(reason string, stalled bool, err error) *failure {
+	if f == nil {
+		return &failure{reason: reason, err: err, stalled: stalled}
 	}
-}
-
-// also records a failure as record does, or, when the reconcile has one
-// already, adds err to it: every object a reconcile had to leave is told.
-func (res *result) also(reason string, stalled bool, err error) {
-	if res.failure != nil {
-		// One that a retry cannot fix makes the whole Stalled.
-		res.failure.err = errors.Join(res.failure.err, err)
-		res.failure.stalled = res.failure.stalled || stalled
-		return
-	}
-	res.record(reason, stalled, err)
-}
-
-// fail is record, returning err for the reconcile to return.
-func (res *result) fail(reason string, stalled bool, err error) error {
-	res.record(reason, stalled, err)
-	return err
-}
-
-// failQuietly is fail, but when err says the namespace is being deleted it
-// records nothing and returns nil: the resource is about to go, and
-// retrying would only fill the log.
-func (res *result) failQuietly(ctx context.Context, reason string, err error) error {
-	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-		ctrl.LoggerFrom(ctx).V(1).Info("Namespace is being deleted; leaving the resource alone", "error", err.Error())
-		res.quiet = true
-		return nil
-	}
-	return res.fail(reason, false, err)
+	return &failure{reason: f.reason, err: errors.Join(f.err, err), stalled: f.stalled || stalled}
 }
 
 // ok is true when every phase succeeded.

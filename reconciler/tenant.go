@@ -168,25 +168,24 @@ func describeAccess(k accessKey, r schema.GroupVersionResource) string {
 }
 
 // actAs is the client of the ServiceAccount that writes cr's objects (nil:
-// stencil writes them), and whether it may write desired's: when it may
-// not, res records why (Stalled, reason Forbidden) and act is false.
-func (r *Reconciler) actAs(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured, res *result) (writer client.Client, act bool, err error) {
+// stencil writes them), or, when it may not write all of desired, refused:
+// what it may not do.
+func (r *Reconciler) actAs(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) (writer client.Client, refused, err error) {
 	sa := r.identities.serviceAccount(r.kind().GroupVersionKind().Kind)
 	if sa == "" || r.tenants == nil {
-		return nil, true, nil
+		return nil, nil, nil
 	}
 	c, err := r.tenants.client(cr.GetNamespace(), sa, r.client)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	denied, err := r.tenants.denied(ctx, c, cr.GetNamespace(), sa, desired)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	if len(denied) > 0 {
-		res.record(v1alpha1.ReasonForbidden, true, fmt.Errorf("ServiceAccount %s/%s, which writes this resource's objects, may not %s",
-			cr.GetNamespace(), sa, strings.Join(denied, ", nor ")))
-		return nil, false, nil
+		return nil, fmt.Errorf("ServiceAccount %s/%s, which writes this resource's objects, may not %s",
+			cr.GetNamespace(), sa, strings.Join(denied, ", nor ")), nil
 	}
-	return c, true, nil
+	return c, nil, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
@@ -21,7 +20,7 @@ import (
 // It stops at any other error. After conflicts, immutable fields,
 // rejections or an error the caller must not prune.
 func (a *Applier) Apply(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) (ApplyOutcome, error) {
-	out := ApplyOutcome{Live: map[ObjectID]client.Object{}}
+	var out ApplyOutcome
 	report := cr.StencilDriftPolicy() == v1alpha1.DriftReport
 	a.restoreBaselines(ctx, cr.StencilStatus().OwnedFields, desired)
 	for _, d := range desired {
@@ -45,8 +44,8 @@ func (a *Applier) refusedApply(ctx context.Context, d *unstructured.Unstructured
 		return a.recreate(ctx, d, fields, err, out)
 	}
 	if rejected(err) {
-		out.Rejected = append(out.Rejected, err)
-		out.change(d, Refused)
+		c := out.of(d)
+		c.Action, c.Err = Refused, err
 		return nil
 	}
 	return err
@@ -104,11 +103,10 @@ func (a *Applier) createFirstApply(ctx context.Context, d *unstructured.Unstruct
 // corrects drift, and applies d when it is stale.
 func (a *Applier) applyChecked(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) error {
 	if v.decision == leave {
-		out.Conflicts = append(out.Conflicts, *v.conflict)
-		out.change(d, Skipped)
+		c := out.of(d)
+		c.Action, c.Conflict = Skipped, v.conflict
 		return nil //nolint:nilerr // a conflict is reported in status, and the other objects are still applied
 	}
-	out.Waiting = out.Waiting || v.decision == wait
 	stale, deferred, err := a.onDrift(ctx, d, v, report, out)
 	switch {
 	case err != nil:

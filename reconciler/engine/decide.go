@@ -358,18 +358,18 @@ func (a *Applier) onDrift(ctx context.Context, d *unstructured.Unstructured, v v
 	now, key := time.Now(), KeyOf(d)
 	if v.missing == nil || v.missing.Empty() {
 		if f, fighting := a.fights.calm(key, now); fighting {
-			out.Deferred = append(out.Deferred, f) // still shown until it is over
+			out.of(d).Fight = &f // still shown until it is over
 		}
 		return v.stale(), false, nil
 	}
 	if f, fighting := a.fights.Fighting(key, now); fighting && !report {
 		if now.Before(f.Until) {
-			out.Deferred = append(out.Deferred, f)
+			out.of(d).Fight = &f
 			return false, true, nil
 		}
 		// The fight goes on: correct again, without a new report.
 		f, _ = a.fights.Corrected(key, f.Drift, now)
-		out.Deferred = append(out.Deferred, f)
+		out.of(d).Fight = &f
 		out.FightCorrections++
 		return true, false, nil
 	}
@@ -381,15 +381,15 @@ func (a *Applier) onDrift(ctx context.Context, d *unstructured.Unstructured, v v
 	switch {
 	case len(drift.Fields) == 0:
 	case !drift.Reverted:
-		out.Drift = append(out.Drift, drift)
+		out.of(d).Drift = append(out.of(d).Drift, drift)
 	default:
 		f, started := a.fights.Corrected(key, drift, now)
 		if started {
 			out.FightsStarted++
 			out.FightCorrections++
-			out.Deferred = append(out.Deferred, f)
+			out.of(d).Fight = &f
 		} else {
-			out.Drift = append(out.Drift, drift)
+			out.of(d).Drift = append(out.of(d).Drift, drift)
 		}
 	}
 	return v.stale() || !report, false, nil

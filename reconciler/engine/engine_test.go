@@ -46,9 +46,9 @@ func converge(t testing.TB, h *harness, w v1alpha1.Object, desired []*unstructur
 		switch {
 		case err != nil:
 			return err
-		case len(out.Conflicts) > 0:
-			t.Fatalf("conflicts: %v", engine.ConflictsError(out.Conflicts))
-		case out.Waiting || len(out.Applied) > 0:
+		case len(out.Conflicts()) > 0:
+			t.Fatalf("conflicts: %v", engine.ConflictsError(out.Conflicts()))
+		case out.Waiting() || len(out.Applied()) > 0:
 			return errNotYet
 		}
 		return nil
@@ -77,8 +77,8 @@ func TestConvergedSetCostsNothing(t *testing.T) {
 	h.requests.take()
 	for range 3 {
 		out, err := h.Apply(t.Context(), w, desired)
-		if err != nil || len(out.Applied) > 0 || out.Waiting {
-			t.Fatalf("apply of a converged set: applied %d, waiting %v, err %v", len(out.Applied), out.Waiting, err)
+		if err != nil || len(out.Applied()) > 0 || out.Waiting() {
+			t.Fatalf("apply of a converged set: applied %d, waiting %v, err %v", len(out.Applied()), out.Waiting(), err)
 		}
 		if got, want := out.Tally(), "unchanged "+strconv.Itoa(len(desired)); got != want {
 			t.Errorf("apply of a converged set: %s, want %s", got, want)
@@ -111,10 +111,12 @@ func TestDriftIsReportedAndReverted(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if drift = append(drift, out.Drift...); len(drift) == 0 {
+		if drift = append(drift, out.Drift()...); len(drift) == 0 {
 			return errNotYet
 		}
-		if !slices.Contains(out.Changes, engine.Change{Kind: "ConfigMap", Namespace: ns, Name: "web-config", Action: engine.Configured}) {
+		if !slices.ContainsFunc(out.Changes, func(c engine.Change) bool {
+			return c.Kind == "ConfigMap" && c.Namespace == ns && c.Name == "web-config" && c.Action == engine.Configured
+		}) {
 			t.Errorf("the apply that reverted the drift: %v, want ConfigMap %s/web-config configured", out.Changes, ns)
 		}
 		return nil
@@ -140,8 +142,8 @@ func TestForeignObjectIsAConflict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Conflicts) != 1 || out.Conflicts[0].ID != engine.NewID(corev1.SchemeGroupVersion.WithKind("ConfigMap"), ns, "web-config") {
-		t.Errorf("conflicts = %v; want the ConfigMap web-config", engine.ConflictsError(out.Conflicts))
+	if len(out.Conflicts()) != 1 || out.Conflicts()[0].ID != engine.NewID(corev1.SchemeGroupVersion.WithKind("ConfigMap"), ns, "web-config") {
+		t.Errorf("conflicts = %v; want the ConfigMap web-config", engine.ConflictsError(out.Conflicts()))
 	}
 	for _, c := range out.Changes {
 		want := engine.Created
@@ -222,8 +224,8 @@ func BenchmarkConvergedApply(b *testing.B) {
 	h.requests.take()
 	b.ReportAllocs()
 	for b.Loop() {
-		if out, err := h.Apply(b.Context(), w, desired); err != nil || len(out.Applied) > 0 {
-			b.Fatalf("applied %d, err %v", len(out.Applied), err)
+		if out, err := h.Apply(b.Context(), w, desired); err != nil || len(out.Applied()) > 0 {
+			b.Fatalf("applied %d, err %v", len(out.Applied()), err)
 		}
 	}
 	if sent := h.requests.take(); len(sent) > 0 {
@@ -249,9 +251,9 @@ func TestHandedOverFieldIsLeftToItsTaker(t *testing.T) {
 		switch {
 		case err != nil:
 			return err
-		case len(out.Drift) > 0:
-			t.Fatalf("drift reported for a handed-over field: %+v", out.Drift)
-		case out.Waiting || len(out.Applied) > 0:
+		case len(out.Drift()) > 0:
+			t.Fatalf("drift reported for a handed-over field: %+v", out.Drift())
+		case out.Waiting() || len(out.Applied()) > 0:
 			return errNotYet
 		}
 		return nil

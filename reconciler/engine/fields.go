@@ -537,7 +537,7 @@ func (a *Applier) reportLeftOut(ctx context.Context, d *unstructured.Unstructure
 		return err
 	}
 	if len(drift.Fields) > 0 {
-		out.Drift = append(out.Drift, drift)
+		out.of(d).Drift = append(out.of(d).Drift, drift)
 	}
 	return nil
 }

@@ -90,8 +90,8 @@ func (a *Applier) recreate(ctx context.Context, d *unstructured.Unstructured, fi
 	// A create-only object holds a value made once (a generated password):
 	// it is never deleted to be made anew, whatever the template asks.
 	if CreateOnly(d) || force != v1alpha1.ForceEnabled && force != v1alpha1.ForceEnabledDataLoss {
-		out.Immutable = append(out.Immutable, immutable)
-		out.change(d, Refused)
+		c := out.of(d)
+		c.Action, c.Err = Refused, immutable
 		return nil
 	}
 	live := &unstructured.Unstructured{}
@@ -113,12 +113,12 @@ func (a *Applier) recreate(ctx context.Context, d *unstructured.Unstructured, fi
 	switch {
 	case data && force != v1alpha1.ForceEnabledDataLoss:
 		immutable.holdsData = true
-		out.Immutable = append(out.Immutable, immutable)
-		out.change(d, Refused)
+		c := out.of(d)
+		c.Action, c.Err = Refused, immutable
 		return nil
 	case !ownedFor(live, d): // being adopted: a person's object is never deleted
-		out.Immutable = append(out.Immutable, immutable)
-		out.change(d, Refused)
+		c := out.of(d)
+		c.Action, c.Err = Refused, immutable
 		return nil
 	}
 	// The preconditions make the delete apply to the object just checked:
@@ -132,8 +132,8 @@ func (a *Applier) recreate(ctx context.Context, d *unstructured.Unstructured, fi
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting %s %s to recreate it: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
-	out.Recreating = append(out.Recreating, d.GetKind()+" "+quoted(d.GetNamespace(), d.GetName())+" (to change "+strings.Join(fields, ", ")+")")
-	out.change(d, Recreated)
+	c := out.of(d)
+	c.Action, c.Err = Recreated, immutable
 	return nil
 }
 
