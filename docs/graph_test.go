@@ -19,7 +19,7 @@ import (
 
 	stacksv1alpha1 "github.com/stencil-operator/stencil/api/stacks/v1alpha1"
 	"github.com/stencil-operator/stencil/api/v1alpha1"
-	"github.com/stencil-operator/stencil/internal/operator/samples"
+	"github.com/stencil-operator/stencil/internal/testing/samples"
 	"github.com/stencil-operator/stencil/internal/testing/testutil"
 	"github.com/stencil-operator/stencil/internal/testing/testutil/testop"
 	"github.com/stencil-operator/stencil/render"

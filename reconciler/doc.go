@@ -33,11 +33,11 @@
 // (finalizer.go), by the same runner; finishDeletion writes its status
 // when there is something to tell:
 //
-//	writable   (reconcile.go)                 a fenced leader writes nothing
-//	finalizer  (finalizer.go)                 nothing to clean up without stencil's
-//	clean up   (orphan.go, graph.go, engine)  delete, or release, what no ownerReference reaches
-//	release    (finalizer.go)                 remove the finalizer
-//	report     (finalizer.go)                 done, after a cleanup that failed before
+//	writable         (finalizer.go)                 a fenced leader writes nothing
+//	holds finalizer  (finalizer.go)                 nothing to clean up without stencil's
+//	clean up         (orphan.go, graph.go, engine)  delete, or release, what no ownerReference reaches
+//	release          (finalizer.go)                 remove the finalizer
+//	report           (finalizer.go)                 done, after a cleanup that failed before
 //
 // What the reconciler remembers of a resource between reconciles is one
 // struct (memory.go); events.go maps watch events to resources; setup.go

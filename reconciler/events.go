@@ -146,12 +146,12 @@ func (r *Reconciler) ownedObjectHandler(gvk schema.GroupVersionKind) handler.Eve
 	enqueue := handler.EnqueueRequestsFromMapFunc(r.ownerOf)
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if !r.applier.OwnWrite(gvk, e.Object) || r.kind().HasGraph() {
+			if !r.applier.OwnWrite(gvk, e.Object) || r.kind().Graph() != nil {
 				enqueue.Create(ctx, e, q)
 			}
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if !r.applier.OwnWrite(gvk, e.ObjectNew) || r.kind().HasGraph() {
+			if !r.applier.OwnWrite(gvk, e.ObjectNew) || r.kind().Graph() != nil {
 				enqueue.Update(ctx, e, q)
 			}
 		},

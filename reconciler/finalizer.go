@@ -24,7 +24,7 @@ const finalizer = "stencil.dev/cleanup"
 // ensureFinalizer adds the cleanup finalizer before any object beyond the
 // resource's namespace is applied.
 func (r *Reconciler) ensureFinalizer(ctx context.Context, cr v1alpha1.Object, desired []*unstructured.Unstructured) error {
-	if controllerutil.ContainsFinalizer(cr, finalizer) || !anyBeyond(desired, cr.GetNamespace()) && !r.kind().HasGraph() {
+	if controllerutil.ContainsFinalizer(cr, finalizer) || !anyBeyond(desired, cr.GetNamespace()) && r.kind().Graph() == nil {
 		return nil
 	}
 	patch := lockedMetadataPatch(cr)
@@ -63,11 +63,11 @@ func anyBeyond(objs []*unstructured.Unstructured, namespace string) bool {
 // such a failure (Deleting: the resource may still wait for other
 // finalizers).
 var deletionPhases = []phase{
-	{"writable", (*Reconciler).writablePhase},       // a fenced leader writes nothing
-	{"finalizer", (*Reconciler).holdsFinalizer},     // nothing to clean up without stencil's finalizer
-	{"clean up", (*Reconciler).cleanUpPhase},        // delete, or release, what no ownerReference reaches (orphan.go, graph.go, engine)
-	{"release", (*Reconciler).removeFinalizerPhase}, // let the resource go
-	{"report", (*Reconciler).cleanedUpPhase},        // say so, after a cleanup that failed before
+	{"writable", (*Reconciler).writablePhase},         // a fenced leader writes nothing
+	{"holds finalizer", (*Reconciler).holdsFinalizer}, // nothing to clean up without stencil's finalizer
+	{"clean up", (*Reconciler).cleanUpPhase},          // delete, or release, what no ownerReference reaches (orphan.go, graph.go, engine)
+	{"release", (*Reconciler).removeFinalizerPhase},   // let the resource go
+	{"report", (*Reconciler).cleanedUpPhase},          // say so, after a cleanup that failed before
 }
 
 // reconcileDeleted runs the deletion phases over cr.
@@ -84,7 +84,7 @@ func (r *Reconciler) reconcileDeleted(ctx context.Context, cr v1alpha1.Object) o
 // nothing is said.
 func (r *Reconciler) writablePhase(context.Context, *state) outcome {
 	if err := r.writable(); err != nil {
-		return stopWith(err)
+		return quietly(err)
 	}
 	return goOn
 }
@@ -128,7 +128,8 @@ func (r *Reconciler) removeFinalizerPhase(ctx context.Context, s *state) outcome
 }
 
 // cleanedUpPhase tells, after a cleanup that failed before, that it is
-// done (Deleting); else there is nothing to tell.
+// done; else there is nothing to tell. The news travels as a failure with
+// reason Deleting: Ready=False, which a resource being deleted is.
 func (r *Reconciler) cleanedUpPhase(_ context.Context, s *state) outcome {
 	if ready := meta.FindStatusCondition(s.cr.StencilStatus().Conditions, v1alpha1.ConditionReady); ready != nil && ready.Reason == v1alpha1.ReasonCleanupFailed {
 		return failed(v1alpha1.ReasonDeleting, false, errCleanedUp).retryAfter(0)
@@ -151,7 +152,9 @@ func (r *Reconciler) cleanUpFailed(ctx context.Context, err error) outcome {
 // reconcile's may have passed): a cleanup that ran out of time is
 // reported too.
 func (r *Reconciler) finishDeletion(ctx context.Context, s *state, o outcome) outcome {
-	if o.quiet || errors.Is(o.err, fence.ErrFenced) || errors.Is(ctx.Err(), context.Canceled) {
+	if o.quiet || o.failure == nil || errors.Is(o.err, fence.ErrFenced) || errors.Is(ctx.Err(), context.Canceled) {
+		// Nothing to tell: a status computed from no failure would call
+		// the resource Ready, with an empty inventory.
 		return o
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
@@ -200,7 +203,7 @@ func (r *Reconciler) cleanUpObjects(ctx context.Context, cr v1alpha1.Object) ([]
 				r.leaveNamespacedOrphans(ctx, cr, released, len(pruned))
 			}
 		}
-	case r.kind().HasGraph():
+	case r.kind().Graph() != nil:
 		pruned, err = r.deleteInOrder(ctx, cr)
 	default:
 		pruned, err = r.applier.Prune(ctx, cr, nil, true)

@@ -28,7 +28,7 @@ import (
 	"github.com/stencil-operator/stencil/render"
 )
 
-// A graph kind (render.Kind.HasGraph) renders its templates in the order its
+// A graph kind (render.Kind.Graph) renders its templates in the order its
 // _kind.yaml declares: each reconcile renders the nodes whose dependencies
 // are ready in the cache, applies them, and keeps the objects of the nodes
 // that wait as they are. The objects' own events bring the resource back
@@ -46,7 +46,7 @@ func (r *Reconciler) failedNodeReads(cr v1alpha1.Object, err error, reads []rend
 	}
 	var out []render.Read
 	seen := map[string]bool{}
-	for _, in := range r.kind().NodeInputs(failed.File) {
+	for _, in := range r.kind().Graph().NodeInputs(failed.File) {
 		ns := cmp.Or(in.Namespace, cr.GetNamespace())
 		for _, read := range reads {
 			if what := describeRead(read); read.GVK == in.GroupVersionKind() && read.Namespace == ns && !seen[what] {

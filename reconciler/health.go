@@ -25,7 +25,7 @@ func (r *Reconciler) health(ctx context.Context, res *result) ([]engine.ObjectHe
 	var failed, waiting []engine.ObjectHealth
 	var errs []error
 	for _, d := range res.desired {
-		if !r.kind().JudgesHealth(d.GroupVersionKind()) && !r.kind().HasReadyWhen(d) {
+		if !r.kind().JudgesHealth(d.GroupVersionKind()) && !r.kind().Graph().HasReadyWhen(d) {
 			continue
 		}
 		h, err := r.judgeLive(ctx, d, res)
@@ -78,7 +78,7 @@ func (r *Reconciler) judge(d *unstructured.Unstructured, m map[string]any) engin
 	if !h.Current {
 		return h
 	}
-	if why, failed := r.kind().NodeReady(d, m); why != "" {
+	if why, failed := r.kind().Graph().NodeReady(d, m); why != "" {
 		h.Current, h.Failed, h.Message, h.Named = false, failed, why, true
 	}
 	return h

@@ -26,10 +26,12 @@ import (
 
 // This file is the spine of a reconcile: read it top to bottom. Reconcile
 // finds the resource and its claim; a live resource then goes through the
-// phases in order, over one state; each phase, below in that order, says
-// go on, or stop and when to look again (the work it calls is in the file
-// the phases table names); finish writes the status of what happened, and
-// conclude turns the outcome into controller-runtime's result.
+// phases in order, over one state (a resource being deleted goes through
+// the deletion phases of finalizer.go instead, by the same runner, run);
+// each phase, below in that order, says go on, or stop, when to look again
+// and why it failed (the work it calls is in the file the phases table
+// names); finish writes the status of what happened, and conclude turns
+// the outcome into controller-runtime's result.
 
 // Reconcile brings one custom resource to the state its templates render.
 // The status it writes says what happened, on every path: a failure in any
@@ -112,7 +114,8 @@ func (s *state) writes(ctx context.Context) context.Context {
 	return engine.WithWriter(ctx, s.writer)
 }
 
-// phase is one step of a reconcile of a live resource.
+// phase is one step of a reconcile: of a live resource (phases) or of one
+// being deleted (deletionPhases).
 type phase struct {
 	name string
 	run  func(r *Reconciler, ctx context.Context, s *state) outcome
@@ -489,7 +492,7 @@ func (r *Reconciler) finish(ctx context.Context, s *state, o outcome) outcome {
 	}
 	res := s.res
 	countObjects(r.kind().GroupVersionKind().Kind, res)
-	if log := ctrl.LoggerFrom(ctx).V(1); log.Enabled() && !o.quiet && res.failure == nil && len(res.applied)+len(res.pruned) > 0 {
+	if log := ctrl.LoggerFrom(ctx).V(1); log.Enabled() && !o.quiet && o.err == nil && res.failure == nil && len(res.applied)+len(res.pruned) > 0 {
 		log.Info("Reconciled", "objects", s.applied.Tally(), "pruned", len(res.pruned), "cr", klog.KObj(s.cr))
 	}
 	if o.quiet || errors.Is(ctx.Err(), context.Canceled) {

@@ -108,8 +108,8 @@ func (l *LiveKinds) Replace(ctx context.Context, k *render.Kind) (Replaced, erro
 	if err := stillWaits(r.types, k); err != nil {
 		return Replaced{}, fmt.Errorf("%w: %w", err, ErrNeedsRestart)
 	}
-	if !slices.Equal(old.Versions(), k.Versions()) {
-		return Replaced{}, fmt.Errorf("the kind's versions change from %v to %v (its CRD's conversion webhook is set up at start): %w", old.Versions(), k.Versions(), ErrNeedsRestart)
+	if !slices.Equal(old.Conversion().Versions(), k.Conversion().Versions()) {
+		return Replaced{}, fmt.Errorf("the kind's versions change from %v to %v (its CRD's conversion webhook is set up at start): %w", old.Conversion().Versions(), k.Conversion().Versions(), ErrNeedsRestart)
 	}
 	r.swap.Lock()
 	r.current.Store(k)

@@ -63,7 +63,7 @@ func (r *Reconciler) renderPlan(ctx context.Context, cr v1alpha1.Object) (*rende
 // renderWith renders cr with the generated values gen (nil: the kind
 // generates none) and, a graph kind, the live state it reads.
 func (r *Reconciler) renderWith(ctx context.Context, cr v1alpha1.Object, gen *render.Generated) (*render.Plan, error) {
-	if !r.kind().HasGraph() {
+	if r.kind().Graph() == nil {
 		// A chart kind's lookup reads the resource's own objects.
 		live := cachedSnapshot{ctx: ctx, c: r.client, types: r.applier.Types()}
 		return r.renderKind().RenderGraph(cr, render.GraphInput{Live: live, Generated: gen})

@@ -249,7 +249,7 @@ func (s *setup) runnables(r *Reconciler, c controller.Controller, needs *kindTyp
 // inputTypes are the types of a kind's inputs.
 func inputTypes(k *render.Kind) []schema.GroupVersionKind {
 	var out []schema.GroupVersionKind
-	for _, in := range k.Inputs() {
+	for _, in := range k.Graph().Inputs() {
 		if !slices.Contains(out, in.GroupVersionKind()) {
 			out = append(out, in.GroupVersionKind())
 		}

@@ -117,7 +117,7 @@ func (k *Kind) declaredTypes() []schema.GroupVersionKind {
 	for _, t := range k.declaration.Observes {
 		set[t.GroupVersionKind()] = true
 	}
-	for _, in := range k.Inputs() {
+	for _, in := range k.Graph().Inputs() {
 		set[in.GroupVersionKind()] = true
 	}
 	return slices.Collect(maps.Keys(set))

@@ -91,10 +91,16 @@ func conversions(fsys fs.FS, hub string) ([]string, error) {
 }
 
 // Hub is the version the kind's templates render from.
-func (k *Kind) Hub() string { return k.def.GroupVersionKind.Version }
+func (g Conversion) Hub() string {
+	k := g.k
+	return k.def.GroupVersionKind.Version
+}
 
 // Versions are the kind's versions: the hub, then the others in name order.
-func (k *Kind) Versions() []string { return append([]string{k.Hub()}, k.spokes...) }
+func (g Conversion) Versions() []string {
+	k := g.k
+	return append([]string{g.Hub()}, k.spokes...)
+}
 
 // ownerGVK is the type the owned objects' ownerReferences name: the kind
 // at its declared ownerVersion, else at its hub.
@@ -107,16 +113,19 @@ func (k *Kind) ownerGVK() schema.GroupVersionKind {
 }
 
 // Converts reports whether the kind has several versions.
-func (k *Kind) Converts() bool { return len(k.spokes) > 0 }
+func (g Conversion) Converts() bool {
+	k := g.k
+	return len(k.spokes) > 0
+}
 
 // Convert returns obj (a custom resource of the kind, at any of its
 // versions) at version to: through the hub, by the conversion templates.
 // The fields a version cannot hold are kept in an annotation (see
 // [FieldsOfAnnotation]) and restored on the way back. It is pure. It is
-// [Kind.ConvertWith] without a key or schemas: for tests and tools, where
+// [Conversion.ConvertWith] without a key or schemas: for tests and tools, where
 // nobody else writes the objects.
-func (k *Kind) Convert(obj map[string]any, to string) (map[string]any, error) {
-	return k.ConvertWith(obj, to, ConvertOptions{})
+func (g Conversion) Convert(obj map[string]any, to string) (map[string]any, error) {
+	return g.ConvertWith(obj, to, ConvertOptions{})
 }
 
 // ConvertOptions are what a conversion that serves the API server needs
@@ -168,23 +177,24 @@ type VersionSchema interface {
 	Problems(obj map[string]any) []string
 }
 
-// ConvertWith is [Kind.Convert] with o's key and schemas.
-func (k *Kind) ConvertWith(obj map[string]any, to string, o ConvertOptions) (map[string]any, error) {
+// ConvertWith is [Conversion.Convert] with o's key and schemas.
+func (g Conversion) ConvertWith(obj map[string]any, to string, o ConvertOptions) (map[string]any, error) {
+	k := g.k
 	from, err := k.versionOf(obj)
 	if err != nil {
 		return nil, err
 	}
-	if !slices.Contains(k.Versions(), to) {
-		return nil, fmt.Errorf("%s has no version %s (it has %s)", k.def.GroupVersionKind.Kind, to, strings.Join(k.Versions(), ", "))
+	if !slices.Contains(g.Versions(), to) {
+		return nil, fmt.Errorf("%s has no version %s (it has %s)", k.def.GroupVersionKind.Kind, to, strings.Join(g.Versions(), ", "))
 	}
 	out := runtime.DeepCopyJSON(obj)
-	if from != k.Hub() {
-		if out, err = k.step(out, from, k.Hub(), o); err != nil {
+	if from != g.Hub() {
+		if out, err = k.step(out, from, g.Hub(), o); err != nil {
 			return nil, err
 		}
 	}
-	if to != k.Hub() {
-		if out, err = k.step(out, k.Hub(), to, o); err != nil {
+	if to != g.Hub() {
+		if out, err = k.step(out, g.Hub(), to, o); err != nil {
 			return nil, err
 		}
 	}
@@ -203,8 +213,8 @@ func (k *Kind) versionOf(obj map[string]any) (string, error) {
 	if gv.Group != want.Group || kind != want.Kind {
 		return "", fmt.Errorf("%s %s is not a %s", apiVersion, kind, want.GroupKind())
 	}
-	if !slices.Contains(k.Versions(), gv.Version) {
-		return "", fmt.Errorf("%s has no version %s (it has %s)", want.Kind, gv.Version, strings.Join(k.Versions(), ", "))
+	if !slices.Contains(k.Conversion().Versions(), gv.Version) {
+		return "", fmt.Errorf("%s has no version %s (it has %s)", want.Kind, gv.Version, strings.Join(k.Conversion().Versions(), ", "))
 	}
 	return gv.Version, nil
 }
@@ -212,7 +222,7 @@ func (k *Kind) versionOf(obj map[string]any) (string, error) {
 // conversionFile is the template that converts from one version to the
 // other, one of which is the hub.
 func (k *Kind) conversionFile(from, to string) string {
-	if to == k.Hub() {
+	if to == k.Conversion().Hub() {
 		return fromPrefix + from + ".yaml"
 	}
 	return toPrefix + to + ".yaml"
@@ -597,7 +607,8 @@ func setAnnotation(obj map[string]any, key, value string) {
 // nil), each version's output is pruned as the API server would prune it:
 // a field a template copies into a version whose schema lacks it is lost
 // too.
-func (k *Kind) RoundTripLoss(obj map[string]any, to string, schema VersionSchema) ([]string, error) {
+func (g Conversion) RoundTripLoss(obj map[string]any, to string, schema VersionSchema) ([]string, error) {
+	k := g.k
 	o := ConvertOptions{Schema: schema}
 	from, err := k.versionOf(obj)
 	if err != nil {
@@ -631,8 +642,8 @@ func (k *Kind) RoundTripLoss(obj map[string]any, to string, schema VersionSchema
 // path is the versions a conversion passes through.
 func (k *Kind) path(from, to string) []string {
 	p := []string{from}
-	if from != k.Hub() && to != k.Hub() {
-		p = append(p, k.Hub())
+	if from != k.Conversion().Hub() && to != k.Conversion().Hub() {
+		p = append(p, k.Conversion().Hub())
 	}
 	return append(p, to)
 }

@@ -64,7 +64,7 @@ func object(t *testing.T, src string) map[string]any {
 
 func TestConvert(t *testing.T) {
 	k := converting(t, "", fromV1)
-	if got, want := k.Versions(), []string{"v2", "v1"}; !cmp.Equal(got, want) {
+	if got, want := k.Conversion().Versions(), []string{"v2", "v1"}; !cmp.Equal(got, want) {
 		t.Errorf("Versions() = %v, want %v", got, want)
 	}
 	tests := []struct {
@@ -118,7 +118,7 @@ func TestConvert(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := k.Convert(object(t, tt.in), tt.to)
+			got, err := k.Conversion().Convert(object(t, tt.in), tt.to)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,11 +140,11 @@ func TestConvertRoundTrip(t *testing.T) {
 		obj := object(t, in)
 		from := strings.TrimPrefix(obj["apiVersion"].(string), "test.stencil.dev/")
 		to := map[string]string{"v1": "v2", "v2": "v1"}[from]
-		there, err := k.Convert(obj, to)
+		there, err := k.Conversion().Convert(obj, to)
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := k.Convert(there, from)
+		back, err := k.Conversion().Convert(there, from)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,11 +194,11 @@ func TestConvertKeptFieldsAreStencils(t *testing.T) {
 	var ignored []string
 	o := render.ConvertOptions{Key: key, Schema: widgetSchema{}, Ignored: func(i render.IgnoredKept) { ignored = append(ignored, i.Annotation+": "+i.Message) }}
 	hub := object(t, "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w}\nspec: {replicas: 3, tls: {secret: s}}")
-	spoke, err := k.ConvertWith(hub, "v1", o)
+	spoke, err := k.Conversion().ConvertWith(hub, "v1", o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := k.ConvertWith(spoke, "v2", o)
+	back, err := k.Conversion().ConvertWith(spoke, "v2", o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestConvertKeptFieldsAreStencils(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ignored = nil
 			tt.opts.Ignored = func(i render.IgnoredKept) { ignored = append(ignored, i.Annotation+": "+i.Message) }
-			got, err := k.ConvertWith(forged(tt.annotation), "v2", tt.opts)
+			got, err := k.Conversion().ConvertWith(forged(tt.annotation), "v2", tt.opts)
 			if err != nil {
 				t.Fatalf("the conversion failed: %v; want it to go on without the annotation", err)
 			}
@@ -246,7 +246,7 @@ func TestConvertKeptFieldsAreStencils(t *testing.T) {
 		ignored = nil
 		obj := forged(`{"fields":[{"path":["status","phase"],"value":"Forged"}]}`)
 		obj["status"] = map[string]any{"phase": "Real"}
-		got, err := k.ConvertWith(obj, "v2", render.ConvertOptions{})
+		got, err := k.Conversion().ConvertWith(obj, "v2", render.ConvertOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,14 +260,14 @@ func TestConvertKeptFieldsAreStencils(t *testing.T) {
 		// replicas and tls, which only the annotation keeps.
 		copying := render.ConvertOptions{Key: key, Schema: widgetSchema{}}
 		in := object(t, "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w}\nspec: {replicas: 3, tls: {secret: s}}")
-		there, err := copyingKind(t).ConvertWith(in, "v1", copying)
+		there, err := copyingKind(t).Conversion().ConvertWith(in, "v1", copying)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if tls := there["spec"].(map[string]any)["tls"]; tls != nil {
 			t.Errorf("v1 holds spec.tls %v, which its schema prunes", tls)
 		}
-		back, err := copyingKind(t).ConvertWith(there, "v2", copying)
+		back, err := copyingKind(t).Conversion().ConvertWith(there, "v2", copying)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,7 +310,7 @@ func TestRoundTripLoss(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			lost, err := converting(t, tt.declaration, fromV1).RoundTripLoss(obj, "v1", nil)
+			lost, err := converting(t, tt.declaration, fromV1).Conversion().RoundTripLoss(obj, "v1", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -327,10 +327,10 @@ func TestRoundTripLoss(t *testing.T) {
 func TestRoundTripLossSeesPruning(t *testing.T) {
 	obj := object(t, "apiVersion: test.stencil.dev/v2\nkind: Widget\nmetadata: {name: w}\nspec: {replicas: 2, tls: {secret: s}}")
 	k := copyingKind(t)
-	if lost, err := k.RoundTripLoss(obj, "v1", nil); err != nil || len(lost) != 0 {
+	if lost, err := k.Conversion().RoundTripLoss(obj, "v1", nil); err != nil || len(lost) != 0 {
 		t.Fatalf("without the schemas: lost %v (%v), want nothing: the copy holds spec.tls", lost, err)
 	}
-	lost, err := k.RoundTripLoss(obj, "v1", widgetSchema{})
+	lost, err := k.Conversion().RoundTripLoss(obj, "v1", widgetSchema{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,16 +343,16 @@ func TestRoundTripLossSeesPruning(t *testing.T) {
 // the template.
 func TestConvertFails(t *testing.T) {
 	k := converting(t, "", `spec: {{ fail "size is gone" }}`)
-	_, err := k.Convert(object(t, "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 1}"), "v2")
+	_, err := k.Conversion().Convert(object(t, "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 1}"), "v2")
 	var cerr *render.ConversionError
 	if !errors.As(err, &cerr) || cerr.File != "_from-v1.yaml" || cerr.From != "v1" || cerr.To != "v2" || !strings.Contains(err.Error(), "size is gone") {
 		t.Errorf("Convert: %v, want a ConversionError of _from-v1.yaml v1 → v2 saying why", err)
 	}
 	k = converting(t, "", "metadata: {name: x}\n")
-	if _, err := k.Convert(object(t, "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 1}"), "v2"); err == nil || !strings.Contains(err.Error(), "spec and status only") {
+	if _, err := k.Conversion().Convert(object(t, "apiVersion: test.stencil.dev/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 1}"), "v2"); err == nil || !strings.Contains(err.Error(), "spec and status only") {
 		t.Errorf("a conversion that renders metadata: %v", err)
 	}
-	if _, err := k.Convert(object(t, "apiVersion: test.stencil.dev/v3\nkind: Widget\nspec: {}"), "v2"); err == nil {
+	if _, err := k.Conversion().Convert(object(t, "apiVersion: test.stencil.dev/v3\nkind: Widget\nspec: {}"), "v2"); err == nil {
 		t.Error("converting from a version the kind has not: no error")
 	}
 }
@@ -391,7 +391,7 @@ func BenchmarkConvert(b *testing.B) {
 		"metadata": map[string]any{"name": "m", "namespace": "default"}, "spec": map[string]any{"size": int64(3), "autoscaled": true, "driftPolicy": "Report"}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := k.Convert(obj, "v1"); err != nil {
+		if _, err := k.Conversion().Convert(obj, "v1"); err != nil {
 			b.Fatal(err)
 		}
 	}

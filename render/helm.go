@@ -457,8 +457,14 @@ func (k *Kind) WithKubeVersion(v KubeVersion) *Kind {
 	return &c
 }
 
-// KubeVersion is .Capabilities.KubeVersion of k's charts.
-func (k *Kind) KubeVersion() KubeVersion { return k.kubeVersion() }
+// KubeVersion is .Capabilities.KubeVersion of the chart.
+func (g *Chart) KubeVersion() KubeVersion {
+	if g == nil {
+		return KubeVersion{}
+	}
+	k := g.k
+	return k.kubeVersion()
+}
 
 // WithReleaseService returns a copy of k whose charts read .Release.Service
 // as s rather than [ReleaseService]: "Helm", to compare a render with
@@ -484,11 +490,12 @@ func (k *Kind) kubeVersion() KubeVersion {
 	return v
 }
 
-// IsChart reports whether k is a chart kind (see `stencil import chart`).
-func (k *Kind) IsChart() bool { return k.chart != nil }
-
-// ChartValues are a chart kind's chart's values (nil for other kinds).
-func (k *Kind) ChartValues() map[string]any {
+// Values are the chart's values.
+func (g *Chart) Values() map[string]any {
+	if g == nil {
+		return nil
+	}
+	k := g.k
 	if k.chart == nil {
 		return nil
 	}

@@ -171,7 +171,7 @@ func TestHostileValues(t *testing.T) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(kinds)) {
 		k := kinds[name]
-		for _, path := range samplePaths(valuePaths(k.ChartValues(), nil), maxPaths(name)) {
+		for _, path := range samplePaths(valuePaths(k.Chart().Values(), nil), maxPaths(name)) {
 			for _, hv := range slices.Sorted(maps.Keys(hostile)) {
 				what := fmt.Sprintf("%s: %s at .Values.%s", name, hv, strings.Join(path, "."))
 				grown := checkHostile(t, k, what, path, hostile[hv])

@@ -231,7 +231,7 @@ type Kind struct {
 	// service is .Release.Service (see [Kind.WithReleaseService]).
 	service string
 	// spokes are the kind's versions other than the hub, which its
-	// conversion templates convert (see [Kind.Convert]).
+	// conversion templates convert (see [Conversion.Convert]).
 	spokes []string
 	// own are the kind's own strings, which tpl runs and which may print
 	// a YAML document marker (see [Kind.ownStrings]).
@@ -632,4 +632,33 @@ func (e *execution) execute(name string, data any) ([]byte, error) {
 		return nil, withoutSites(err)
 	}
 	return w.Bytes(), nil
+}
+
+// Conversion is what a kind does between its versions (convert.go): the
+// hub its templates read, the others, and the conversions between them.
+type Conversion struct{ k *Kind }
+
+// Conversion is k's conversion between its versions.
+func (k *Kind) Conversion() Conversion { return Conversion{k} }
+
+// Graph is a graph kind's nodes and inputs (plan.go, graph.go, nodes.go).
+type Graph struct{ k *Kind }
+
+// Graph is k's graph, nil when k declares no graph and no inputs.
+func (k *Kind) Graph() *Graph {
+	if k.graph == nil {
+		return nil
+	}
+	return &Graph{k}
+}
+
+// Chart is a chart kind's chart (helm.go; see `stencil import chart`).
+type Chart struct{ k *Kind }
+
+// Chart is k's chart, nil when k is not a chart kind.
+func (k *Kind) Chart() *Chart {
+	if k.chart == nil {
+		return nil
+	}
+	return &Chart{k}
 }

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
-	shipped "github.com/stencil-operator/stencil/internal/operator/samples"
+	shipped "github.com/stencil-operator/stencil/internal/testing/samples"
 	"github.com/stencil-operator/stencil/render"
 	"github.com/stencil-operator/stencil/render/kindtest"
 )

@@ -10,7 +10,11 @@ import (
 
 // HasReadyWhen reports whether the graph node that rendered o (its
 // annotation says which) declares readyWhen rules.
-func (k *Kind) HasReadyWhen(o interface{ GetAnnotations() map[string]string }) bool {
+func (g *Graph) HasReadyWhen(o interface{ GetAnnotations() map[string]string }) bool {
+	if g == nil {
+		return false
+	}
+	k := g.k
 	n := k.nodeOf(o)
 	return n != nil && len(n.readyWhen) > 0
 }
@@ -24,7 +28,11 @@ func (k *Kind) HasReadyWhen(o interface{ GetAnnotations() map[string]string }) b
 // Secret), "" when it is ready; failed: waiting will not help (kstatus says
 // it failed, or a rule went over a limit). An object that no graph node
 // rendered has no rules: "".
-func (k *Kind) NodeReady(d *unstructured.Unstructured, live map[string]any) (why string, failed bool) {
+func (g *Graph) NodeReady(d *unstructured.Unstructured, live map[string]any) (why string, failed bool) {
+	if g == nil {
+		return "", false
+	}
+	k := g.k
 	n := k.nodeOf(d)
 	if n == nil {
 		return "", false
@@ -52,7 +60,11 @@ func (k *Kind) nodeOf(o interface{ GetAnnotations() map[string]string }) *graphN
 // NodeInputs are the inputs that the template file of a graph kind's node
 // reads (nil when file is no node's or reads none): what a failure of
 // that template may come from.
-func (k *Kind) NodeInputs(file string) []Input {
+func (g *Graph) NodeInputs(file string) []Input {
+	if g == nil {
+		return nil
+	}
+	k := g.k
 	if k.graph == nil {
 		return nil
 	}

@@ -123,11 +123,12 @@ type GraphInput struct {
 // applied.
 func FixedRandom() io.Reader { return rand.NewChaCha8([32]byte{}) }
 
-// HasGraph reports whether the kind declares a graph or inputs.
-func (k *Kind) HasGraph() bool { return k.graph != nil }
-
 // Inputs are the kind's declared inputs, by name.
-func (k *Kind) Inputs() map[string]Input {
+func (g *Graph) Inputs() map[string]Input {
+	if g == nil {
+		return nil
+	}
+	k := g.k
 	if k.graph == nil {
 		return nil
 	}

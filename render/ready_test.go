@@ -83,10 +83,10 @@ func TestNodeReady(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := kind.HasReadyWhen(tt.rendered); got != tt.rules {
+			if got := kind.Graph().HasReadyWhen(tt.rendered); got != tt.rules {
 				t.Errorf("HasReadyWhen = %v, want %v", got, tt.rules)
 			}
-			why, failed := kind.NodeReady(tt.rendered, tt.live.Object)
+			why, failed := kind.Graph().NodeReady(tt.rendered, tt.live.Object)
 			if tt.want == "" && why != "" || !strings.Contains(why, tt.want) || failed != tt.failed {
 				t.Errorf("NodeReady = %q, %v; want %q, %v", why, failed, tt.want, tt.failed)
 			}

@@ -13,7 +13,7 @@ import (
 	samplecontrollerv1alpha1 "github.com/stencil-operator/stencil/api/samplecontroller/v1alpha1"
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	webappv1 "github.com/stencil-operator/stencil/api/webapp/v1"
-	shipped "github.com/stencil-operator/stencil/internal/operator/samples"
+	shipped "github.com/stencil-operator/stencil/internal/testing/samples"
 	"github.com/stencil-operator/stencil/render"
 )
 

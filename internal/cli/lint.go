@@ -323,7 +323,7 @@ func lint(stdin io.Reader, folders []kinds.Folder, v *renderschema.Validator, sa
 		for _, out := range failed {
 			problems = append(problems, fmt.Sprintf("templates/%s/tests/%s: %v", f.Name, out.Case, placeError(out.Err, f.Name)))
 		}
-		if f.Kind != nil && f.Kind.Converts() {
+		if f.Kind != nil && f.Kind.Conversion().Converts() {
 			problems = append(problems, uncovered(f, v)...)
 		}
 	}
@@ -406,7 +406,7 @@ func breaking(folders []kinds.Folder, now, was []*apiextensionsv1.CustomResource
 			problems = append(problems, fmt.Sprintf("templates/%s: %s has a released CRD (%s) but none in %s: give its CRD to compare", f.Name, gk.Kind, released, strings.Join(crdPaths, ",")))
 			continue
 		}
-		for _, b := range conversion.Breaks(r, c, f.Kind.Versions(), f.Kind.Declaration().Breaking) {
+		for _, b := range conversion.Breaks(r, c, f.Kind.Conversion().Versions(), f.Kind.Declaration().Breaking) {
 			what := b.Path
 			if what == "" {
 				what = "*"
@@ -539,24 +539,24 @@ func uncovered(f kinds.Folder, v *renderschema.Validator) []string {
 	var problems []string
 	k := f.Kind
 	gvk := k.GroupVersionKind()
-	for _, from := range k.Versions() {
+	for _, from := range k.Conversion().Versions() {
 		gvk.Version = from
 		objs, ok := v.Examples(gvk)
 		if !ok {
 			problems = append(problems, fmt.Sprintf("templates/%s: %s has no schema in the CRDs: its conversions cannot be checked", f.Name, gvk))
 			continue
 		}
-		for _, to := range k.Versions() {
+		for _, to := range k.Conversion().Versions() {
 			if to == from {
 				continue
 			}
 			spoke := to
-			if to == k.Hub() {
+			if to == k.Conversion().Hub() {
 				spoke = from
 			}
 			said := map[string]bool{}
 			for _, obj := range objs {
-				lost, err := k.RoundTripLoss(obj, to, v)
+				lost, err := k.Conversion().RoundTripLoss(obj, to, v)
 				if err != nil {
 					problems = append(problems, fmt.Sprintf("templates/%s: converting a %s %s with every field set to %s and back: %v", f.Name, from, gvk.Kind, to, err))
 					break

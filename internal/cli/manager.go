@@ -192,7 +192,7 @@ func namespaceScoped(cacheOpts *cache.Options, o managerOptions, loaded []*rende
 		}
 	}
 	for _, k := range loaded {
-		for name, in := range k.Inputs() {
+		for name, in := range k.Graph().Inputs() {
 			if in.Namespace != "" && !slices.Contains(o.watchNamespaces, in.Namespace) {
 				return fmt.Errorf("--watch-namespaces: kind %s reads its input %s in namespace %s; add it to --watch-namespaces, with a RoleBinding there that lets stencil get, list and watch %s", k.GroupVersionKind().Kind, name, in.Namespace, in.TypeRef().PluralResource())
 			}
@@ -546,7 +546,7 @@ func setUpDecorators(mgr ctrl.Manager, o managerOptions, decorators []*render.De
 // kubeVersion is the cluster's Kubernetes version, which chart kinds read
 // as .Capabilities.KubeVersion; without a chart kind it is not asked.
 func kubeVersion(cfg *rest.Config, folders []kinds.Folder) (render.KubeVersion, error) {
-	if !slices.ContainsFunc(folders, func(f kinds.Folder) bool { return f.Kind != nil && f.Kind.IsChart() }) {
+	if !slices.ContainsFunc(folders, func(f kinds.Folder) bool { return f.Kind != nil && f.Kind.Chart() != nil }) {
 		return render.ParseKubeVersion(render.DefaultKubeVersion)
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)

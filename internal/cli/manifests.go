@@ -97,7 +97,7 @@ func writeConversionWebhooks(project *operator, crds string) error {
 	}
 	var converting []schema.GroupKind
 	for _, f := range folders {
-		if f.Kind != nil && f.Kind.Converts() {
+		if f.Kind != nil && f.Kind.Conversion().Converts() {
 			converting = append(converting, f.Kind.GroupVersionKind().GroupKind())
 		}
 	}

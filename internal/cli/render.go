@@ -106,7 +106,7 @@ func checked(v *renderschema.Validator, validate bool) *renderschema.Validator {
 // they hold it: its objects carry that UID in their owner label, and are
 // not this resource's without it.
 func liveUID(cr resource, in render.GraphInput) error {
-	if cr.obj.GetUID() != "" || in.Live == nil || !cr.kind.HasGraph() {
+	if cr.obj.GetUID() != "" || in.Live == nil || cr.kind.Graph() == nil {
 		return nil
 	}
 	live, err := in.Live.Get(cr.kind.GroupVersionKind(), cr.obj.GetNamespace(), cr.obj.GetName())

@@ -86,7 +86,7 @@ type conversionWebhook struct {
 func setUpConversion(ctx context.Context, cfg *rest.Config, o managerOptions, loaded []*render.Kind, log logr.Logger) (*conversionWebhook, error) {
 	var kinds []*render.Kind
 	for _, k := range loaded {
-		if k.Converts() {
+		if k.Conversion().Converts() {
 			kinds = append(kinds, k)
 		}
 	}

@@ -57,7 +57,7 @@ func chartKind(t testing.TB, p stencil.Project, kind string) *render.Kind {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !k.IsChart() {
+		if k.Chart() == nil {
 			t.Fatalf("kind %s was not made from a chart (no _chart.yaml in its folder)", kind)
 		}
 		return k

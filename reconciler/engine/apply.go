@@ -10,8 +10,8 @@ import (
 
 // This file is the spine of an apply: read it top to bottom. For each
 // desired object it asks decide.go what to do (check), fields.go what to
-// send (sendable), write.go to write it, and records in outcome.go what it
-// did.
+// send (sendable) and write.go to write it; each step fills in the
+// object's Change (outcome.go).
 
 // Apply brings every desired object that is this resource's to its desired
 // state and reports what it applied, the drift it found, the objects it
@@ -29,6 +29,7 @@ func (a *Applier) Apply(ctx context.Context, cr v1alpha1.Object, desired []*unst
 			continue
 		}
 		if err := a.refusedApply(ctx, d, err, &out); err != nil {
+			out.unfinished(d)
 			return out, err
 		}
 	}

@@ -5,13 +5,17 @@
 // kind reconciler (package reconciler) and the decorator controller
 // (package decorator) compose it.
 //
-// An apply reads one way, each step in one file:
+// An apply reads one way, each step's code in one file:
 //
-//	apply.go    the spine: for each desired object, decide, then write
-//	decide.go   the decision: the cache's copy, ownership, baselines, drift
-//	fields.go   the field records: what to send, whose fields, what drifted
-//	write.go    the write: one apply, and what its refusal means
-//	outcome.go  what Apply did, one Change per object
+//	apply.go      the spine: for each desired object, decide, then write
+//	decide.go     the decision: the cache's copy, ownership, baselines,
+//	              drift found and whether to correct it (fights)
+//	fields.go     the field records: what to send, whose fields, the drift
+//	              in them as kubectl diff shows it
+//	write.go      the write: one apply, and what its refusal means
+//	immutable.go  a refusal of an immutable field: recreate, or report
+//	outcome.go    ApplyOutcome: one Change per object, which each step
+//	              fills in for the object at hand (ApplyOutcome.of)
 //
 // applier.go holds the Applier and what it remembers between applies.
 //
@@ -31,9 +35,9 @@
 //     that cannot change, the object is deleted and created anew, but only
 //     when its template allows it (stencil.dev/force) and it holds no data
 //     or the template allows losing it; else the refusal is reported.
-//   - Drift (fields.go): which fields another manager took, as kubectl
-//     diff would show them; fights (fights.go) pace the corrections of an
-//     object another writer keeps changing back.
+//   - Drift (decide.go, fields.go): which fields another manager took, as
+//     kubectl diff would show them; fights (fights.go) pace the
+//     corrections of an object another writer keeps changing back.
 //   - Identity (id.go): ObjectID names an object whatever its version;
 //     ObjectKey adds the UID of its owner, for what the engine remembers.
 //   - Own writes (ownwrites.go): the watch events of the engine's own

@@ -77,6 +77,14 @@ func (out *ApplyOutcome) of(d *unstructured.Unstructured) *Change {
 	return &out.Changes[len(out.Changes)-1]
 }
 
+// unfinished drops d's change when Apply stopped before it did anything
+// with d (it may have found drift first): a change always has an action.
+func (out *ApplyOutcome) unfinished(d *unstructured.Unstructured) {
+	if n := len(out.Changes); n > 0 && out.Changes[n-1].Object == d && out.Changes[n-1].Action == "" {
+		out.Changes = out.Changes[:n-1]
+	}
+}
+
 // change records what Apply did with d.
 func (out *ApplyOutcome) change(d *unstructured.Unstructured, action Action) {
 	out.of(d).Action = action

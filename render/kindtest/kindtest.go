@@ -21,7 +21,7 @@
 //     --api-versions, under stencil test);
 //   - converted.yaml (optional, for a kind with several versions): the
 //     input converted to each of the kind's other versions, a YAML stream
-//     in the order of [render.Kind.Versions].
+//     in the order of [render.Conversion.Versions].
 //
 // An input may be written at any of the kind's versions: it is converted
 // to the hub, which the templates read, as the API server would.
@@ -173,7 +173,7 @@ func RunKind(k *render.Kind, c Case, v render.Validator) Outcome {
 	if err != nil {
 		return Outcome{Case: c.Name, Err: fmt.Errorf("%s: %w", InputFile, err)}
 	}
-	if !k.HasGraph() {
+	if k.Graph() == nil {
 		objs, err := k.RenderValidated(cr, v)
 		return judge(c, objs, err)
 	}
@@ -195,7 +195,7 @@ func RunKind(k *render.Kind, c Case, v render.Validator) Outcome {
 // field absent from the document is defaulted even where the Go type
 // would decode it as a zero value.
 func Decode(k *render.Kind, doc []byte, d Defaulter) (v1alpha1.Object, error) {
-	if k.Converts() {
+	if k.Conversion().Converts() {
 		var err error
 		if doc, err = toHub(k, doc, d); err != nil {
 			return nil, err
@@ -234,7 +234,7 @@ func toHub(k *render.Kind, doc []byte, d Defaulter) ([]byte, error) {
 	if err := yaml.Unmarshal(doc, &u.Object); err != nil {
 		return nil, err
 	}
-	if u.GroupVersionKind().Version == k.Hub() {
+	if u.GroupVersionKind().Version == k.Conversion().Hub() {
 		return doc, nil
 	}
 	if d != nil {
@@ -242,7 +242,7 @@ func toHub(k *render.Kind, doc []byte, d Defaulter) ([]byte, error) {
 			return nil, fmt.Errorf("defaulting: %w", err)
 		}
 	}
-	hub, err := k.Convert(u.Object, k.Hub())
+	hub, err := k.Conversion().Convert(u.Object, k.Conversion().Hub())
 	if err != nil {
 		return nil, err
 	}
@@ -258,11 +258,11 @@ func checkConverted(k *render.Kind, input, want []byte) error {
 	}
 	from := (&unstructured.Unstructured{Object: in}).GroupVersionKind().Version
 	var got []*unstructured.Unstructured
-	for _, v := range k.Versions() {
+	for _, v := range k.Conversion().Versions() {
 		if v == from {
 			continue
 		}
-		out, err := k.Convert(in, v)
+		out, err := k.Conversion().Convert(in, v)
 		if err != nil {
 			return err
 		}

@@ -98,7 +98,7 @@ func RenderConverged(k *render.Kind, release, namespace string, values map[strin
 // renderConverged is RenderConverged of cr, with the generated values gen
 // (nil: made offline).
 func renderConverged(k *render.Kind, cr *Resource, gen *render.Generated) (objs, live []*unstructured.Unstructured, err error) {
-	if !k.HasGraph() {
+	if k.Graph() == nil {
 		plan, err := k.RenderGraph(cr, render.GraphInput{Generated: gen})
 		if err != nil {
 			return nil, nil, err

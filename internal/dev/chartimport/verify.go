@@ -68,7 +68,7 @@ func Verify(helm, chartPath string, c *Chart, k *render.Kind, release, namespace
 	var results []FileResult
 	for i, vf := range c.ValuesFiles() {
 		r := FileResult{ValuesFile: vf}
-		theirs, err := helmTemplate(helm, chartPath, c.Files[vf], vf, release, namespace, k.KubeVersion(), served)
+		theirs, err := helmTemplate(helm, chartPath, c.Files[vf], vf, release, namespace, k.Chart().KubeVersion(), served)
 		theirs = flattened(theirs)
 		if err != nil {
 			r.Err = err

@@ -64,7 +64,7 @@ func TestInitProjectRunsAndPasses(t *testing.T) {
 }
 
 // samplePackages are the packages of stencil's sample kinds.
-var samplePackages = regexp.MustCompile(`github\.com/stencil-operator/stencil/(templates|internal/operator/samples|api/(cache|operator|samplecontroller|flights|webapp|stacks)/)`)
+var samplePackages = regexp.MustCompile(`github\.com/stencil-operator/stencil/(templates|internal/testing/samples|api/(cache|operator|samplecontroller|flights|webapp|stacks)/)`)
 
 // checkLinksNoSample: the project's binary (make run built it) holds no
 // symbol of stencil's sample kinds, which stencil's own binary does hold;

@@ -1,7 +1,7 @@
 // Package conversion serves the conversion webhook of the CRDs of kinds
 // with several versions: the API server sends a ConversionReview, and each
 // object is converted by its kind's conversion templates
-// (render.Kind.Convert).
+// (render.Conversion.Convert).
 //
 // Flow: the operator, before its manager starts, makes or reads the
 // serving certificate ([Certs]) and writes the CA bundle (and, run

@@ -253,7 +253,7 @@ func (h *Handler) convertOne(raw []byte, to schema.GroupVersion) (out []byte, er
 	if h.Schema != nil {
 		opts.Schema = h.Schema(gvk.GroupKind())
 	}
-	converted, err := k.ConvertWith(u.Object, to.Version, opts)
+	converted, err := k.Conversion().ConvertWith(u.Object, to.Version, opts)
 	if err != nil {
 		return nil, fmt.Errorf("stencil: %s: %w", what, err)
 	}
@@ -266,7 +266,7 @@ func (h *Handler) convertOne(raw []byte, to schema.GroupVersion) (out []byte, er
 
 // known is v when it is one of k's versions, else "unknown".
 func known(k *render.Kind, v string) string {
-	if slices.Contains(k.Versions(), v) {
+	if slices.Contains(k.Conversion().Versions(), v) {
 		return v
 	}
 	return "unknown"

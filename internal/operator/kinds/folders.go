@@ -161,7 +161,7 @@ func (f Folder) WithLimits(l render.Limits) Folder {
 
 // WithKubeVersion is f with a chart kind's .Capabilities.KubeVersion v.
 func (f Folder) WithKubeVersion(v render.KubeVersion) Folder {
-	if f.Kind != nil && f.Kind.IsChart() {
+	if f.Kind != nil && f.Kind.Chart() != nil {
 		f.Kind = f.Kind.WithKubeVersion(v)
 	}
 	return f

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/stencil-operator/stencil/internal/operator/kinds"
-	"github.com/stencil-operator/stencil/internal/operator/samples"
+	"github.com/stencil-operator/stencil/internal/testing/samples"
 	"github.com/stencil-operator/stencil/internal/testing/testkind"
 	"github.com/stencil-operator/stencil/render"
 )

@@ -3,7 +3,7 @@
 // does with them as a whole: load and check the folders, generate the RBAC
 // and admission policy they need. Everything else about a kind lives in
 // its templates. This repository's own set, its sample kinds, is
-// internal/operator/samples': nothing here links them.
+// internal/testing/samples': nothing here links them.
 package kinds
 
 import (

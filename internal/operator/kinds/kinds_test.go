@@ -32,7 +32,7 @@ import (
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	webappv1 "github.com/stencil-operator/stencil/api/webapp/v1"
 	"github.com/stencil-operator/stencil/internal/dev/localcluster"
-	"github.com/stencil-operator/stencil/internal/operator/samples"
+	"github.com/stencil-operator/stencil/internal/testing/samples"
 	"github.com/stencil-operator/stencil/internal/testing/testutil"
 	"github.com/stencil-operator/stencil/internal/testing/testutil/testop"
 )

@@ -50,7 +50,7 @@ const graphDeletionMessage = `'stencil deletes the objects of ' + request.kind.k
 func graphDeletionRules(kinds []*render.Kind, plurals map[schema.GroupKind]string) ([]admissionv1.NamedRuleWithOperations, error) {
 	var rules []admissionv1.NamedRuleWithOperations
 	for _, k := range kinds {
-		if !k.HasGraph() {
+		if k.Graph() == nil {
 			continue
 		}
 		gk := k.GroupVersionKind().GroupKind()

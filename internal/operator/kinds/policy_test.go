@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stencil-operator/stencil/internal/operator/kinds"
-	"github.com/stencil-operator/stencil/internal/operator/samples"
+	"github.com/stencil-operator/stencil/internal/testing/samples"
 	"github.com/stencil-operator/stencil/render"
 )
 
@@ -50,7 +50,7 @@ func TestPolicyMatchesGraphKindsOnly(t *testing.T) {
 		want []string
 	}{
 		{name: "the shipped kinds", keep: func(*render.Kind) bool { return true }, want: []string{"stacks.stencil.dev/appstacks"}},
-		{name: "no graph kind", keep: func(k *render.Kind) bool { return !k.HasGraph() }},
+		{name: "no graph kind", keep: func(k *render.Kind) bool { return k.Graph() == nil }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

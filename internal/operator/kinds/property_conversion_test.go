@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"github.com/stencil-operator/stencil/internal/operator/samples"
+	"github.com/stencil-operator/stencil/internal/testing/samples"
 )
 
 // TestPropertyConversions: for every kind with several versions, random
@@ -34,11 +34,11 @@ func TestPropertyConversions(t *testing.T) {
 	converting := 0
 	for _, f := range folders {
 		k := f.Kind
-		if k == nil || !k.Converts() {
+		if k == nil || !k.Conversion().Converts() {
 			continue
 		}
 		converting++
-		for _, from := range k.Versions() {
+		for _, from := range k.Conversion().Versions() {
 			gvk := k.GroupVersionKind()
 			gvk.Version = from
 			spec := p.specs[gvk]
@@ -50,9 +50,9 @@ func TestPropertyConversions(t *testing.T) {
 				u.SetGroupVersionKind(gvk)
 				u.SetName(randomName(r))
 				u.SetNamespace(p.namespace)
-				for _, to := range k.Versions() {
+				for _, to := range k.Conversion().Versions() {
 					if to != from {
-						roundTrip(t, p, k.GroupVersionKind().GroupKind().WithVersion(to), u, func(obj map[string]any, v string) (map[string]any, error) { return k.Convert(obj, v) })
+						roundTrip(t, p, k.GroupVersionKind().GroupKind().WithVersion(to), u, func(obj map[string]any, v string) (map[string]any, error) { return k.Conversion().Convert(obj, v) })
 					}
 				}
 			}

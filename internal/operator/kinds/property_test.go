@@ -29,7 +29,7 @@ import (
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/operator/kinds"
-	"github.com/stencil-operator/stencil/internal/operator/samples"
+	"github.com/stencil-operator/stencil/internal/testing/samples"
 	"github.com/stencil-operator/stencil/render"
 	"github.com/stencil-operator/stencil/render/kindtest"
 	renderschema "github.com/stencil-operator/stencil/render/schema"
@@ -200,7 +200,7 @@ func (p *property) kindOnce(t *testing.T, r *rand.Rand, k *render.Kind) bool {
 	}
 	var objs []*unstructured.Unstructured
 	var err error
-	if k.HasGraph() {
+	if k.Graph() != nil {
 		// Rendered as it converges, over random inputs.
 		var refused bool
 		if objs, refused, err = convergeGraph(r, k, cr, p.validator); refused {

@@ -54,7 +54,7 @@ func ClusterRole(operator string, kinds []*render.Kind, decorators []*render.Dec
 	for _, k := range kinds {
 		gvk := k.GroupVersionKind()
 		plural := plural(render.TypeRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind})
-		if k.Converts() {
+		if k.Conversion().Converts() {
 			converting = append(converting, plural+"."+gvk.Group)
 		} else {
 			crds = append(crds, plural+"."+gvk.Group)
@@ -68,7 +68,7 @@ func ClusterRole(operator string, kinds []*render.Kind, decorators []*render.Dec
 		for _, t := range k.Declaration().Observes {
 			addType(t, observedVerbs)
 		}
-		for _, in := range k.Inputs() {
+		for _, in := range k.Graph().Inputs() {
 			addType(in.TypeRef(), observedVerbs) // read, never written
 		}
 		if k.Generates() {

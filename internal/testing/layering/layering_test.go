@@ -30,8 +30,8 @@ var allowed = []struct {
 	{"internal/dev/localcluster", nil, "the local control plane is built from Go modules alone"},
 	{"internal/dev/chart", nil, "the chart writer reads a kustomization, nothing of stencil"},
 	{"internal/testing/testutil", nil, "the tests' helpers stand below what they test"},
-	{"internal/testing/processtest", nil, "tests only"},
-	{"internal/testing/layering", nil, "tests only"},
+	{"internal/testing/processtest", nil, "its tests alone: the package holds no code"},
+	{"internal/testing/layering", nil, "its tests alone: the package holds no code"},
 	// The render: templates in, objects out.
 	{"render", []string{"api"}, "render is pure: templates in, objects out"},
 	// The controllers' parts, then the controllers.
@@ -43,7 +43,6 @@ var allowed = []struct {
 	// What an operator is made of beside its controllers.
 	{"internal/operator/kinds", []string{"render"}, "a set of kinds knows their folders and types, not the controllers"},
 	{"internal/operator/conversion", []string{"api", "render"}, "the conversion webhook runs the render's conversion templates"},
-	{"internal/operator/samples", []string{"internal/operator/kinds", "render", "templates"}, "stencil's own kinds, as a set"},
 	// A developer's tools.
 	{"internal/dev/scaffold", []string{"config", "internal/operator/kinds"}, "stencil init writes a project around a set of kinds"},
 	{"internal/dev/chartimport", []string{"api", "render", "internal/dev/scaffold"}, "a chart becomes a kind's folder"},
@@ -54,7 +53,9 @@ var allowed = []struct {
 	{"pkg/stencil", []string{"api", "render", "internal/cli", "internal/operator/kinds"}, "the public API stands on the command line and the kinds"},
 	{"pkg/stenciltest", []string{"render", "pkg/stencil", "internal/dev/chartimport", "internal/dev/localcluster"}, "the public test kit"},
 	{"templates", []string{"api", "pkg/stencil"}, "stencil's own kinds, written as a user writes one"},
+	// The tests' kit, each above what it builds on.
 	{"internal/testing/testkind", []string{"api", "render"}, "a kind for the tests"},
+	{"internal/testing/samples", []string{"internal/operator/kinds", "render", "templates"}, "stencil's own kinds as a set, for tests, benchmarks and tools"},
 	{"internal/testing/testutil/testop", []string{"render", "reconciler"}, "an operator in a test, built from the controllers"},
 	// The top floor: nothing imports it.
 	{".", []string{"pkg/stencil", "templates"}, "main.go: stencil's own operator"},

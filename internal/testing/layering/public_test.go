@@ -38,7 +38,7 @@ func TestMainUsesOnlyThePublicAPI(t *testing.T) {
 
 // TestPublicPackagesLinkNoSample: what a project imports (pkg/stencil,
 // pkg/stenciltest) links none of stencil's sample kinds: not package
-// templates, not internal/operator/samples, no API group but the shared
+// templates, not internal/testing/samples, no API group but the shared
 // api/v1alpha1. The project's kinds reach the command line as a value.
 // (internal/dev/scaffold's TestInitProjectRunsAndPasses checks a project's
 // built binary too.)
@@ -53,7 +53,7 @@ func TestPublicPackagesLinkNoSample(t *testing.T) {
 			if !ours {
 				continue
 			}
-			if dep == "templates" || dep == "internal/operator/samples" || strings.HasPrefix(dep, "api/") && dep != "api/v1alpha1" {
+			if dep == "templates" || dep == "internal/testing/samples" || strings.HasPrefix(dep, "api/") && dep != "api/v1alpha1" {
 				t.Errorf("%s links %s, of stencil's samples", pkg, dep)
 			}
 		}
