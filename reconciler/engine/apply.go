@@ -29,7 +29,7 @@ func (a *Applier) Apply(ctx context.Context, cr v1alpha1.Object, desired []*unst
 			continue
 		}
 		if err := a.refusedApply(ctx, d, err, &out); err != nil {
-			out.unfinished(d)
+			out.failed(d, err)
 			return out, err
 		}
 	}

@@ -33,8 +33,8 @@ type Change struct {
 	// Conflict says whose a Skipped object is.
 	Conflict *Conflict
 	// Err is why the API server refused the object (Refused: a field that
-	// cannot change, or invalid), or the refusal that made Apply delete
-	// it to create it anew (Recreated).
+	// cannot change, or invalid), the refusal that made Apply delete it to
+	// create it anew (Recreated), or why its apply failed (Failed).
 	Err error
 	// Fight is the correction that waits, or goes on, because another
 	// writer keeps changing the fields back.
@@ -77,12 +77,11 @@ func (out *ApplyOutcome) of(d *unstructured.Unstructured) *Change {
 	return &out.Changes[len(out.Changes)-1]
 }
 
-// unfinished drops d's change when Apply stopped before it did anything
-// with d (it may have found drift first): a change always has an action.
-func (out *ApplyOutcome) unfinished(d *unstructured.Unstructured) {
-	if n := len(out.Changes); n > 0 && out.Changes[n-1].Object == d && out.Changes[n-1].Action == "" {
-		out.Changes = out.Changes[:n-1]
-	}
+// failed records that Apply stopped at d with err: what it found of d
+// before (drift, a fight) stays told.
+func (out *ApplyOutcome) failed(d *unstructured.Unstructured, err error) {
+	c := out.of(d)
+	c.Action, c.Err = Failed, err
 }
 
 // change records what Apply did with d.
@@ -240,6 +239,9 @@ const (
 	// Refused: the API server refused the object: invalid, or a field
 	// that cannot change where the object may not be recreated.
 	Refused Action = "refused"
+	// Failed: the apply of the object failed otherwise (Err says how),
+	// and Apply stopped there.
+	Failed Action = "failed"
 )
 
 // Adopted names the objects Apply took over on a person's request.

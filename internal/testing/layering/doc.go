@@ -1,6 +1,8 @@
 // Package layering holds the test that keeps stencil's imports one-way.
 // The module stands in floors; a package imports only what stands below
-// it:
+// it, or the packages under it (render/kindtest imports render), or what
+// its row in the table names on its own floor (chartimport imports
+// scaffold):
 //
 //	top          main.go, hack/, e2e/, docs/ (nothing imports them)
 //	tests' kit   internal/testing: testkind, samples, testutil/testop
@@ -14,7 +16,9 @@
 //	render       render
 //	ground       api, reconciler/syncmap, reconciler/fence, config,
 //	             internal/operator/metricsauth, internal/dev/localcluster,
-//	             internal/dev/chart, internal/testing/testutil
+//	             internal/dev/chart, internal/testing/testutil (and the
+//	             tests of internal/testing/processtest and layering, which
+//	             hold no code)
 //
 // internal/ is grouped by role, whatever a package's floor: internal/cli
 // is the command line, internal/operator what an operator is made of

@@ -1,8 +1,9 @@
 // Package samples is stencil's own sample kinds (package templates, the
 // kinds the seed documents build by hand) as the command line takes them:
-// for this repository's binary, tests, benchmarks and tools. A project's
-// binary links none of it: package kinds and the command line take the
-// project's kinds as a value.
+// for this repository's tests, benchmarks and tools. No binary links it:
+// stencil's own (main.go) registers the same kinds through pkg/stencil,
+// and package kinds and the command line take a project's kinds as a
+// value.
 package samples
 
 import (
@@ -17,7 +18,7 @@ import (
 const Name = "stencil"
 
 // Set is the sample kinds and decorators, as stencil's binary registers
-// them (main.go).
+// them (main.go, through pkg/stencil).
 func Set() kinds.Set {
 	defs := make([]render.Definition, len(templates.Kinds))
 	for i, k := range templates.Kinds {
