@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -82,7 +83,7 @@ func (a *Applier) createFirstApply(ctx context.Context, d *unstructured.Unstruct
 	if applyErr == nil {
 		return nil, nil
 	}
-	refused := exists(applyErr, d)
+	refused := errors.Is(applyErr, ErrChangedWhileRead) // it exists (write says so of a create)
 	if refused {
 		a.refused.Store(IDOf(d), struct{}{})
 	}

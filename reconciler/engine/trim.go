@@ -184,13 +184,24 @@ func keepOf(entries []metav1.ManagedFieldsEntry) *fieldpath.Set {
 	if err := set.FromJSON(strings.NewReader(key)); err != nil {
 		return nil
 	}
-	parsedRecords.Add(key, set)
+	if len(key) <= maxRemembered {
+		parsedRecords.Add(key, set)
+	}
 	return set
 }
 
 // parsedRecords are the keep sets of the records last parsed, by
 // beyondMetadata's key (a set is never changed once made).
 var parsedRecords = lru.New(256)
+
+// maxRemembered bounds the records whose keep sets parsedRecords holds.
+// A record is written by whoever may update the object: one who may edit
+// objects stencil applies can forge a record on each (up to the API
+// server's 1.5 MB), and a parsed set holds more than its text. The
+// records of stencil's own applies are a few KiB (a Deployment's about
+// 1); a larger one is parsed at each watch event and not kept, so the
+// sets held stay under 256 times this.
+const maxRemembered = 8 << 10
 
 // beyondMetadata is the record's fields outside metadata and status, as
 // one FieldsV1 JSON object (keys sorted).

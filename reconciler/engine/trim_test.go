@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -294,5 +296,52 @@ func TestTrimKeepsWhatItMust(t *testing.T) {
 	none.SetManagedFields(nil)
 	if out, err := Trim(none.DeepCopy()); err != nil || !reflect.DeepEqual(out.(*unstructured.Unstructured).Object, none.Object) {
 		t.Errorf("an object stencil owns nothing of was trimmed: %v", err)
+	}
+}
+
+// TestTrimBoundsAForgedRecord: whoever may update an object stencil
+// applies can write its managedFields, stencil's entry too. A forged
+// record of a megabyte is used, not remembered (the parsed sets the trim
+// keeps stay bounded); one nested past what JSON decoding takes keeps the
+// object whole; none fails the transform or panics.
+func TestTrimBoundsAForgedRecord(t *testing.T) {
+	object := func(record string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "forged", "namespace": "ns"},
+			"data":     map[string]any{"kept": "yes", "dropped": "no"},
+		}}
+		u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: metav1.NewFieldsV1(record)}})
+		return u
+	}
+	var huge strings.Builder
+	huge.WriteString(`{"f:data":{"f:kept":{}`)
+	for i := 0; huge.Len() < 1<<20; i++ {
+		fmt.Fprintf(&huge, `,"f:k%07d":{}`, i)
+	}
+	huge.WriteString(`}}`)
+	before := parsedRecords.Len()
+	out, err := Trim(object(huge.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.(*unstructured.Unstructured).Object["data"], map[string]any{"kept": "yes"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("data trimmed by a megabyte's record = %v, want %v", got, want)
+	}
+	if parsedRecords.Len() != before {
+		t.Errorf("the trim remembers a megabyte's record (%d sets, %d before)", parsedRecords.Len(), before)
+	}
+
+	for _, depth := range []int{5_000, 20_000} {
+		deep := `{"f:data":` + strings.Repeat(`{"f:a":`, depth) + `{}` + strings.Repeat(`}`, depth) + `}`
+		u := object(deep)
+		whole := u.DeepCopy()
+		out, err := Trim(u)
+		if err != nil {
+			t.Fatalf("depth %d: %v", depth, err)
+		}
+		if depth > 10_000 && !reflect.DeepEqual(out.(*unstructured.Unstructured).Object, whole.Object) {
+			t.Errorf("depth %d: a record too deep to decode trimmed the object", depth)
+		}
 	}
 }
