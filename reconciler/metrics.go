@@ -52,21 +52,19 @@ func countFights(kind string, started, corrections int) {
 		fightsStarted.WithLabelValues(kind).Add(float64(started))
 	}
 	if corrections > 0 {
-		engine.RevertedObjects.WithLabelValues(kind).Add(float64(corrections))
+		engine.CountObjects(kind, 0, 0, corrections)
 	}
 }
 
 // countObjects adds what one reconcile applied, pruned and reverted.
 func countObjects(kind string, res *result) {
-	engine.AppliedObjects.WithLabelValues(kind).Add(float64(len(res.applied)))
-	engine.PrunedObjects.WithLabelValues(kind).Add(float64(len(res.pruned)))
 	reverted := 0
 	for _, d := range res.drift {
 		if d.Reverted {
 			reverted++
 		}
 	}
-	engine.RevertedObjects.WithLabelValues(kind).Add(float64(reverted))
+	engine.CountObjects(kind, len(res.applied), len(res.pruned), reverted)
 }
 
 // watchedConditions are the conditions whose unhealthy state is counted.

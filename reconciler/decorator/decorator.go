@@ -337,7 +337,7 @@ func (r *decoratorReconciler) applyParent(ctx context.Context, parent client.Obj
 		r.fail(parent, "KeyConflict", "Apply", fmt.Errorf("%s set by another manager, which stencil never held: left as they are (remove them, or the template's keys)", strings.Join(plan.foreign, ", ")))
 	}
 	for _, d := range plan.drifts {
-		engine.RevertedObjects.WithLabelValues(name).Inc()
+		engine.CountObjects(name, 0, 0, 1)
 		r.recorder.Eventf(parent, nil, corev1.EventTypeNormal, "DriftReverted", "Apply", "decorator %s set %s back to %s (%s had set %s)", name, d.Path, d.Desired, cmp.Or(d.Manager, "another manager"), orRemoved(d.Live))
 	}
 	return nil
@@ -622,7 +622,7 @@ func (r *decoratorReconciler) forceApply(ctx context.Context, obj *unstructured.
 	if err := r.client.Patch(ctx, target, client.RawPatch(types.ApplyPatchType, raw), opts...); err != nil {
 		return nil, err
 	}
-	engine.AppliedObjects.WithLabelValues(r.dec.Name()).Inc()
+	engine.CountObjects(r.dec.Name(), 1, 0, 0)
 	return target, nil
 }
 
@@ -653,7 +653,7 @@ func (r *decoratorReconciler) prune(ctx context.Context, parent client.Object, k
 				errs = append(errs, fmt.Errorf("pruning %s %s: %w", t.Kind, client.ObjectKeyFromObject(item), err))
 				continue
 			}
-			engine.PrunedObjects.WithLabelValues(r.dec.Name()).Inc()
+			engine.CountObjects(r.dec.Name(), 0, 1, 0)
 		}
 	}
 	return errors.Join(errs...)

@@ -10,7 +10,7 @@
 //
 // Invariants:
 //   - A decorator that is off watches and writes nothing. One that runs
-//     writes only in its scope (decorator_scope.go), and outside it only to
+//     writes only in its scope (scope.go), and outside it only to
 //     give up what it set there.
 //   - It never takes a label or annotation another manager holds, and
 //     gives up exactly the keys it holds (read from managedFields), so a

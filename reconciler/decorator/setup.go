@@ -65,7 +65,7 @@ const defaultReconcileTimeout = 2 * time.Minute
 // "decorator-<name>": those opts enables (Options.Enabled), in their
 // scope, and those it disables (they give up what they set). The others
 // are off: no controller, no cache; objects that hold what they set are
-// counted once this process leads, and reported (see decorator_scope.go).
+// counted once this process leads, and reported (see scope.go).
 // The running decorators share a cache of their own, apart from the
 // manager's (which holds only stencil-labelled objects): the objects of the
 // parent types (whole: their managedFields say which labels stencil holds),
