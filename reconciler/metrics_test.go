@@ -8,9 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
+	stenciltestutil "github.com/stencil-operator/stencil/internal/testing/testutil"
 )
 
 func TestUnhealthyResources(t *testing.T) {
@@ -80,35 +80,12 @@ func TestCountObjects(t *testing.T) {
 		kind := "Count" + tt.name
 		countObjects(kind, &result{applied: objs(nil, nil), pruned: []v1alpha1.InventoryEntry{{Kind: "Service", Name: "web"}}, drift: tt.drift})
 		got := []float64{
-			objectCount(t, "stencil_applied_objects_total", kind),
-			objectCount(t, "stencil_pruned_objects_total", kind),
-			objectCount(t, "stencil_drift_reverted_objects_total", kind),
+			stenciltestutil.Metric(t, "stencil_applied_objects_total", map[string]string{"kind": kind}),
+			stenciltestutil.Metric(t, "stencil_pruned_objects_total", map[string]string{"kind": kind}),
+			stenciltestutil.Metric(t, "stencil_drift_reverted_objects_total", map[string]string{"kind": kind}),
 		}
 		if got[0] != 2 || got[1] != 1 || got[2] != tt.wantReverted {
 			t.Errorf("%s: applied, pruned, reverted = %v; want 2, 1, %v", tt.name, got, tt.wantReverted)
 		}
 	}
-}
-
-// objectCount is the value of the counter name for kind, read as the
-// metrics endpoint serves it (0 when it has none).
-func objectCount(t *testing.T, name, kind string) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "kind" && l.GetValue() == kind {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }
