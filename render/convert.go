@@ -102,16 +102,6 @@ func (g Conversion) Versions() []string {
 	return append([]string{g.Hub()}, k.spokes...)
 }
 
-// ownerGVK is the type the owned objects' ownerReferences name: the kind
-// at its declared ownerVersion, else at its hub.
-func (k *Kind) ownerGVK() schema.GroupVersionKind {
-	gvk := k.def.GroupVersionKind
-	if v := k.declaration.OwnerVersion; v != "" {
-		gvk.Version = v
-	}
-	return gvk
-}
-
 // Converts reports whether the kind has several versions.
 func (g Conversion) Converts() bool {
 	k := g.k
@@ -180,7 +170,7 @@ type VersionSchema interface {
 // ConvertWith is [Conversion.Convert] with o's key and schemas.
 func (g Conversion) ConvertWith(obj map[string]any, to string, o ConvertOptions) (map[string]any, error) {
 	k := g.k
-	from, err := k.versionOf(obj)
+	from, err := g.versionOf(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -189,12 +179,12 @@ func (g Conversion) ConvertWith(obj map[string]any, to string, o ConvertOptions)
 	}
 	out := runtime.DeepCopyJSON(obj)
 	if from != g.Hub() {
-		if out, err = k.step(out, from, g.Hub(), o); err != nil {
+		if out, err = g.step(out, from, g.Hub(), o); err != nil {
 			return nil, err
 		}
 	}
 	if to != g.Hub() {
-		if out, err = k.step(out, g.Hub(), to, o); err != nil {
+		if out, err = g.step(out, g.Hub(), to, o); err != nil {
 			return nil, err
 		}
 	}
@@ -202,7 +192,8 @@ func (g Conversion) ConvertWith(obj map[string]any, to string, o ConvertOptions)
 }
 
 // versionOf is the version of obj, which must be of the kind.
-func (k *Kind) versionOf(obj map[string]any) (string, error) {
+func (g Conversion) versionOf(obj map[string]any) (string, error) {
+	k := g.k
 	apiVersion, _ := obj["apiVersion"].(string)
 	kind, _ := obj["kind"].(string)
 	gv, err := schema.ParseGroupVersion(apiVersion)
@@ -221,7 +212,8 @@ func (k *Kind) versionOf(obj map[string]any) (string, error) {
 
 // conversionFile is the template that converts from one version to the
 // other, one of which is the hub.
-func (k *Kind) conversionFile(from, to string) string {
+func (g Conversion) conversionFile(from, to string) string {
+	k := g.k
 	if to == k.Conversion().Hub() {
 		return fromPrefix + from + ".yaml"
 	}
@@ -231,8 +223,8 @@ func (k *Kind) conversionFile(from, to string) string {
 // step converts src from one version to the next (one of them the hub):
 // the template, then the fields kept for to restored, then the fields of
 // from that to cannot hold kept.
-func (k *Kind) step(src map[string]any, from, to string, o ConvertOptions) (map[string]any, error) {
-	out, err := k.convertOnce(src, from, to)
+func (g Conversion) step(src map[string]any, from, to string, o ConvertOptions) (map[string]any, error) {
+	out, err := g.convertOnce(src, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -240,14 +232,14 @@ func (k *Kind) step(src map[string]any, from, to string, o ConvertOptions) (map[
 	key := FieldsOfAnnotation + to
 	if data, ok := annotation(src, key); ok {
 		setAnnotation(out, key, "")
-		if restored, why := k.restoreKept(out, to, data, o); why.Reason != "" {
+		if restored, why := g.restoreKept(out, to, data, o); why.Reason != "" {
 			why.Annotation = key
 			o.ignored(why)
 		} else {
 			out = restored
 		}
 	}
-	back, err := k.convertOnce(out, to, from)
+	back, err := g.convertOnce(out, to, from)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +247,7 @@ func (k *Kind) step(src map[string]any, from, to string, o ConvertOptions) (map[
 	key = FieldsOfAnnotation + from
 	setAnnotation(out, key, "")
 	if lost := lostFields(src, back); len(lost) > 0 {
-		data, err := k.sealKept(from, lost, o.Key)
+		data, err := g.sealKept(from, lost, o.Key)
 		if err != nil {
 			return nil, fmt.Errorf("keeping the fields %s cannot hold: %w", to, err)
 		}
@@ -279,21 +271,22 @@ type keptAnnotation struct {
 
 // sealKept is the annotation that keeps fields of version: the fields and,
 // with a key, their signature.
-func (k *Kind) sealKept(version string, fields []keptField, key []byte) (string, error) {
+func (g Conversion) sealKept(version string, fields []keptField, key []byte) (string, error) {
 	raw, err := json.Marshal(fields)
 	if err != nil {
 		return "", err
 	}
 	a := keptAnnotation{Fields: raw}
 	if key != nil {
-		a.MAC = base64.StdEncoding.EncodeToString(k.mac(key, version, raw))
+		a.MAC = base64.StdEncoding.EncodeToString(g.mac(key, version, raw))
 	}
 	out, err := json.Marshal(a)
 	return string(out), err
 }
 
 // mac signs the kept fields raw of the kind's version.
-func (k *Kind) mac(key []byte, version string, raw []byte) []byte {
+func (g Conversion) mac(key []byte, version string, raw []byte) []byte {
+	k := g.k
 	h := hmac.New(sha256.New, key)
 	gk := k.def.GroupVersionKind.GroupKind()
 	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00", FieldsOfAnnotation, gk.Group, gk.Kind, version)
@@ -306,7 +299,7 @@ func (k *Kind) mac(key []byte, version string, raw []byte) []byte {
 // malformed or not signed by the key, or restoring it would break
 // version's schema. Only fields under spec are restored: status is the
 // operator's to write.
-func (k *Kind) restoreKept(out map[string]any, version, data string, o ConvertOptions) (map[string]any, IgnoredKept) {
+func (g Conversion) restoreKept(out map[string]any, version, data string, o ConvertOptions) (map[string]any, IgnoredKept) {
 	if len(data) > maxKept {
 		return nil, IgnoredKept{Reason: KeptTooLarge, Message: fmt.Sprintf("it is larger than %d KiB", maxKept>>10)}
 	}
@@ -316,7 +309,7 @@ func (k *Kind) restoreKept(out map[string]any, version, data string, o ConvertOp
 	}
 	if o.Key != nil {
 		mac, err := base64.StdEncoding.DecodeString(a.MAC)
-		if err != nil || !hmac.Equal(mac, k.mac(o.Key, version, a.Fields)) {
+		if err != nil || !hmac.Equal(mac, g.mac(o.Key, version, a.Fields)) {
 			return nil, IgnoredKept{Reason: KeptNotSigned, Message: "its signature is not stencil's: a client wrote it"}
 		}
 	}
@@ -452,8 +445,9 @@ func normalise(v any) any {
 
 // convertOnce runs one conversion template: the converted object, with
 // nothing kept or restored.
-func (k *Kind) convertOnce(src map[string]any, from, to string) (map[string]any, error) {
-	file := k.conversionFile(from, to)
+func (g Conversion) convertOnce(src map[string]any, from, to string) (map[string]any, error) {
+	k := g.k
+	file := g.conversionFile(from, to)
 	fail := func(err error) error {
 		return &ConversionError{Kind: k.def.GroupVersionKind.Kind, From: from, To: to, File: file, Err: err}
 	}
@@ -608,30 +602,29 @@ func setAnnotation(obj map[string]any, key, value string) {
 // a field a template copies into a version whose schema lacks it is lost
 // too.
 func (g Conversion) RoundTripLoss(obj map[string]any, to string, schema VersionSchema) ([]string, error) {
-	k := g.k
 	o := ConvertOptions{Schema: schema}
-	from, err := k.versionOf(obj)
+	from, err := g.versionOf(obj)
 	if err != nil {
 		return nil, err
 	}
 	there, back := runtime.DeepCopyJSON(obj), map[string]any(nil)
-	path := k.path(from, to)
+	path := g.path(from, to)
 	for i := 1; i < len(path); i++ {
-		if there, err = k.convertOnce(there, path[i-1], path[i]); err != nil {
+		if there, err = g.convertOnce(there, path[i-1], path[i]); err != nil {
 			return nil, err
 		}
 		o.prune(there)
 	}
 	back = there
 	for i := len(path) - 1; i > 0; i-- {
-		if back, err = k.convertOnce(back, path[i], path[i-1]); err != nil {
+		if back, err = g.convertOnce(back, path[i], path[i-1]); err != nil {
 			return nil, err
 		}
 		o.prune(back)
 	}
 	var lost []string
 	for _, f := range lostFields(obj, back) {
-		if p := strings.Join(f.Path, "."); !k.dropped(from, to, p) {
+		if p := strings.Join(f.Path, "."); !g.dropped(from, to, p) {
 			lost = append(lost, p)
 		}
 	}
@@ -640,7 +633,8 @@ func (g Conversion) RoundTripLoss(obj map[string]any, to string, schema VersionS
 }
 
 // path is the versions a conversion passes through.
-func (k *Kind) path(from, to string) []string {
+func (g Conversion) path(from, to string) []string {
+	k := g.k
 	p := []string{from}
 	if from != k.Conversion().Hub() && to != k.Conversion().Hub() {
 		p = append(p, k.Conversion().Hub())
@@ -650,7 +644,8 @@ func (k *Kind) path(from, to string) []string {
 
 // dropped: the kind declares that field p of version from is dropped on
 // the way to version to (declared under either version).
-func (k *Kind) dropped(from, to, p string) bool {
+func (g Conversion) dropped(from, to, p string) bool {
+	k := g.k
 	for _, v := range []string{from, to} {
 		for _, d := range k.declaration.Conversion[v].Dropped {
 			if d == p || strings.HasPrefix(p, d+".") {
@@ -660,7 +655,3 @@ func (k *Kind) dropped(from, to, p string) bool {
 	}
 	return false
 }
-
-// OwnerGroupVersionKind is the type the kind's objects' ownerReferences
-// name: its ownerVersion when _kind.yaml declares one.
-func (k *Kind) OwnerGroupVersionKind() schema.GroupVersionKind { return k.ownerGVK() }

@@ -240,16 +240,8 @@ type Kind struct {
 	ownActions map[string]bool
 	// tplValues: tpl runs its resources' values too (Declaration.Tpl).
 	tplValues bool
-	// behaviour are, by template file, the annotations of stencil's that
-	// change how it applies an object (stencil.dev/prune, ssa, force,
-	// hand-over) that the file or a helper writes: a value cannot add one.
-	behaviour map[string][]string
-	// kinds are, by template file, the kinds of object it writes, when
-	// its text says (see [kindsWritten]): a value cannot change one.
-	kinds map[string][]string
-	// namespaces are those its templates write literally (see
-	// [Kind.WritesNamespace]).
-	namespaces map[string]bool
+	// written is what its template files write themselves (written.go).
+	written written
 	// looksUp: a chart kind whose templates call lookup.
 	looksUp bool
 	// generates: a chart kind whose templates generate values (see
@@ -312,7 +304,7 @@ func Load(def Definition) (*Kind, error) {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
 	k.tmpl, k.runs = tmpl, newExecutions(tmpl)
-	if err := k.readWritten(def.Templates, entries); err != nil {
+	if k.written, err = readWritten(def.Templates, entries); err != nil {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
 	k.status = tmpl.Lookup(statusFile) != nil
@@ -662,3 +654,17 @@ func (k *Kind) Chart() *Chart {
 	}
 	return &Chart{k}
 }
+
+// ownerGVK is the type the owned objects' ownerReferences name: the kind
+// at its declared ownerVersion, else at its hub.
+func (k *Kind) ownerGVK() schema.GroupVersionKind {
+	gvk := k.def.GroupVersionKind
+	if v := k.declaration.OwnerVersion; v != "" {
+		gvk.Version = v
+	}
+	return gvk
+}
+
+// OwnerGroupVersionKind is the type the kind's objects' ownerReferences
+// name: its ownerVersion when _kind.yaml declares one.
+func (k *Kind) OwnerGroupVersionKind() schema.GroupVersionKind { return k.ownerGVK() }

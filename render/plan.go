@@ -246,7 +246,7 @@ func (gr *graphRun) finishNode(scope *graphScope, docs []*unstructured.Unstructu
 	k, n := gr.k, scope.node
 	for _, d := range docs {
 		setSource(d, n.file)
-		if err := k.checkWritten(d); err != nil {
+		if err := k.written.check(d); err != nil {
 			return err
 		}
 		markNode(d, n, k.graph.stage[n.name])

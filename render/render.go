@@ -86,7 +86,7 @@ func (k *Kind) render(obj v1alpha1.Object, in GraphInput, v Validator) ([]*unstr
 	owner := newOwner(k.ownerGVK(), obj)
 	seen := map[string]bool{}
 	for _, o := range objs {
-		if err := k.checkWritten(o); err != nil {
+		if err := k.written.check(o); err != nil {
 			return nil, err
 		}
 		if err := k.finishObject(o, owner, v, seen); err != nil {
