@@ -77,12 +77,12 @@ func startsUpper(s string) bool {
 // served.
 func (k *Kind) WithAPIVersions(versions []string) *Kind {
 	c := *k
-	c.served = map[schema.GroupVersionKind]bool{}
+	c.cluster.served = map[schema.GroupVersionKind]bool{}
 	for _, s := range versions {
 		want, isKind := parseAPIVersion(s)
 		for gvk, t := range k.owns {
 			if t.Optional && (gvk == want || !isKind && gvk.GroupVersion() == want.GroupVersion()) {
-				c.served[gvk] = true
+				c.cluster.served[gvk] = true
 			}
 		}
 	}
@@ -105,7 +105,7 @@ func (k *Kind) OptionalTypes() []schema.GroupVersionKind {
 // type that [Kind.WithAPIVersions] did not name).
 func (k *Kind) serves(gvk schema.GroupVersionKind) bool {
 	t, owned := k.owns[gvk]
-	return !owned || !t.Optional || k.served[gvk]
+	return !owned || !t.Optional || k.cluster.served[gvk]
 }
 
 // declaredTypes are the kind's own type and those _kind.yaml declares.
@@ -142,7 +142,7 @@ func (k *Kind) execution(bytes int, name string) (*execution, error) {
 		return nil, err
 	}
 	run.b.capabilities = &Capabilities{APIVersions: APIVersions{k: k}}
-	run.b.own, run.b.ownActions, run.b.tplValues = k.own, k.ownActions, k.tplValues
+	run.b.tplPolicy = k.tpl
 	return run, nil
 }
 
@@ -155,4 +155,35 @@ func capabilitiesFunc(b *budget) func() (Capabilities, error) {
 		}
 		return *b.capabilities, nil
 	}
+}
+
+// cluster is what a kind's templates are told of the cluster they render
+// for. Each part is set on a copy of the kind by its With… builder; the
+// zero value answers as a cluster that serves no optional type, at
+// [DefaultKubeVersion], under [ReleaseService].
+type cluster struct {
+	// served are the optional owned types the cluster serves (see
+	// [Kind.WithAPIVersions]).
+	served map[schema.GroupVersionKind]bool
+	// kube is .Capabilities.KubeVersion (see [Kind.WithKubeVersion]).
+	kube *KubeVersion
+	// service is .Release.Service (see [Kind.WithReleaseService]).
+	service string
+}
+
+// releaseService is .Release.Service.
+func (c cluster) releaseService() string {
+	if c.service != "" {
+		return c.service
+	}
+	return ReleaseService
+}
+
+// kubeVersion is .Capabilities.KubeVersion.
+func (c cluster) kubeVersion() KubeVersion {
+	if c.kube != nil {
+		return *c.kube
+	}
+	v, _ := ParseKubeVersion(DefaultKubeVersion)
+	return v
 }

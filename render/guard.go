@@ -869,17 +869,30 @@ func walkLists(n parse.Node, f func(*parse.ListNode)) {
 // loaded: its tpl policy and its own strings.
 func (k *Kind) loadGuards() error {
 	var err error
-	if k.tplValues, err = tplValues(k.declaration.Tpl, k.chart != nil); err != nil {
+	if k.tpl.tplValues, err = tplValues(k.declaration.Tpl, k.chart != nil); err != nil {
 		return fmt.Errorf("%s: %w", declarationFile, err)
 	}
-	k.own = k.chart.ownStrings()
-	k.ownActions = actionsOf(k.own)
+	k.tpl.own = k.chart.ownStrings()
+	k.tpl.ownActions = actionsOf(k.tpl.own)
 	for _, ns := range k.declaration.Namespaces {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 			return fmt.Errorf("%s: namespaces: %q: %s", declarationFile, ns, strings.Join(errs, "; "))
 		}
 	}
 	return nil
+}
+
+// tplPolicy is what tpl may run in a kind's templates: the kind's own
+// strings always, and any string when tplValues.
+type tplPolicy struct {
+	// own are the kind's own strings (a chart's values and files) that
+	// may print a YAML document marker and that tpl runs whatever the
+	// kind's tpl policy (see [chart.ownStrings]).
+	own map[string]bool
+	// ownActions are the template actions of own (see [actionsOf]).
+	ownActions map[string]bool
+	// tplValues: tpl runs any string, the values' too (a kind's tpl: any).
+	tplValues bool
 }
 
 // actionsOf are the template actions of the strings own that hold any,

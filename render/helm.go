@@ -200,11 +200,11 @@ func (k *Kind) helmData(obj v1alpha1.Object, values map[string]any, file string)
 	return map[string]any{
 		"Values": values,
 		"Release": map[string]any{
-			"Name": obj.GetName(), "Namespace": obj.GetNamespace(), "Service": k.releaseService(),
+			"Name": obj.GetName(), "Namespace": obj.GetNamespace(), "Service": k.cluster.releaseService(),
 			"IsInstall": true, "IsUpgrade": false, "Revision": 1,
 		},
 		"Chart":        deepCopyValue(c.meta), // a template may set into it
-		"Capabilities": helmCapabilities{APIVersions: helmAPIVersions{k: k}, KubeVersion: k.kubeVersion(), HelmVersion: helmVersion},
+		"Capabilities": helmCapabilities{APIVersions: helmAPIVersions{k: k}, KubeVersion: k.cluster.kubeVersion(), HelmVersion: helmVersion},
 		"Template":     map[string]any{"Name": HelmTemplateName(k.chartName(), file), "BasePath": base},
 		"Files":        Files(maps.Clone(c.files)),
 	}
@@ -453,7 +453,7 @@ func ParseKubeVersion(s string) (KubeVersion, error) {
 // [DefaultKubeVersion].
 func (k *Kind) WithKubeVersion(v KubeVersion) *Kind {
 	c := *k
-	c.kube = &v
+	c.cluster.kube = &v
 	return &c
 }
 
@@ -463,7 +463,7 @@ func (g *Chart) KubeVersion() KubeVersion {
 		return KubeVersion{}
 	}
 	k := g.k
-	return k.kubeVersion()
+	return k.cluster.kubeVersion()
 }
 
 // WithReleaseService returns a copy of k whose charts read .Release.Service
@@ -471,23 +471,8 @@ func (g *Chart) KubeVersion() KubeVersion {
 // `helm template`'s.
 func (k *Kind) WithReleaseService(s string) *Kind {
 	c := *k
-	c.service = s
+	c.cluster.service = s
 	return &c
-}
-
-func (k *Kind) releaseService() string {
-	if k.service != "" {
-		return k.service
-	}
-	return ReleaseService
-}
-
-func (k *Kind) kubeVersion() KubeVersion {
-	if k.kube != nil {
-		return *k.kube
-	}
-	v, _ := ParseKubeVersion(DefaultKubeVersion)
-	return v
 }
 
 // Values are the chart's values.

@@ -221,25 +221,16 @@ type Kind struct {
 	limits      Limits
 	runs        *executions // shared by the copies WithLimits makes
 	graph       *graph      // nil: not a graph kind
-	// served are the optional owned types the cluster serves (see
-	// [Kind.WithAPIVersions]).
-	served map[schema.GroupVersionKind]bool
+	// cluster is what its templates are told of the cluster
+	// (capabilities.go).
+	cluster cluster
 	// chart: a chart kind's chart (see _chart.yaml); nil for others.
 	chart *chart
-	// kube is .Capabilities.KubeVersion (see [Kind.WithKubeVersion]).
-	kube *KubeVersion
-	// service is .Release.Service (see [Kind.WithReleaseService]).
-	service string
 	// spokes are the kind's versions other than the hub, which its
 	// conversion templates convert (see [Conversion.Convert]).
 	spokes []string
-	// own are the kind's own strings, which tpl runs and which may print
-	// a YAML document marker (see [Kind.ownStrings]).
-	own map[string]bool
-	// ownActions are the template actions of own (see [actionsOf]).
-	ownActions map[string]bool
-	// tplValues: tpl runs its resources' values too (Declaration.Tpl).
-	tplValues bool
+	// tpl is what tpl may run in its templates (see [Kind.loadGuards]).
+	tpl tplPolicy
 	// written is what its template files write themselves (written.go).
 	written written
 	// looksUp: a chart kind whose templates call lookup.

@@ -97,14 +97,8 @@ type budget struct {
 	// capabilities are what the capabilities function returns (nil
 	// outside a kind's templates).
 	capabilities *Capabilities
-	// own are the kind's own strings (a chart's values and files) that
-	// may print a YAML document marker and that tpl runs whatever the
-	// kind's tpl policy (see [Kind.ownStrings]).
-	own map[string]bool
-	// ownActions are the template actions of own (see [actionsOf]).
-	ownActions map[string]bool
-	// tplValues: tpl runs any string, the values' too (a kind's tpl: any).
-	tplValues bool
+	// tplPolicy is what tpl may run: the kind's own strings, or any.
+	tplPolicy
 	// out is the output the execution writes to now: the template's, or
 	// an include's or tpl's (outNested), which its caller prints.
 	out       *bytes.Buffer
