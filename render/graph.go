@@ -43,8 +43,8 @@ type Node struct {
 type Input struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
-	// Resource is the plural resource name, for RBAC (default: lower-case
-	// kind + "s").
+	// Resource is the plural resource name, for RBAC (default: the
+	// kind's regular plural, see [Plural]).
 	Resource string `json:"resource,omitempty"`
 	// Name is a template over the custom resource that writes the object's
 	// name. Empty output: no object (an optional input is then nil).

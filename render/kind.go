@@ -118,8 +118,8 @@ type VersionConversion struct {
 type TypeRef struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
-	// Resource is the plural resource name, for RBAC (default: lower-case
-	// kind + "s").
+	// Resource is the plural resource name, for RBAC (default: the
+	// kind's regular plural, see [Plural]).
 	Resource string `json:"resource,omitempty"`
 	// ClusterScoped types get no ownerReference and no namespace; stencil
 	// cleans them up through a finalizer.
@@ -192,12 +192,33 @@ func (t TypeRef) GroupVersionKind() schema.GroupVersionKind {
 	return schema.FromAPIVersionAndKind(t.APIVersion, t.Kind)
 }
 
-// PluralResource is the type's resource name.
+// PluralResource is the type's resource name: Resource, else [Plural] of
+// its kind.
 func (t TypeRef) PluralResource() string {
 	if t.Resource != "" {
 		return t.Resource
 	}
-	return strings.ToLower(t.Kind) + "s"
+	return Plural(t.Kind)
+}
+
+// Plural is the resource name of a kind: the regular English plural of its
+// lower-case name (policy → policies, gateway → gateways, box → boxes,
+// class → classes), as Kubernetes names its own types (but Endpoints, whose
+// name is plural already) and as stencil's scaffold names a new kind's
+// (Person → persons: the type's marker says so, so that controller-gen's
+// CRD agrees). A custom resource with another plural says so in its CRD,
+// or in an owns entry's resource.
+func Plural(kind string) string {
+	l := strings.ToLower(kind)
+	switch {
+	case l == "endpoints":
+		return l
+	case len(l) > 1 && strings.HasSuffix(l, "y") && !strings.ContainsRune("aeiou", rune(l[len(l)-2])):
+		return l[:len(l)-1] + "ies"
+	case strings.HasSuffix(l, "s"), strings.HasSuffix(l, "x"), strings.HasSuffix(l, "z"), strings.HasSuffix(l, "ch"), strings.HasSuffix(l, "sh"):
+		return l + "es"
+	}
+	return l + "s"
 }
 
 // Files with special meaning in a kind's folder.

@@ -30,3 +30,23 @@ func TestJudgesHealth(t *testing.T) {
 		}
 	}
 }
+
+// TestPlural: a kind's resource name is its regular plural (Person:
+// persons, where controller-gen's inflection tables say people), and a
+// built-in type's is Kubernetes' (NetworkPolicy: networkpolicies, not
+// networkpolicys; Gateway: gateways, not gatewaies).
+func TestPlural(t *testing.T) {
+	for kind, want := range map[string]string{
+		"Widget": "widgets", "Policy": "policies", "NetworkPolicy": "networkpolicies", "Gateway": "gateways",
+		"Box": "boxes", "Class": "classes", "IngressClass": "ingressclasses", "Ingress": "ingresses", "Batch": "batches",
+		"Wish": "wishes", "Memcached": "memcacheds", "Proxy": "proxies", "Person": "persons", "Y": "ys",
+		"Endpoints": "endpoints", "EndpointSlice": "endpointslices", "HTTPRoute": "httproutes",
+	} {
+		if got := Plural(kind); got != want {
+			t.Errorf("Plural(%q) = %q, want %q", kind, got, want)
+		}
+		if got := (TypeRef{Kind: kind}).PluralResource(); got != want {
+			t.Errorf("TypeRef{Kind: %q}.PluralResource() = %q, want %q", kind, got, want)
+		}
+	}
+}

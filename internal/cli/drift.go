@@ -129,7 +129,7 @@ func findKind(project *operator, name string) (*render.Kind, error) {
 	var known []string
 	for _, k := range loaded {
 		kind := strings.ToLower(k.GroupVersionKind().Kind)
-		if name == kind || name == kind+"s" || project.HasShortName(k.GroupVersionKind().Kind, name) {
+		if name == kind || name == render.Plural(kind) || project.HasShortName(k.GroupVersionKind().Kind, name) {
 			return k, nil
 		}
 		known = append(known, kind)

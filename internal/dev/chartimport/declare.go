@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing/fstest"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -282,9 +281,6 @@ func declaration(types map[schema.GroupVersionKind]bool, namespaces []string, gr
 			// .Capabilities.APIVersions.Has says whether it is, as the
 			// chart expects.
 			Optional: types[gvk] || !scheme.Scheme.Recognizes(gvk)}
-		if plural, _ := meta.UnsafeGuessKindToResource(gvk); plural.Resource != strings.ToLower(gvk.Kind)+"s" {
-			ref.Resource = plural.Resource
-		}
 		owns = append(owns, ref)
 	}
 	out, _ := yaml.Marshal(render.Declaration{Owns: owns, Graph: graph, Namespaces: namespaces, Tpl: tpl})

@@ -289,14 +289,3 @@ func TestProjectToolsAreStencils(t *testing.T) {
 		t.Errorf("a project's tools build no helm (modules %v)", slices.Sorted(maps.Keys(modules)))
 	}
 }
-
-// TestPlural: a kind's resource name is its regular plural (Person:
-// persons, where controller-gen's inflection tables say people): the
-// type's marker names it, so that the CRD, RBAC and files agree.
-func TestPlural(t *testing.T) {
-	for kind, want := range map[string]string{"Widget": "widgets", "Policy": "policies", "Gateway": "gateways", "Box": "boxes", "Class": "classes", "Batch": "batches", "Wish": "wishes", "Memcached": "memcacheds", "Proxy": "proxies", "Person": "persons", "Y": "ys"} {
-		if got := plural(kind); got != want {
-			t.Errorf("plural(%q) = %q, want %q", kind, got, want)
-		}
-	}
-}

@@ -44,7 +44,7 @@ var allowed = []struct {
 	{"internal/operator/kinds", []string{"render"}, "a set of kinds knows their folders and types, not the controllers"},
 	{"internal/operator/conversion", []string{"api", "render"}, "the conversion webhook runs the render's conversion templates"},
 	// A developer's tools.
-	{"internal/dev/scaffold", []string{"config", "internal/operator/kinds"}, "stencil init writes a project around a set of kinds"},
+	{"internal/dev/scaffold", []string{"config", "render", "internal/operator/kinds"}, "stencil init writes a project around a set of kinds"},
 	{"internal/dev/chartimport", []string{"api", "render", "internal/dev/scaffold"}, "a chart becomes a kind's folder"},
 	{"internal/dev/devrun", []string{"internal/dev/localcluster"}, "make run starts a local control plane"},
 	// The command line wires everything below it.
