@@ -2,6 +2,7 @@ package scaffold
 
 import (
 	"bytes"
+	"embed"
 	"errors"
 	"fmt"
 	"go/format"
@@ -92,13 +93,13 @@ var reservedKinds = map[string]bool{"GroupVersion": true, "AddToScheme": true}
 // nothing when the kind, its folder or its API package exist already.
 func scaffold(root string, k kind) error {
 	return scaffoldFiles(root, k, map[string]string{
-		filepath.Join("api", k.Package, k.Version, "doc.go"):                 docGo,
-		filepath.Join("api", k.Package, k.Version, k.Lower+"_types.go"):      typesGo,
-		filepath.Join("templates", k.Lower, "_kind.yaml"):                    kindYAML,
-		filepath.Join("templates", k.Lower, "configmap.yaml"):                configMapYAML,
-		filepath.Join("config", "samples", k.Lower+".yaml"):                  sampleYAML,
-		filepath.Join("config", "samples", "full", k.Lower+".yaml"):          fullSampleYAML,
-		filepath.Join("templates", k.Lower, "tests", "sample", "input.yaml"): goldenInputYAML,
+		filepath.Join("api", k.Package, k.Version, "doc.go"):                 "doc.go.tmpl",
+		filepath.Join("api", k.Package, k.Version, k.Lower+"_types.go"):      "types.go.tmpl",
+		filepath.Join("templates", k.Lower, "_kind.yaml"):                    "kind.yaml.tmpl",
+		filepath.Join("templates", k.Lower, "configmap.yaml"):                "configmap.yaml.tmpl",
+		filepath.Join("config", "samples", k.Lower+".yaml"):                  "sample.yaml.tmpl",
+		filepath.Join("config", "samples", "full", k.Lower+".yaml"):          "full-sample.yaml.tmpl",
+		filepath.Join("templates", k.Lower, "tests", "sample", "input.yaml"): "test-input.yaml.tmpl",
 	}, nil)
 }
 
@@ -121,8 +122,8 @@ func AddChartKind(root, group, version, name string, raw func(lower string) (map
 		return "", err
 	}
 	return k.Lower, scaffoldFiles(root, k, map[string]string{
-		filepath.Join("api", k.Package, k.Version, "doc.go"):            docGo,
-		filepath.Join("api", k.Package, k.Version, k.Lower+"_types.go"): chartTypesGo,
+		filepath.Join("api", k.Package, k.Version, "doc.go"):            "doc.go.tmpl",
+		filepath.Join("api", k.Package, k.Version, k.Lower+"_types.go"): "chart_types.go.tmpl",
 	}, files)
 }
 
@@ -152,8 +153,9 @@ func ImportedChartKind(root, group, version, name string) (string, bool, error) 
 	return k.Lower, true, nil
 }
 
-// scaffoldFiles writes files (templates of kind k) and raw (as they are)
-// under root and edits the registrations.
+// scaffoldFiles writes files (by path: the template in newkind/ that makes
+// it, filled with k) and raw (as they are) under root and edits the
+// registrations.
 func scaffoldFiles(root string, k kind, files map[string]string, raw map[string][]byte) error {
 	if _, err := os.Stat(filepath.Join(root, "api", k.Package, k.Version)); err == nil {
 		return fmt.Errorf("api/%s/%s exists: add a kind to an existing API package by hand (docs/add-kind.md)", k.Package, k.Version)
@@ -193,12 +195,37 @@ func scaffoldFiles(root string, k kind, files map[string]string, raw map[string]
 	return nil
 }
 
-func write(root, path string, k kind, text string) error {
-	var b bytes.Buffer
-	if err := template.Must(template.New(path).Delims("[[", "]]").Parse(text)).Execute(&b, k); err != nil {
+// newKindFiles are the templates of a new kind's files (newkind/*.tmpl):
+// Go templates with [[ ]] delimiters, filled with a kind.
+//
+//go:embed newkind
+var newKindFiles embed.FS
+
+// fill executes the template named name in newkind/file for k ("": the
+// file itself).
+func fill(file, name string, k kind) (string, error) {
+	t, err := template.New(file).Delims("[[", "]]").ParseFS(newKindFiles, "newkind/"+file)
+	if err != nil {
+		return "", err
+	}
+	if name == "" {
+		name = file
+	}
+	var b strings.Builder
+	if err := t.ExecuteTemplate(&b, name, k); err != nil {
+		return "", fmt.Errorf("%s: %w", file, err)
+	}
+	return b.String(), nil
+}
+
+// write writes path under root from the template newkind/file, filled
+// with k.
+func write(root, path string, k kind, file string) error {
+	text, err := fill(file, "", k)
+	if err != nil {
 		return err
 	}
-	data := b.Bytes()
+	data := []byte(text)
 	if strings.HasSuffix(path, ".go") {
 		var err error
 		if data, err = format.Source(data); err != nil {
@@ -232,14 +259,18 @@ func registrations(root string, k kind) (map[string][]byte, error) {
 	if strings.Contains(text, `WithKind("`+k.Kind+`")`) {
 		return nil, fmt.Errorf("kind %s is registered already", k.Kind)
 	}
-	imports := "\t" + k.Alias + " \"" + k.Module + "/api/" + k.Package + "/" + k.Version + "\"\n"
+	imports, err := fill("registration.tmpl", "import", k)
+	if err != nil {
+		return nil, err
+	}
 	if !strings.Contains(text, `"github.com/stencil-operator/stencil/api/v1alpha1"`) {
 		imports += "\t\"github.com/stencil-operator/stencil/api/v1alpha1\"\n"
 	}
-	steps := []struct{ marker, insert string }{
-		{importsMarker, imports},
-		{kindsMarker, "\t{GroupVersionKind: " + k.Alias + ".GroupVersion.WithKind(\"" + k.Kind + "\"), New: func() v1alpha1.Object { return &" + k.Alias + "." + k.Kind + "{} }, AddToScheme: " + k.Alias + ".AddToScheme, Templates: Kind(\"" + k.Lower + "\")},\n"},
+	entry, err := fill("registration.tmpl", "entry", k)
+	if err != nil {
+		return nil, err
 	}
+	steps := []struct{ marker, insert string }{{importsMarker, imports}, {kindsMarker, entry}}
 	for _, s := range steps {
 		i := strings.Index(text, s.marker)
 		if i < 0 {
@@ -271,175 +302,3 @@ func registrations(root string, k kind) (map[string][]byte, error) {
 
 	return out, nil
 }
-
-const docGo = `// Package [[.Version]] is the [[.Group]]/[[.Version]] API: the [[.Kind]] kind.
-//
-// +kubebuilder:object:generate=true
-// +groupName=[[.Group]]
-package [[.Version]]
-
-import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-)
-
-var (
-	// GroupVersion is the API's group and version.
-	GroupVersion  = schema.GroupVersion{Group: "[[.Group]]", Version: "[[.Version]]"}
-	schemeBuilder = runtime.NewSchemeBuilder(func(s *runtime.Scheme) error {
-		s.AddKnownTypes(GroupVersion, &[[.Kind]]{}, &[[.Kind]]List{})
-		metav1.AddToGroupVersion(s, GroupVersion)
-		return nil
-	})
-	// AddToScheme adds the API's types to a scheme.
-	AddToScheme = schemeBuilder.AddToScheme
-)
-`
-
-const typesGo = `package [[.Version]]
-
-import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/stencil-operator/stencil/api/v1alpha1"
-)
-
-// [[.Kind]]Spec is the desired state of a [[.Kind]]. Add your fields, with
-// validation markers; templates/[[.Lower]]/ reads them as .Spec.<Field>.
-type [[.Kind]]Spec struct {
-	// Message is put in the [[.Kind]]'s ConfigMap (an example field).
-	// +kubebuilder:validation:MinLength=1
-	Message string ` + "`json:\"message\"`" + `
-	// DriftPolicy says what stencil does when another manager changes a
-	// field that the templates set: Correct (default) or Report.
-	// +optional
-	DriftPolicy v1alpha1.DriftPolicy ` + "`json:\"driftPolicy,omitempty\"`" + `
-}
-
-// [[.Kind]]Status is the observed state of a [[.Kind]]: stencil's shared
-// status, and any fields a status template (templates/[[.Lower]]/_status.yaml)
-// fills in.
-type [[.Kind]]Status struct {
-	v1alpha1.Status ` + "`json:\",inline\"`" + `
-}
-
-// [[.Kind]] is a stencil kind; its resources are rendered from templates/[[.Lower]].
-// +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
-// +kubebuilder:resource:path=[[.Plural]],categories={stencil}
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=` + "`" + `.status.conditions[?(@.type=="Ready")].status` + "`" + `
-// +kubebuilder:printcolumn:name="Drifted",type=string,JSONPath=` + "`" + `.status.conditions[?(@.type=="Drifted")].status` + "`" + `
-// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=` + "`" + `.metadata.creationTimestamp` + "`" + `
-// +kubebuilder:printcolumn:name="Shard",type=string,priority=1,JSONPath=` + "`" + `.metadata.labels.stencil\.dev/claimed-by` + "`" + `,description="The shard that reconciles it (stencil --shard), when sharded"
-type [[.Kind]] struct {
-	metav1.TypeMeta   ` + "`json:\",inline\"`" + `
-	metav1.ObjectMeta ` + "`json:\"metadata,omitempty\"`" + `
-
-	Spec   [[.Kind]]Spec   ` + "`json:\"spec\"`" + `
-	Status [[.Kind]]Status ` + "`json:\"status,omitempty\"`" + `
-}
-
-// [[.Kind]]List is a list of [[.Kind]] resources.
-// +kubebuilder:object:root=true
-type [[.Kind]]List struct {
-	metav1.TypeMeta ` + "`json:\",inline\"`" + `
-	metav1.ListMeta ` + "`json:\"metadata,omitempty\"`" + `
-	Items           [][[.Kind]] ` + "`json:\"items\"`" + `
-}
-
-// StencilStatus implements [v1alpha1.Object].
-func (o *[[.Kind]]) StencilStatus() *v1alpha1.Status { return &o.Status.Status }
-
-// StencilDriftPolicy implements [v1alpha1.Object].
-func (o *[[.Kind]]) StencilDriftPolicy() v1alpha1.DriftPolicy { return o.Spec.DriftPolicy.OrDefault() }
-`
-
-const kindYAML = `# Types the [[.Kind]] templates may emit (and stencil may prune, and needs
-# RBAC for: make manifests).
-owns:
-- {apiVersion: v1, kind: ConfigMap}
-`
-
-const configMapYAML = `apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: {{ .Name | quote }}
-data:
-  message: {{ .Spec.Message | quote }}
-`
-
-const sampleYAML = `apiVersion: [[.Group]]/[[.Version]]
-kind: [[.Kind]]
-metadata:
-  name: example-[[.Lower]]
-spec:
-  message: Hello from a [[.Kind]]
-`
-
-const fullSampleYAML = `# Every field of [[.Kind]].
-apiVersion: [[.Group]]/[[.Version]]
-kind: [[.Kind]]
-metadata:
-  name: [[.Lower]]-full
-spec:
-  message: Hello from a [[.Kind]]  # put in the ConfigMap
-  driftPolicy: Report  # Correct (default) reverts changes by others; Report only shows them
-`
-
-const goldenInputYAML = `apiVersion: [[.Group]]/[[.Version]]
-kind: [[.Kind]]
-metadata:
-  uid: 5f0c2a8e-0000-4000-8000-0000000000ff
-  namespace: default
-  name: example-[[.Lower]]
-spec:
-  message: Hello from a [[.Kind]]
-`
-
-const chartTypesGo = `package [[.Version]]
-
-import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/stencil-operator/stencil/api/v1alpha1"
-)
-
-// [[.Kind]]Status is the observed state of a [[.Kind]]: stencil's shared
-// status.
-type [[.Kind]]Status struct {
-	v1alpha1.Status ` + "`json:\",inline\"`" + `
-}
-
-// [[.Kind]] is a kind made from a Helm chart (stencil import chart): its
-// spec is the chart's values, which templates/[[.Lower]]/ reads as .Values.
-// +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
-// +kubebuilder:resource:path=[[.Plural]],categories={stencil}
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=` + "`" + `.status.conditions[?(@.type=="Ready")].status` + "`" + `
-// +kubebuilder:printcolumn:name="Drifted",type=string,JSONPath=` + "`" + `.status.conditions[?(@.type=="Drifted")].status` + "`" + `
-// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=` + "`" + `.metadata.creationTimestamp` + "`" + `
-type [[.Kind]] struct {
-	metav1.TypeMeta   ` + "`json:\",inline\"`" + `
-	metav1.ObjectMeta ` + "`json:\"metadata,omitempty\"`" + `
-
-	// Spec is the chart's values; ` + "`stencil manifests`" + ` writes their schema
-	// and defaults into the CRD.
-	Spec   v1alpha1.Values ` + "`json:\"spec,omitempty\"`" + `
-	Status [[.Kind]]Status ` + "`json:\"status,omitempty\"`" + `
-}
-
-// [[.Kind]]List is a list of [[.Kind]] resources.
-// +kubebuilder:object:root=true
-type [[.Kind]]List struct {
-	metav1.TypeMeta ` + "`json:\",inline\"`" + `
-	metav1.ListMeta ` + "`json:\"metadata,omitempty\"`" + `
-	Items           [][[.Kind]] ` + "`json:\"items\"`" + `
-}
-
-// StencilStatus implements [v1alpha1.Object].
-func (o *[[.Kind]]) StencilStatus() *v1alpha1.Status { return &o.Status.Status }
-
-// StencilDriftPolicy implements [v1alpha1.Object].
-func (o *[[.Kind]]) StencilDriftPolicy() v1alpha1.DriftPolicy { return o.Spec.DriftPolicy() }
-`

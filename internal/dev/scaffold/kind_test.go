@@ -62,7 +62,7 @@ func TestScaffoldedTemplateQuotesNames(t *testing.T) {
 	def := testkind.Widget()
 	def.Templates = fstest.MapFS{
 		"_kind.yaml":     {Data: []byte("owns: [{apiVersion: v1, kind: ConfigMap}]")},
-		"configmap.yaml": {Data: []byte(configMapYAML)},
+		"configmap.yaml": {Data: mustRead(t, "newkind/configmap.yaml.tmpl")},
 	}
 	kind, err := render.Load(def)
 	if err != nil {
@@ -288,4 +288,14 @@ func TestProjectToolsAreStencils(t *testing.T) {
 	if !modules["helm"] {
 		t.Errorf("a project's tools build no helm (modules %v)", slices.Sorted(maps.Keys(modules)))
 	}
+}
+
+// mustRead is the embedded file name of the scaffold's.
+func mustRead(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := newKindFiles.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
