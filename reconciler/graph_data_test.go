@@ -388,23 +388,6 @@ func TestStrippedOwnerReferencesKeepNoClusterScopedObject(t *testing.T) {
 	})
 }
 
-// thingCRD is the CRD of a type of group %s, new to the garbage collector.
-const thingCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: things.%[1]s
-spec:
-  group: %[1]s
-  names: {kind: Thing, listKind: ThingList, plural: things, singular: thing}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
-
 // TestOrphanDeletionOfObjectsTheCollectorHasNotSeen: a resource deleted
 // with propagationPolicy Orphan keeps the objects the garbage collector
 // did not know of when it orphaned the others. Here they are of a type
@@ -459,7 +442,7 @@ func orphanBeforeTheCollectorLooks(t *testing.T) (thing, probe *unstructured.Uns
 	t.Helper()
 	waitGarbageCollector(t) // it knows Gadgets: it orphans them
 	group := fmt.Sprintf("gc%d.stencil.dev", time.Now().UnixNano())
-	installCRD(t, fmt.Sprintf(thingCRD, group))
+	installCRD(t, schemalessCRD(group, "Thing")) // new to the garbage collector
 	def := testkind.Gadget()
 	def.Templates = fstest.MapFS{
 		"_kind.yaml": {Data: fmt.Appendf(nil, `owns:

@@ -19,18 +19,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/dev/localcluster"
-	"github.com/stencil-operator/stencil/internal/testing/testkind"
 	testv1alpha1 "github.com/stencil-operator/stencil/internal/testing/testkind/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/testing/testutil"
 	"github.com/stencil-operator/stencil/internal/testing/testutil/testop"
@@ -57,24 +54,12 @@ func TestMain(m *testing.M) {
 // startOperator makes the tests' client, installs the test kinds' CRDs and
 // starts the operator of Widgets, once the control plane has started.
 func startOperator(ctx context.Context, c *localcluster.Cluster) error {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, testv1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return err
-		}
-	}
-	var err error
-	if k8s, err = client.New(c.Config, client.Options{Scheme: scheme}); err != nil {
-		return err
-	}
-	if err := testutil.InstallCRDs(ctx, k8s, testkind.CRDs()); err != nil {
-		return err
-	}
-	kind, err := render.Load(testkind.Widget())
+	w, err := testop.SetUpWidgets(ctx, c.Config)
 	if err != nil {
 		return err
 	}
-	return testop.StartOperator(ctx, c.Config, scheme, []*render.Kind{kind}, requests.wrap)
+	k8s = w.Client
+	return testop.StartOperator(ctx, c.Config, w.Scheme, []*render.Kind{w.Widget}, requests.wrap)
 }
 
 // counter counts requests by "VERB resource-path", leaving out watches, and

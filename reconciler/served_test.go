@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -30,24 +31,6 @@ import (
 	"github.com/stencil-operator/stencil/reconciler"
 	"github.com/stencil-operator/stencil/render"
 )
-
-// gizmoCRD is the CRD of a type the test Gadget kind below owns, not
-// installed when its operator starts.
-const gizmoCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gizmos.missing.stencil.dev
-spec:
-  group: missing.stencil.dev
-  names: {kind: Gizmo, listKind: GizmoList, plural: gizmos, singular: gizmo}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
 
 // TestKindWaitsForItsTypes: a kind that owns a type whose CRD is not
 // installed runs (the operator starts) and says so in each resource's
@@ -98,7 +81,7 @@ metadata:
 		t.Fatal("the kind applied objects while a type it needs is not served")
 	}
 
-	installCRD(t, gizmoCRD)
+	installCRD(t, schemalessCRD("missing.stencil.dev", "Gizmo")) // not installed when the operator starts
 	installed := time.Now()
 	eventually(t, 60*time.Second, "the Gadget Ready once the CRD is installed", func() error {
 		return gadgetCondition(t, ns, "g", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled)
@@ -107,6 +90,27 @@ metadata:
 	if !exists(t, &corev1.ConfigMap{}, ns, "g") {
 		t.Fatal("no ConfigMap")
 	}
+}
+
+// schemalessCRD is the YAML of the CRD of a namespaced type kind of group,
+// at v1, whose objects hold anything.
+func schemalessCRD(group, kind string) string {
+	lower, plural := strings.ToLower(kind), render.Plural(kind)
+	return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: %[3]s.%[1]s
+spec:
+  group: %[1]s
+  names: {kind: %[2]s, listKind: %[2]sList, plural: %[3]s, singular: %[4]s}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`, group, kind, plural, lower)
 }
 
 // installCRD creates a CRD from YAML, waits until it is served, and deletes
@@ -124,29 +128,11 @@ func installCRD(t *testing.T, src string) {
 	t.Cleanup(func() { _ = k8s.Delete(context.WithoutCancel(t.Context()), crd) })
 }
 
-// doohickeyCRD is the CRD of an optional type the Gadget kind below owns,
-// installed before its operator starts.
-const doohickeyCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: doohickeys.served.stencil.dev
-spec:
-  group: served.stencil.dev
-  names: {kind: Doohickey, listKind: DoohickeyList, plural: doohickeys, singular: doohickey}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
-
 // TestStatusSeesOptionalTypesServed: the status template's (capabilities)
 // answers as the other templates' do: an optional type the cluster serves
 // is served (its status fails, and the Gadget is not Ready, when it is not).
 func TestStatusSeesOptionalTypesServed(t *testing.T) {
-	installCRD(t, doohickeyCRD)
+	installCRD(t, schemalessCRD("served.stencil.dev", "Doohickey")) // before the operator starts
 	def := testkind.Gadget()
 	def.Templates = fstest.MapFS{
 		"_kind.yaml": {Data: []byte(`owns:

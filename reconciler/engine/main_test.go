@@ -7,11 +7,9 @@ import (
 	"sync"
 	"testing"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -19,9 +17,8 @@ import (
 
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/dev/localcluster"
-	"github.com/stencil-operator/stencil/internal/testing/testkind"
-	testv1alpha1 "github.com/stencil-operator/stencil/internal/testing/testkind/v1alpha1"
 	"github.com/stencil-operator/stencil/internal/testing/testutil"
+	"github.com/stencil-operator/stencil/internal/testing/testutil/testop"
 	"github.com/stencil-operator/stencil/reconciler/engine"
 	"github.com/stencil-operator/stencil/render"
 )
@@ -36,7 +33,7 @@ var (
 	// k8s is the tests' own client (cluster admin), separate from the
 	// engine's; it plays the other field managers.
 	k8s    client.Client
-	scheme = runtime.NewScheme()
+	scheme *runtime.Scheme
 	widget *render.Kind
 )
 
@@ -47,19 +44,8 @@ func TestMain(m *testing.M) {
 // setUp makes the tests' client and installs the test kinds' CRDs, once the
 // control plane has started.
 func setUp(ctx context.Context, c *localcluster.Cluster) error {
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, testv1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return err
-		}
-	}
-	var err error
-	if k8s, err = client.New(c.Config, client.Options{Scheme: scheme}); err != nil {
-		return err
-	}
-	if err := testutil.InstallCRDs(ctx, k8s, testkind.CRDs()); err != nil {
-		return err
-	}
-	widget, err = render.Load(testkind.Widget())
+	w, err := testop.SetUpWidgets(ctx, c.Config)
+	k8s, scheme, widget = w.Client, w.Scheme, w.Widget
 	return err
 }
 
