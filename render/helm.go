@@ -189,12 +189,12 @@ func readFiles(fsys fs.FS) (map[string][]byte, error) {
 // the custom resource obj whose values are values (see [Values]); nil when
 // the file is a subchart's whose condition is false.
 func (k *Kind) helmData(obj v1alpha1.Object, values map[string]any, file string) map[string]any {
-	c, base := k.chart, k.chartName()+"/templates"
+	c, base := k.chart, k.chart.name()+"/templates"
 	if sub, _ := subchartOf(file); sub != "" {
 		if c = k.chart.subcharts[sub]; c == nil || !enabled(values, k.chart.conditions[sub]) {
 			return nil
 		}
-		base = k.chartName() + "/charts/" + sub + "/templates"
+		base = k.chart.name() + "/charts/" + sub + "/templates"
 		values = subchartValues(values, sub)
 	}
 	return map[string]any{
@@ -205,7 +205,7 @@ func (k *Kind) helmData(obj v1alpha1.Object, values map[string]any, file string)
 		},
 		"Chart":        deepCopyValue(c.meta), // a template may set into it
 		"Capabilities": helmCapabilities{APIVersions: helmAPIVersions{k: k}, KubeVersion: k.cluster.kubeVersion(), HelmVersion: helmVersion},
-		"Template":     map[string]any{"Name": HelmTemplateName(k.chartName(), file), "BasePath": base},
+		"Template":     map[string]any{"Name": HelmTemplateName(k.chart.name(), file), "BasePath": base},
 		"Files":        Files(maps.Clone(c.files)),
 	}
 }
@@ -281,14 +281,14 @@ func Values(obj v1alpha1.Object, chartValues map[string]any) (map[string]any, er
 	return coalesce(whole.Spec, chartValues), nil
 }
 
-// values is .Values of obj for k, with each subchart's values (under its
+// valuesOf is .Values of obj, with each subchart's values (under its
 // name) merged over the subchart's own, as Helm merges them.
-func (k *Kind) values(obj v1alpha1.Object) (map[string]any, error) {
-	values, err := Values(obj, k.chart.values)
+func (c *chart) valuesOf(obj v1alpha1.Object) (map[string]any, error) {
+	values, err := Values(obj, c.values)
 	if err != nil {
 		return nil, err
 	}
-	for name, sub := range k.chart.subcharts {
+	for name, sub := range c.subcharts {
 		own, _ := values[name].(map[string]any)
 		values[name] = coalesce(own, sub.values)
 	}
@@ -537,12 +537,13 @@ func (f Files) asData(encode func([]byte) string) string {
 	return strings.TrimSuffix(string(out), "\n")
 }
 
-// chartName is a chart kind's chart's name; "" for other kinds.
-func (k *Kind) chartName() string {
-	if k.chart == nil {
+// name is the chart's name; "" for no chart (a kind that is not a chart
+// kind's).
+func (c *chart) name() string {
+	if c == nil {
 		return ""
 	}
-	name, _ := k.chart.meta["Name"].(string)
+	name, _ := c.meta["Name"].(string)
 	return name
 }
 
@@ -584,11 +585,11 @@ func digestFiles(digest string, files map[string][]byte) string {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:12]
 }
 
-// withoutTests drops a chart kind's helm test objects (helm.sh/hook test,
+// withoutTests drops the chart's helm test objects (helm.sh/hook test,
 // test-success or test-failure), as helm template --skip-tests does:
 // stencil has no helm test.
-func (k *Kind) withoutTests(docs []*unstructured.Unstructured) []*unstructured.Unstructured {
-	if k.chart == nil {
+func (c *chart) withoutTests(docs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	if c == nil {
 		return docs
 	}
 	return slices.DeleteFunc(docs, func(o *unstructured.Unstructured) bool {

@@ -311,7 +311,7 @@ func Load(def Definition) (*Kind, error) {
 	if err := k.loadGuards(); err != nil {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
-	tmpl, manifests, entries, err := parseFolder(name, def.Templates, declarationFile, k.chartName())
+	tmpl, manifests, entries, err := parseFolder(name, def.Templates, declarationFile, k.chart.name())
 	if err != nil {
 		return nil, fmt.Errorf("kind %s: %w", name, err)
 	}
@@ -562,7 +562,7 @@ func (k *Kind) findCalls(manifests []string) {
 	k.manifestNames = map[string]bool{}
 	for _, file := range manifests {
 		k.manifestNames[file] = true
-		k.manifestNames[HelmTemplateName(k.chartName(), file)] = true
+		k.manifestNames[HelmTemplateName(k.chart.name(), file)] = true
 	}
 }
 

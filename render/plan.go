@@ -218,7 +218,7 @@ func (k *Kind) renderGraph(obj v1alpha1.Object, in GraphInput, v Validator) (*Pl
 		if err != nil {
 			return nil, &Error{File: n.file, Err: withheld(scope, err)}
 		}
-		docs = k.withoutTests(docs)
+		docs = k.chart.withoutTests(docs)
 		if scope.secretInput != "" {
 			gr.secretInput[name] = scope.secretInput
 		}

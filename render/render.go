@@ -136,7 +136,7 @@ func (k *Kind) renderPlain(run *execution, obj v1alpha1.Object) ([]*unstructured
 		if err != nil {
 			return nil, &Error{File: file, Err: err}
 		}
-		docs = k.withoutTests(docs)
+		docs = k.chart.withoutTests(docs)
 		for _, d := range docs {
 			setSource(d, file)
 		}
@@ -199,7 +199,7 @@ func (k *Kind) executeFile(run *execution, file string, obj v1alpha1.Object) ([]
 		return run.execute(file, obj)
 	}
 	if run.valuesOf != obj {
-		values, err := k.values(obj)
+		values, err := k.chart.valuesOf(obj)
 		if err != nil {
 			return nil, err
 		}
