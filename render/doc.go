@@ -17,9 +17,16 @@
 //	                                the functions a template calls; every printed value
 //	                                stays data and within the render's Limits
 //	decode    (decode.go)           the output's YAML documents into objects (Flatten lists)
-//	finish    (render.go, stamp.go) each object checked against the kind's rules,
-//	                                stamped with its owner's labels and references,
-//	                                and validated (a Validator: the API server's schema)
+//	finish    (render.go, stamp.go, each object checked against the kind's rules
+//	          written.go)           (what its file may write), stamped with its owner's
+//	                                labels and references, and validated (a Validator:
+//	                                the API server's schema)
+//
+// A Kind is a small core (its Definition, declaration, parsed templates and
+// Limits) with its concerns beside it, each its own type: the chart (helm.go),
+// what its templates write themselves (written.go), what tpl may run
+// (guard.go: tplPolicy), what it is told of the cluster (capabilities.go:
+// cluster, set by the With… builders), its Graph and its Conversion.
 //
 // A graph kind renders node by node instead (plan.go, graph.go,
 // graph_scope.go, graph_readiness.go, nodes.go): each node whose turn came,
