@@ -285,7 +285,7 @@ func liveClient(cluster *localcluster.Cluster) (client.Client, error) {
 
 // installCRD creates the kind's CRD and waits until it is served.
 func installCRD(ctx context.Context, cl client.Client, def render.Definition) error {
-	crd, err := chartimport.CRD(def, strings.ToLower(def.GroupVersionKind.Kind)+"s")
+	crd, err := chartimport.CRD(def, render.Plural(def.GroupVersionKind.Kind))
 	if err != nil {
 		return err
 	}

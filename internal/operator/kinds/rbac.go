@@ -31,8 +31,8 @@ var (
 //
 // plurals are the resource names the kinds' CRDs declare (CRDPlurals): a
 // CRD may name its resource otherwise than the kind's plural
-// (+kubebuilder:resource:path); a type they do not name gets the kind's
-// plural in lower case, as controller-gen names it.
+// (+kubebuilder:resource:path). They come first; a type they do not name
+// gets its declaration's resource, else [render.Plural] of its kind.
 func ClusterRole(operator string, kinds []*render.Kind, decorators []*render.Decorator, plurals map[schema.GroupKind]string) rbacv1.ClusterRole {
 	need := map[string]map[string][]string{} // group → resource → verbs
 	add := func(group, resource string, verbs []string) {
@@ -84,7 +84,7 @@ func ClusterRole(operator string, kinds []*render.Kind, decorators []*render.Dec
 			// Children carry an ownerReference with blockOwnerDeletion, which
 			// the OwnerReferencesPermissionEnforcement admission plugin
 			// allows only to who may update the parent's finalizers.
-			add(decl.Decorates.GroupVersionKind().Group, decl.Decorates.PluralResource()+"/finalizers", []string{"update"})
+			add(decl.Decorates.GroupVersionKind().Group, plural(decl.Decorates.TypeRef)+"/finalizers", []string{"update"})
 		}
 		for _, t := range decl.Owns {
 			addType(t, ownedVerbs)

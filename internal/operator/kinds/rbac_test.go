@@ -4,11 +4,15 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"testing/fstest"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/stencil-operator/stencil/internal/operator/kinds"
 	"github.com/stencil-operator/stencil/internal/testing/samples"
+	"github.com/stencil-operator/stencil/render"
 )
 
 // TestRBACIsUpToDate fails when config/rbac/role.yaml is not what the kinds'
@@ -91,5 +95,33 @@ func TestRBACCoversEveryDeclaredType(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRBACNamesAParentsResourceAsItsCRDDoes: a decorator's parent is named
+// as its CRD names it (plurals), in the rule that reads it and in the one
+// that lets the decorator update its finalizers (blockOwnerDeletion).
+func TestRBACNamesAParentsResourceAsItsCRDDoes(t *testing.T) {
+	d, err := render.LoadDecorator("tags", fstest.MapFS{
+		"_decorator.yaml": {Data: []byte("decorates: {apiVersion: example.com/v1, kind: Octopus}\nowns:\n- {apiVersion: v1, kind: ConfigMap}\n")},
+		"configmap.yaml":  {Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tags\n")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := kinds.ClusterRole("op", nil, []*render.Decorator{d}, map[schema.GroupKind]string{{Group: "example.com", Kind: "Octopus"}: "octopi"})
+	var resources []string
+	for _, r := range role.Rules {
+		if slices.Contains(r.APIGroups, "example.com") {
+			resources = append(resources, r.Resources...)
+		}
+	}
+	for _, want := range []string{"octopi", "octopi/finalizers"} {
+		if !slices.Contains(resources, want) {
+			t.Errorf("the role's resources of example.com are %v, want %s among them", resources, want)
+		}
+	}
+	if slices.Contains(resources, "octopuses/finalizers") {
+		t.Errorf("the role names octopuses/finalizers, a resource the CRD does not declare")
 	}
 }
