@@ -308,24 +308,6 @@ func gadgetCRD(t *testing.T) fs.FS {
 	return fstest.MapFS{"gadget.yaml": {Data: data}}
 }
 
-// widgetishCRD is the CRD of a type only observed, not installed when the
-// cache is made.
-const widgetishCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: thingamajigs.late.stencil.dev
-spec:
-  group: late.stencil.dev
-  names: {kind: Thingamajig, listKind: ThingamajigList, plural: thingamajigs, singular: thingamajig}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
-
 // TestCacheOfTypeServedLater: a type of the cache's ByObject that the
 // cluster serves only after the cache was made is cached with its own
 // settings once it is, not with the defaults (those of owned objects): an
@@ -351,7 +333,7 @@ func TestCacheOfTypeServedLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { _ = c.Start(t.Context()) }()
-	installCRD(t, widgetishCRD)
+	installCRD(t, schemalessCRD("late.stencil.dev", "Thingamajig")) // only observed, not installed when the cache is made
 	ns := newNamespace(t)
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(gvk)

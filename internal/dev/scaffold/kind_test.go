@@ -290,7 +290,7 @@ func TestProjectToolsAreStencils(t *testing.T) {
 	}
 }
 
-// mustRead is the embedded file name of the scaffold's.
+// mustRead is the scaffold's embedded file name.
 func mustRead(t *testing.T, name string) []byte {
 	t.Helper()
 	data, err := newKindFiles.ReadFile(name)
