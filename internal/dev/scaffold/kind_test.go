@@ -42,7 +42,9 @@ func TestScaffoldedKindBuildsAndRenders(t *testing.T) {
 	run(t, root, "make", "generate", "manifests")
 	run(t, root, "go", "vet", "./api/...", "./templates/...")
 	run(t, root, "go", "run", ".", "test", "--templates", "templates", "--update", "policy")
-	out := run(t, root, "go", "test", "-count=1", "./render", "./internal/dev/chart")
+	// TestHostileValues renders only chart kinds, none of them the new
+	// one, for half a minute of CPU: the checkout's own run covers it.
+	out := run(t, root, "go", "test", "-count=1", "-skip", "^TestHostileValues$", "./render", "./internal/dev/chart")
 	t.Logf("%s", out)
 	for _, path := range []string{"templates/policy/tests/sample/expected.yaml", "config/crd/bases/scaffoldtest.example.com_policies.yaml", "dist/chart/crds/policies.scaffoldtest.example.com.yaml"} {
 		if _, err := os.Stat(filepath.Join(root, path)); err != nil {
