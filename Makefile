@@ -73,7 +73,7 @@ lint: tools ## Run golangci-lint (.golangci.yml).
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: tools build ## Run every test tier: unit, integration and e2e, each on a real local control plane, several test processes at once (hack/testrun; about 7 minutes warm on 2 cores, bound by CPU: it prints each process's).
+test: tools build ## Run every test tier: unit, integration and e2e, each on a real local control plane, several test processes at once (hack/testrun; about 7 minutes warm on 2 cores, bound by CPU: it prints each process's CPU time).
 	go run ./hack/testrun -timeout $(TEST_TIMEOUT) $(TEST_ARGS) ./...
 
 # The edit loop: the unit tests, and the SSA engine's integration tests on one

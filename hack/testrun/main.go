@@ -338,8 +338,9 @@ func runJobs(jobs []job, dir string, parallel int, o options) error {
 // runJob runs one test process in its package's folder, as go test does,
 // and returns its output (live, when set, gets it as it comes too), its
 // wall time and its CPU time: user and system, with that of the children it
-// waited for (its control plane's processes, the commands it ran).
-func runJob(j job, dir string, o options, live io.Writer) (_ []byte, took, cpu time.Duration, _ error) {
+// waited for (its control plane's processes, the commands it ran). A
+// process killed at its timeout waited for none: its own time only.
+func runJob(j job, dir string, o options, live io.Writer) ([]byte, time.Duration, time.Duration, error) {
 	bin := filepath.Join(dir, binary(j.pkg.ImportPath))
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout+time.Minute)
 	defer cancel()
@@ -356,6 +357,7 @@ func runJob(j job, dir string, o options, live io.Writer) (_ []byte, took, cpu t
 	if p, ok := live.(*prefixed); ok {
 		p.flush()
 	}
+	var cpu time.Duration
 	if s := cmd.ProcessState; s != nil {
 		cpu = s.UserTime() + s.SystemTime()
 	}

@@ -43,7 +43,7 @@ func TestScaffoldedKindBuildsAndRenders(t *testing.T) {
 	run(t, root, "go", "vet", "./api/...", "./templates/...")
 	run(t, root, "go", "run", ".", "test", "--templates", "templates", "--update", "policy")
 	// TestHostileValues renders only chart kinds, none of them the new
-	// one, for half a minute of CPU: the checkout's own run covers it.
+	// one, for about 40 s of CPU: the checkout's own run covers it.
 	out := run(t, root, "go", "test", "-count=1", "-skip", "^TestHostileValues$", "./render", "./internal/dev/chart")
 	t.Logf("%s", out)
 	for _, path := range []string{"templates/policy/tests/sample/expected.yaml", "config/crd/bases/scaffoldtest.example.com_policies.yaml", "dist/chart/crds/policies.scaffoldtest.example.com.yaml"} {
