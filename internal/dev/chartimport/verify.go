@@ -14,7 +14,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -252,12 +252,34 @@ func compare(valuesFile string, theirs, ours []*unstructured.Unstructured) []Dif
 			diffs = append(diffs, Difference{valuesFile, id, "stencil renders it, helm template does not"})
 		default:
 			ourSide := normalize(o, namespaces[id])
-			if d := cmp.Diff(likeGenerated(normalize(t, namespaces[id]), ourSide), ourSide); d != "" {
+			if d := diffYAML(likeGenerated(normalize(t, namespaces[id]), ourSide), ourSide); d != "" {
 				diffs = append(diffs, Difference{valuesFile, id, d})
 			}
 		}
 	}
 	return diffs
+}
+
+// diffYAML is a unified diff of an object as helm template renders it and
+// as stencil does, each as YAML (keys sorted, numbers as JSON reads them):
+// "-" lines are Helm's, "+" lines stencil's; "" when the two are the same.
+func diffYAML(helm, stencil any) string {
+	a, errA := yaml.Marshal(helm)
+	b, errB := yaml.Marshal(stencil)
+	if err := errors.Join(errA, errB); err != nil {
+		return fmt.Sprintf("cannot print the two as YAML: %v", err)
+	}
+	if bytes.Equal(a, b) {
+		return ""
+	}
+	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: difflib.SplitLines(string(a)), B: difflib.SplitLines(string(b)),
+		FromFile: "helm", ToFile: "stencil", Context: 3,
+	})
+	if err != nil {
+		return fmt.Sprintf("cannot diff the two: %v", err)
+	}
+	return strings.TrimSuffix(d, "\n")
 }
 
 // flattened is objs with each list's items in its place, as Helm

@@ -3,6 +3,8 @@ package chartimport
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -151,5 +153,46 @@ spec:
 		if r.Generated != 3 {
 			t.Errorf("%s: %d generated fields, want 3 (the password, the CA, the checksum)", r.ValuesFile, r.Generated)
 		}
+	}
+}
+
+// TestDiffYAML: a difference between an object as helm template renders it
+// and as stencil does is a unified diff of the two as YAML, Helm's lines
+// "-" and stencil's "+", with the lines around them; none when the two
+// print the same.
+func TestDiffYAML(t *testing.T) {
+	deployment := func(replicas any, extra ...string) map[string]any {
+		spec := map[string]any{"replicas": replicas, "image": "nginx"}
+		for _, k := range extra {
+			spec[k] = "x"
+		}
+		return map[string]any{"kind": "Deployment", "spec": spec}
+	}
+	tests := []struct {
+		name          string
+		helm, stencil any
+		want          []string // lines the diff holds; nil: no diff
+	}{
+		{"the same", deployment(1.0), deployment(1.0), nil},
+		{"a value differs", deployment(1.0), deployment(2.0), []string{"--- helm", "+++ stencil", "-  replicas: 1", "+  replicas: 2", "   image: nginx"}},
+		{"only Helm sets a field", deployment(1.0, "paused"), deployment(1.0), []string{"-  paused: x"}},
+		{"only stencil sets a field", deployment(1.0), deployment(1.0, "paused"), []string{"+  paused: x"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := diffYAML(tt.helm, tt.stencil)
+			if tt.want == nil {
+				if got != "" {
+					t.Errorf("diff of two equal objects:\n%s", got)
+				}
+				return
+			}
+			lines := strings.Split(got, "\n")
+			for _, w := range tt.want {
+				if !slices.Contains(lines, w) {
+					t.Errorf("the diff has no line %q:\n%s", w, got)
+				}
+			}
+		})
 	}
 }
