@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
+	yamlv2 "go.yaml.in/yaml/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -262,15 +264,15 @@ func compare(valuesFile string, theirs, ours []*unstructured.Unstructured) []Dif
 
 // diffYAML is a unified diff of an object as helm template renders it and
 // as stencil does, each as YAML (keys sorted, numbers as JSON reads them):
-// "-" lines are Helm's, "+" lines stencil's; "" when the two are the same.
+// "-" lines are Helm's, "+" lines stencil's; "" when the two are equal.
 func diffYAML(helm, stencil any) string {
-	a, errA := yaml.Marshal(helm)
-	b, errB := yaml.Marshal(stencil)
+	if reflect.DeepEqual(helm, stencil) {
+		return ""
+	}
+	a, errA := yamlv2.Marshal(sortedKeys(helm))
+	b, errB := yamlv2.Marshal(sortedKeys(stencil))
 	if err := errors.Join(errA, errB); err != nil {
 		return fmt.Sprintf("cannot print the two as YAML: %v", err)
-	}
-	if bytes.Equal(a, b) {
-		return ""
 	}
 	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
 		A: difflib.SplitLines(string(a)), B: difflib.SplitLines(string(b)),
@@ -280,6 +282,27 @@ func diffYAML(helm, stencil any) string {
 		return fmt.Sprintf("cannot diff the two: %v", err)
 	}
 	return strings.TrimSuffix(d, "\n")
+}
+
+// sortedKeys is v, a value as JSON reads it, with each map's keys in
+// byte order: the YAML encoder's own order is not the same twice for
+// keys such as "01-a" and "0a" (it compares digits as numbers).
+func sortedKeys(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(yamlv2.MapSlice, 0, len(v))
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			out = append(out, yamlv2.MapItem{Key: k, Value: sortedKeys(v[k])})
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = sortedKeys(x)
+		}
+		return out
+	}
+	return v
 }
 
 // flattened is objs with each list's items in its place, as Helm

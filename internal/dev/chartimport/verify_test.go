@@ -177,6 +177,7 @@ func TestDiffYAML(t *testing.T) {
 		{"a value differs", deployment(1.0), deployment(2.0), []string{"--- helm", "+++ stencil", "-  replicas: 1", "+  replicas: 2", "   image: nginx"}},
 		{"only Helm sets a field", deployment(1.0, "paused"), deployment(1.0), []string{"-  paused: x"}},
 		{"only stencil sets a field", deployment(1.0), deployment(1.0, "paused"), []string{"+  paused: x"}},
+		{"a string where a number was", deployment(1.0), deployment("1"), []string{"-  replicas: 1", `+  replicas: "1"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -194,5 +195,42 @@ func TestDiffYAML(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDiffYAMLIsTheSameEveryTime: keys that the YAML encoder orders
+// differently from run to run ("01-setup.sh", "0a.conf": it compares
+// digits as numbers, through a map) are printed in one order, so that two
+// equal objects never differ, and a diff shows only what changed.
+func TestDiffYAMLIsTheSameEveryTime(t *testing.T) {
+	configMap := func(late string) map[string]any {
+		data := map[string]any{}
+		for _, k := range []string{"00-init.sh", "01-setup.sh", "0a.conf", "1-run.sh", "10-late.sh"} {
+			data[k] = "1"
+		}
+		data["10-late.sh"] = late
+		return map[string]any{"kind": "ConfigMap", "data": data}
+	}
+	var first string
+	for i := range 50 {
+		if d := diffYAML(configMap("1"), configMap("1")); d != "" {
+			t.Fatalf("run %d: a diff of two equal objects:\n%s", i, d)
+		}
+		d := diffYAML(configMap("1"), configMap("2"))
+		if i == 0 {
+			first = d
+		}
+		if d != first {
+			t.Fatalf("run %d printed another diff:\n%s\nthe first:\n%s", i, d, first)
+		}
+	}
+	var changed []string
+	for line := range strings.Lines(first) {
+		if (strings.HasPrefix(line, "-") || strings.HasPrefix(line, "+")) && !strings.HasPrefix(line, "---") && !strings.HasPrefix(line, "+++") {
+			changed = append(changed, strings.TrimSpace(line))
+		}
+	}
+	if want := []string{`-  10-late.sh: "1"`, `+  10-late.sh: "2"`}; !slices.Equal(changed, want) {
+		t.Errorf("the diff changes %q, want only %q:\n%s", changed, want, first)
 	}
 }
