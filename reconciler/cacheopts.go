@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,7 +25,8 @@ import (
 // labelled as stencil's. Custom resources are held without their
 // managedFields, which nothing reads (finalizers and status go in merge
 // patches); owned objects keep theirs for the drift check, and those read
-// whole are trimmed to what stencil reads of them (trimmedTypes).
+// whole are trimmed to what stencil reads of them (trimmedTypes). Owned
+// objects' labels and annotations share their strings (internMetadata).
 func CacheOptions(kinds []*render.Kind) cache.Options {
 	return ShardCacheOptions(kinds, labels.Everything())
 }
@@ -73,7 +75,7 @@ func ShardCacheOptions(kinds []*render.Kind, shard labels.Selector) cache.Option
 	return cache.Options{
 		DefaultLabelSelector: owned,
 		DefaultTransform: func(obj any) (any, error) {
-			obj = dropStatusFields(obj)
+			obj = dropStatusFields(internMetadata(obj))
 			if trim.holds(obj) {
 				return engine.Trim(obj)
 			}
@@ -199,4 +201,34 @@ func inputCache(mgr ctrl.Manager, kinds []*render.Kind, namespaces []string) (ca
 		return nil, err
 	}
 	return c, nil
+}
+
+// internMetadata gives obj's labels and annotations the canonical copy of
+// each of their strings (package unique): a key that every cached object
+// carries (app.kubernetes.io/name, stencil.dev/owner-uid), and a value
+// that several share (the owner's UID and name, managed-by's stencil), is
+// then kept once instead of once per object. The maps are new, with the
+// same entries; what each object holds is unchanged. Measured at 1,000
+// MyWebs, about 7 MiB less peak RSS (docs/benchmarks.md).
+func internMetadata(obj any) any {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return obj // a tombstone
+	}
+	if l := m.GetLabels(); len(l) > 0 {
+		m.SetLabels(interned(l))
+	}
+	if a := m.GetAnnotations(); len(a) > 0 {
+		m.SetAnnotations(interned(a))
+	}
+	return obj
+}
+
+// interned is a copy of in whose keys and values are canonical strings.
+func interned(in map[string]string) map[string]string {
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		out[unique.Make(k).Value()] = unique.Make(v).Value()
+	}
+	return out
 }
