@@ -204,12 +204,16 @@ func inputCache(mgr ctrl.Manager, kinds []*render.Kind, namespaces []string) (ca
 }
 
 // internMetadata gives obj's labels and annotations the canonical copy of
-// each of their strings (package unique): a key that every cached object
-// carries (app.kubernetes.io/name, stencil.dev/owner-uid), and a value
-// that several share (the owner's UID and name, managed-by's stencil), is
-// then kept once instead of once per object. The maps are new, with the
-// same entries; what each object holds is unchanged. Measured at 1,000
-// MyWebs, about 7 MiB less peak RSS (docs/benchmarks.md).
+// each of their short strings (package unique): a key that every cached
+// object carries (app.kubernetes.io/name, stencil.dev/owner-uid), and a
+// value that several share (the owner's UID and name, managed-by's
+// stencil), is then held once by the objects decoded together, instead of
+// once per object. unique holds its canonical copies weakly: after a
+// collection, the next object that carries a string makes a new one, which
+// the objects decoded after it share; the objects keep the bytes they
+// hold. The maps are new, with the same entries. Measured at 1,000
+// MyWebs: about 7 MiB less peak RSS, within the spread of the runs
+// (docs/benchmarks.md).
 func internMetadata(obj any) any {
 	m, ok := obj.(metav1.Object)
 	if !ok {
@@ -224,11 +228,24 @@ func internMetadata(obj any) any {
 	return obj
 }
 
-// interned is a copy of in whose keys and values are canonical strings.
+// internedMax is the longest string interned: label keys and values and
+// the short annotations; a long annotation (kubectl's last applied
+// configuration) is seldom shared, and unique would copy it at each event.
+const internedMax = 128
+
+// interned is a copy of in whose short keys and values are canonical
+// strings.
 func interned(in map[string]string) map[string]string {
 	out := make(map[string]string, len(in))
 	for k, v := range in {
-		out[unique.Make(k).Value()] = unique.Make(v).Value()
+		out[canonical(k)] = canonical(v)
 	}
 	return out
+}
+
+func canonical(s string) string {
+	if len(s) > internedMax {
+		return s
+	}
+	return unique.Make(s).Value()
 }

@@ -58,8 +58,9 @@ func TestDropStatusFields(t *testing.T) {
 
 // TestInternMetadata: the cache's transform leaves an owned object's
 // labels and annotations as they were, and two objects that carry the
-// same key or value (decoded apart, so each had its own bytes) then hold
-// one copy of it; a tombstone passes as it is.
+// same key or value (decoded apart, so each had its own bytes; transformed
+// between the same two collections) then hold one copy of it; a long
+// annotation is left as it is; a tombstone passes as it is.
 func TestInternMetadata(t *testing.T) {
 	// fresh is s in bytes of its own, as a decoder makes it.
 	fresh := strings.Clone
@@ -86,6 +87,12 @@ func TestInternMetadata(t *testing.T) {
 				t.Errorf("label %s=%s: the two objects hold two copies", k, v)
 			}
 		}
+	}
+	long := strings.Repeat("x", internedMax+1)
+	big := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"a": long}}}
+	internMetadata(big)
+	if got := big.Annotations["a"]; unsafe.StringData(got) != unsafe.StringData(long) {
+		t.Errorf("an annotation of %d bytes was copied", len(long))
 	}
 	tombstone := cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: typed}
 	if got := internMetadata(tombstone); got != any(tombstone) {
