@@ -3,7 +3,10 @@ package reconciler
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
+	"testing/fstest"
+	"unsafe"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -138,5 +141,56 @@ func TestCacheTrimsWhatHealthAndStatusRead(t *testing.T) {
 	cm := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "c", ManagedFields: typed.ManagedFields}}
 	if out, err := opts.DefaultTransform(cm); err != nil || out != cm {
 		t.Errorf("a metadata-only object was not passed through: %v", err)
+	}
+}
+
+// TestObservedObjectsShareLabelStrings: the cache's transform of an
+// observed type (Pods) drops managedFields and, as for owned objects,
+// gives two pods decoded apart one copy of a label they share.
+func TestObservedObjectsShareLabelStrings(t *testing.T) {
+	kind, err := render.Load(render.Definition{
+		GroupVersionKind: testv1alpha1.GroupVersion.WithKind("Gadget"),
+		New:              func() v1alpha1.Object { return &testv1alpha1.Gadget{} },
+		Templates: fstest.MapFS{
+			"_kind.yaml": {Data: []byte("owns: [{apiVersion: v1, kind: ConfigMap}]\nobserves: [{apiVersion: v1, kind: Pod}]\n")},
+			"cm.yaml":    {Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n")},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var transform func(any) (any, error)
+	for obj, by := range CacheOptions([]*render.Kind{kind}).ByObject {
+		if obj.GetObjectKind().GroupVersionKind() == corev1.SchemeGroupVersion.WithKind("Pod") {
+			transform = by.Transform
+		}
+	}
+	if transform == nil {
+		t.Fatal("the cache has no entry for the observed Pods")
+	}
+	pod := func() *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+			Labels:        map[string]string{strings.Clone(v1alpha1.LabelOwnerUID): strings.Clone("0b6f5a3e")},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}},
+		}}
+	}
+	var cached []*metav1.PartialObjectMetadata
+	for range 2 {
+		out, err := transform(pod())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := out.(*metav1.PartialObjectMetadata)
+		if p.ManagedFields != nil || p.Labels[v1alpha1.LabelOwnerUID] != "0b6f5a3e" {
+			t.Fatalf("cached as %+v, want the labels without managedFields", p.ObjectMeta)
+		}
+		cached = append(cached, p)
+	}
+	for k, v := range cached[0].Labels {
+		for k2, v2 := range cached[1].Labels {
+			if unsafe.StringData(k) != unsafe.StringData(k2) || unsafe.StringData(v) != unsafe.StringData(v2) {
+				t.Errorf("label %s=%s: the two pods hold two copies", k, v)
+			}
+		}
 	}
 }

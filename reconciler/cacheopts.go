@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,8 +24,9 @@ import (
 // labelled as stencil's. Custom resources are held without their
 // managedFields, which nothing reads (finalizers and status go in merge
 // patches); owned objects keep theirs for the drift check, and those read
-// whole are trimmed to what stencil reads of them (trimmedTypes). Owned
-// objects' labels and annotations share their strings (internMetadata).
+// whole are trimmed to what stencil reads of them (trimmedTypes). The
+// labels and annotations of every object but the custom resources share
+// their strings (engine.InternMetadata).
 func CacheOptions(kinds []*render.Kind) cache.Options {
 	return ShardCacheOptions(kinds, labels.Everything())
 }
@@ -68,20 +68,36 @@ func ShardCacheOptions(kinds []*render.Kind, shard labels.Selector) cache.Option
 	for gvk := range observed {
 		o := &unstructured.Unstructured{}
 		o.SetGroupVersionKind(gvk)
-		// Nothing reads an observed object's managedFields.
-		byObject[o] = cache.ByObject{Label: stencils, Transform: cache.TransformStripManagedFields()}
+		byObject[o] = cache.ByObject{Label: stencils, Transform: notOwnedTransform()}
 	}
 	trim := trimmedTypes(kinds)
 	return cache.Options{
 		DefaultLabelSelector: owned,
 		DefaultTransform: func(obj any) (any, error) {
-			obj = dropStatusFields(internMetadata(obj))
+			obj = dropStatusFields(engine.InternMetadata(obj))
 			if trim.holds(obj) {
 				return engine.Trim(obj)
 			}
 			return obj, nil
 		},
 		ByObject: byObject,
+	}
+}
+
+// notOwnedTransform is the transform of the objects stencil reads but
+// does not own, cached as metadata: observed types (a Deployment's Pods)
+// and the graph kinds' inputs. It drops their managedFields, which nothing
+// reads of them, and gives their labels and annotations shared strings
+// (engine.InternMetadata), as owned objects have: a pod carries its pod
+// template's labels, and an input ConfigMap may be one stencil applied.
+func notOwnedTransform() func(any) (any, error) {
+	strip := cache.TransformStripManagedFields()
+	return func(obj any) (any, error) {
+		obj, err := strip(obj)
+		if err != nil {
+			return obj, err
+		}
+		return engine.InternMetadata(obj), nil
 	}
 }
 
@@ -186,7 +202,7 @@ func inputCache(mgr ctrl.Manager, kinds []*render.Kind, namespaces []string) (ca
 	if !slices.ContainsFunc(kinds, func(k *render.Kind) bool { return len(inputTypes(k)) > 0 }) {
 		return nil, nil
 	}
-	opts := cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields()}
+	opts := cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: notOwnedTransform()}
 	if len(namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range namespaces {
@@ -201,51 +217,4 @@ func inputCache(mgr ctrl.Manager, kinds []*render.Kind, namespaces []string) (ca
 		return nil, err
 	}
 	return c, nil
-}
-
-// internMetadata gives obj's labels and annotations the canonical copy of
-// each of their short strings (package unique): a key that every cached
-// object carries (app.kubernetes.io/name, stencil.dev/owner-uid), and a
-// value that several share (the owner's UID and name, managed-by's
-// stencil), is then held once by the objects decoded together, instead of
-// once per object. unique holds its canonical copies weakly: after a
-// collection, the next object that carries a string makes a new one, which
-// the objects decoded after it share; the objects keep the bytes they
-// hold. The maps are new, with the same entries. Measured at 1,000
-// MyWebs: about 7 MiB less peak RSS, within the spread of the runs
-// (docs/benchmarks.md).
-func internMetadata(obj any) any {
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return obj // a tombstone
-	}
-	if l := m.GetLabels(); len(l) > 0 {
-		m.SetLabels(interned(l))
-	}
-	if a := m.GetAnnotations(); len(a) > 0 {
-		m.SetAnnotations(interned(a))
-	}
-	return obj
-}
-
-// internedMax is the longest string interned: label keys and values and
-// the short annotations; a long annotation (kubectl's last applied
-// configuration) is seldom shared, and unique would copy it at each event.
-const internedMax = 128
-
-// interned is a copy of in whose short keys and values are canonical
-// strings.
-func interned(in map[string]string) map[string]string {
-	out := make(map[string]string, len(in))
-	for k, v := range in {
-		out[canonical(k)] = canonical(v)
-	}
-	return out
-}
-
-func canonical(s string) string {
-	if len(s) > internedMax {
-		return s
-	}
-	return unique.Make(s).Value()
 }

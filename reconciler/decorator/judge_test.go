@@ -2,8 +2,11 @@ package decorator
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"unsafe"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -73,5 +76,41 @@ func TestJudgeMetadata(t *testing.T) {
 				t.Errorf("foreign %v, want %v", plan.foreign, tt.foreign)
 			}
 		})
+	}
+}
+
+// TestCacheTransform: the decorators' cache holds an observed object
+// (metadata only) without managedFields and a parent with them, and two
+// objects decoded apart hold one copy of a label they share.
+func TestCacheTransform(t *testing.T) {
+	entries := []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}
+	pod := func() *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+			Labels:        map[string]string{strings.Clone("app.kubernetes.io/name"): strings.Clone("web")},
+			ManagedFields: entries,
+		}}
+	}
+	var pods []*metav1.PartialObjectMetadata
+	for range 2 {
+		out, err := cacheTransform(pod())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := out.(*metav1.PartialObjectMetadata)
+		if p.ManagedFields != nil || p.Labels["app.kubernetes.io/name"] != "web" {
+			t.Fatalf("cached as %+v, want the labels without managedFields", p.ObjectMeta)
+		}
+		pods = append(pods, p)
+	}
+	for k, v := range pods[0].Labels {
+		for k2, v2 := range pods[1].Labels {
+			if unsafe.StringData(k) != unsafe.StringData(k2) || unsafe.StringData(v) != unsafe.StringData(v2) {
+				t.Errorf("label %s=%s: the two pods hold two copies", k, v)
+			}
+		}
+	}
+	parent := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{ManagedFields: entries}}
+	if out, err := cacheTransform(parent); err != nil || len(out.(*appsv1.ReplicaSet).ManagedFields) != 1 {
+		t.Errorf("a parent lost its managedFields (%v): they say what stencil holds", err)
 	}
 }

@@ -157,7 +157,7 @@ func newDecoratorCache(mgr ctrl.Manager, decorators []*render.Decorator, types e
 		Scheme:           mgr.GetScheme(),
 		Mapper:           mgr.GetRESTMapper(),
 		ByObject:         byObject,
-		DefaultTransform: stripObservedManagedFields,
+		DefaultTransform: cacheTransform,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the decorators' cache: %w", err)
@@ -168,14 +168,17 @@ func newDecoratorCache(mgr ctrl.Manager, decorators []*render.Decorator, types e
 	return c, nil
 }
 
-// stripObservedManagedFields drops the managedFields of metadata-only
-// objects (the observed types: only their labels and ownerReferences are
-// read), not of the parents, whose managedFields say what stencil holds.
-func stripObservedManagedFields(obj any) (any, error) {
+// cacheTransform drops the managedFields of metadata-only objects (the
+// observed types: only their labels and ownerReferences are read), not of
+// the parents, whose managedFields say what stencil holds; and it gives
+// every object's labels and annotations shared strings
+// (engine.InternMetadata): a ReplicaSet's pods carry the labels of its pod
+// template.
+func cacheTransform(obj any) (any, error) {
 	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
 		m.SetManagedFields(nil)
 	}
-	return obj, nil
+	return engine.InternMetadata(obj), nil
 }
 
 func setupDecorator(mgr ctrl.Manager, c cache.Cache, d *render.Decorator, types engine.CachedTypes, sc *scope, opts Options) error {
