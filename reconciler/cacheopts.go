@@ -84,12 +84,11 @@ func ShardCacheOptions(kinds []*render.Kind, shard labels.Selector) cache.Option
 	}
 }
 
-// notOwnedTransform is the transform of the objects stencil reads but
-// does not own, cached as metadata: observed types (a Deployment's Pods)
-// and the graph kinds' inputs. It drops their managedFields, which nothing
-// reads of them, and gives their labels and annotations shared strings
-// (engine.InternMetadata), as owned objects have: a pod carries its pod
-// template's labels, and an input ConfigMap may be one stencil applied.
+// notOwnedTransform is the transform of the observed objects (a
+// Deployment's Pods), which stencil reads but does not own: it drops their
+// managedFields, which nothing reads of them, and gives their labels and
+// annotations shared strings (engine.InternMetadata), as owned objects
+// have: a pod carries its pod template's labels.
 func notOwnedTransform() func(any) (any, error) {
 	strip := cache.TransformStripManagedFields()
 	return func(obj any) (any, error) {
@@ -98,6 +97,22 @@ func notOwnedTransform() func(any) (any, error) {
 			return obj, err
 		}
 		return engine.InternMetadata(obj), nil
+	}
+}
+
+// inputTransform is the transform of the graph kinds' input cache, which
+// holds every object of an input type (any ConfigMap, whoever wrote it):
+// only its name, labels and resourceVersion are read (which resources
+// read it; whether the memo of the last read still holds), so its
+// annotations (kubectl's last-applied-configuration among them) go with
+// its managedFields, and its labels get shared strings.
+func inputTransform() func(any) (any, error) {
+	transform := notOwnedTransform()
+	return func(obj any) (any, error) {
+		if m, ok := obj.(metav1.Object); ok {
+			m.SetAnnotations(nil)
+		}
+		return transform(obj)
 	}
 }
 
@@ -202,7 +217,7 @@ func inputCache(mgr ctrl.Manager, kinds []*render.Kind, namespaces []string) (ca
 	if !slices.ContainsFunc(kinds, func(k *render.Kind) bool { return len(inputTypes(k)) > 0 }) {
 		return nil, nil
 	}
-	opts := cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: notOwnedTransform()}
+	opts := cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: inputTransform()}
 	if len(namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range namespaces {

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"maps"
+	"runtime"
 	"strings"
 	"testing"
+	"unique"
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +25,10 @@ func TestInternMetadata(t *testing.T) {
 	labels := func() map[string]string {
 		return map[string]string{fresh("app.kubernetes.io/name"): fresh("web"), fresh("stencil.dev/owner-uid"): fresh("0b6f5a3e")}
 	}
+	// The canonical strings live while a handle does: a collection between
+	// the two transforms would otherwise give the second object new copies.
+	held := []unique.Handle[string]{unique.Make("app.kubernetes.io/name"), unique.Make("web"), unique.Make("stencil.dev/owner-uid"), unique.Make("0b6f5a3e")}
+	defer runtime.KeepAlive(held)
 	typed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Labels: labels(), Annotations: map[string]string{fresh("stencil.dev/owner"): fresh("MyWeb/ns/web")}}}
 	u := &unstructured.Unstructured{}
 	u.SetLabels(labels())
