@@ -8,7 +8,8 @@ import (
 	"testing"
 	"testing/fstest"
 	"unique"
-	"unsafe"
+
+	"github.com/stencil-operator/stencil/internal/testing/testutil"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -192,12 +193,8 @@ func TestObservedObjectsShareLabelStrings(t *testing.T) {
 		}
 		cached = append(cached, p)
 	}
-	for k, v := range cached[0].Labels {
-		for k2, v2 := range cached[1].Labels {
-			if k == k2 && (unsafe.StringData(k) != unsafe.StringData(k2) || unsafe.StringData(v) != unsafe.StringData(v2)) {
-				t.Errorf("label %s=%s: the two pods hold two copies", k, v)
-			}
-		}
+	if copied := testutil.CopiedTwice(cached[0].Labels, cached[1].Labels); len(copied) > 0 {
+		t.Errorf("labels %v: the two pods hold two copies", copied)
 	}
 }
 

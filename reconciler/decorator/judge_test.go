@@ -6,7 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unique"
-	"unsafe"
+
+	"github.com/stencil-operator/stencil/internal/testing/testutil"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -108,12 +109,8 @@ func TestCacheTransform(t *testing.T) {
 		}
 		pods = append(pods, p)
 	}
-	for k, v := range pods[0].Labels {
-		for k2, v2 := range pods[1].Labels {
-			if k == k2 && (unsafe.StringData(k) != unsafe.StringData(k2) || unsafe.StringData(v) != unsafe.StringData(v2)) {
-				t.Errorf("label %s=%s: the two pods hold two copies", k, v)
-			}
-		}
+	if copied := testutil.CopiedTwice(pods[0].Labels, pods[1].Labels); len(copied) > 0 {
+		t.Errorf("labels %v: the two pods hold two copies", copied)
 	}
 	parent := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{ManagedFields: entries}}
 	if out, err := cacheTransform(parent); err != nil || len(out.(*appsv1.ReplicaSet).ManagedFields) != 1 {

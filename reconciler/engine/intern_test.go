@@ -8,6 +8,8 @@ import (
 	"unique"
 	"unsafe"
 
+	"github.com/stencil-operator/stencil/internal/testing/testutil"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -43,12 +45,8 @@ func TestInternMetadata(t *testing.T) {
 	if got := typed.GetAnnotations(); !maps.Equal(got, map[string]string{"stencil.dev/owner": "MyWeb/ns/web"}) {
 		t.Errorf("annotations %v", got)
 	}
-	for k, v := range typed.GetLabels() {
-		for k2, v2 := range u.GetLabels() {
-			if k == k2 && (unsafe.StringData(k) != unsafe.StringData(k2) || unsafe.StringData(v) != unsafe.StringData(v2)) {
-				t.Errorf("label %s=%s: the two objects hold two copies", k, v)
-			}
-		}
+	if copied := testutil.CopiedTwice(typed.GetLabels(), u.GetLabels()); len(copied) > 0 {
+		t.Errorf("labels %v: the two objects hold two copies", copied)
 	}
 	long := strings.Repeat("x", internedMax+1)
 	big := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"a": long}}}
