@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -10,9 +9,10 @@ import (
 )
 
 // This file is the spine of an apply: read it top to bottom. For each
-// desired object it asks decide.go what to do (check), fields.go what to
-// send (sendable) and write.go to write it; each step fills in the
-// object's Change (outcome.go).
+// desired object, applyObject takes each step once, in order: decide what
+// to do (decide.go), settle what needs no write and the drift
+// (drift.go), make the body to send (body.go), write it (write.go), and
+// record what the apply did (outcome.go). A refusal ends in immutable.go.
 
 // Apply brings every desired object that is this resource's to its desired
 // state and reports what it applied, the drift it found, the objects it
@@ -37,108 +37,37 @@ func (a *Applier) Apply(ctx context.Context, cr v1alpha1.Object, desired []*unst
 	return out, nil
 }
 
-// refusedApply handles an apply of d that failed with err: an immutable
-// field recreates d when its template allows it; an object the API server
-// rejected as invalid is reported, and the others applied still. Any other
-// error stops the apply.
-func (a *Applier) refusedApply(ctx context.Context, d *unstructured.Unstructured, err error, out *ApplyOutcome) error {
-	if fields := immutableFields(err); len(fields) > 0 {
-		return a.recreate(ctx, d, fields, err, out)
-	}
-	if rejected(err) {
-		c := out.of(d)
-		c.Action, c.Err = Refused, err
-		return nil
-	}
-	return err
-}
-
-// applyObject checks d and applies it when it needs it, adding to out.
+// applyObject brings d to its desired state, adding to out. The first turn
+// decides from the cache; a create-first apply that fails (d exists, or
+// admission refused it) takes one more turn, which decides from one read of
+// the API server (check, with the failure).
 func (a *Applier) applyObject(ctx context.Context, d *unstructured.Unstructured, report bool, out *ApplyOutcome) error {
-	v, err := a.check(ctx, d)
-	if v.firstApply {
-		defer a.firstApplies.end(IDOf(d))
-	}
-	if err != nil {
-		return err
-	}
-	if v.decision == create {
-		next, err := a.createFirstApply(ctx, d, v, report, out)
-		if next == nil || err != nil {
+	var createErr error
+	for {
+		v, err := a.check(ctx, d, createErr)
+		if v.firstApply {
+			defer a.firstApplies.end(IDOf(d)) //nolint:gocritic // only the first turn begins a first apply
+		}
+		if err != nil {
 			return err
 		}
-		v = *next
+		write, err := a.settle(ctx, d, v, report, out)
+		if err != nil || !write {
+			return err
+		}
+		body, leftOut, err := sendable(d, v, report)
+		if err != nil {
+			return err
+		}
+		live, err := a.write(ctx, d, body, v, leftOut, out)
+		switch {
+		case err != nil && v.decision == create && createErr == nil:
+			createErr = err
+			continue
+		case err != nil:
+			return err
+		}
+		out.applied(d, v, live, a.types.Whole[d.GroupVersionKind()])
+		return a.reportLeftOut(ctx, d, leftOut, out)
 	}
-	return a.applyChecked(ctx, d, v, report, out)
-}
-
-// createFirstApply applies d, which the cache does not hold, only if it
-// does not exist. If it exists, or the apply failed for another reason
-// (which an existing object, someone else's, may also cause: admission sees
-// it), one read tells whose it is, and the verdict it returns is checked as
-// any other: next, nil when there is nothing more to do (applied, or
-// failed with the error).
-func (a *Applier) createFirstApply(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) (next *verdict, err error) {
-	applyErr := a.applyStale(ctx, d, v, report, out)
-	if applyErr == nil {
-		return nil, nil
-	}
-	refused := errors.Is(applyErr, ErrChangedWhileRead) // it exists (write says so of a create)
-	if refused {
-		a.refused.Store(IDOf(d), struct{}{})
-	}
-	if refusesVersionOnCreate(applyErr) {
-		a.noVersionOnCreate.Store(d.GroupVersionKind(), struct{}{})
-		refused = true
-	}
-	v, err = a.checkUnseen(ctx, d)
-	switch {
-	case err != nil:
-		return nil, err
-	case !refused && v.decision != leave:
-		return nil, applyErr
-	}
-	return &v, nil
-}
-
-// applyChecked acts on d's verdict: it leaves a conflict alone, reports and
-// corrects drift, and applies d when it is stale.
-func (a *Applier) applyChecked(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) error {
-	if v.decision == leave {
-		c := out.of(d)
-		c.Action, c.Conflict = Skipped, v.conflict
-		return nil //nolint:nilerr // a conflict is reported in status, and the other objects are still applied
-	}
-	stale, deferred, err := a.onDrift(ctx, d, v, report, out)
-	switch {
-	case err != nil:
-		return err
-	case deferred:
-		out.change(d, Deferred)
-	case v.decision == wait:
-		out.change(d, Waiting)
-	case v.decision == relabeled:
-		out.change(d, Configured)
-	case !stale:
-		out.change(d, Unchanged)
-	default:
-		return a.applyStale(ctx, d, v, report, out)
-	}
-	return nil
-}
-
-// applyStale applies d, in three steps read in order: the body to send
-// (sendable), the write, and what the apply did, with the drift in the
-// fields it left out for other managers (policy Report).
-func (a *Applier) applyStale(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) error {
-	body, leftOut, err := sendable(d, v, report)
-	if err != nil {
-		return err
-	}
-	live, err := a.write(ctx, d, body, v, leftOut, out)
-	if err != nil {
-		return err
-	}
-	out.applied(d, v, live, a.types.Whole[d.GroupVersionKind()])
-	return a.reportLeftOut(ctx, d, leftOut, out)
 }

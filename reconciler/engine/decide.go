@@ -1,14 +1,14 @@
 package engine
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"hash"
 	"slices"
-
-	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -22,12 +22,47 @@ import (
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
 
+// This file decides what to do with each desired object (check): from
+// the cache's copy of it, or from one read of the API server when the
+// cache cannot tell, and from the records of what our manager owned after
+// its last apply (the baselines), against which drift is measured. Below
+// the decision: the records, whose an object is, what a template asks of
+// its object, and what a refusal means to the decision.
+
 // decision is what check decided to do with one desired object.
 type decision int
 
 func (d decision) String() string {
 	return [...]string{"compare", "wait", "leave", "create", "apply", "adopt", "relabeled"}[d]
 }
+
+const (
+	// compare: the object is as this render applied it; only fields our
+	// manager lost since (drift, in verdict.missing) call for an apply.
+	compare decision = iota
+	// wait: our last apply of this render is not in the cache yet; nothing
+	// is done until it is.
+	wait
+	// leave: the object exists and is not this resource's (verdict.conflict);
+	// it is left untouched.
+	leave
+	// create: the cache does not hold the object and this process never
+	// applied it. It is applied only if it does not exist (absentVersion);
+	// if it does, checkUnseen decides. That saves a read per new object,
+	// and two processes (shards) that render one name cannot both create
+	// it: the second apply is refused.
+	create
+	// apply: apply the object (a new render, or one of this resource's
+	// that the cache does not hold).
+	apply
+	// adopt: the object is not this resource's yet, and a person asked
+	// that it be: apply it, and it becomes the resource's.
+	adopt
+	// relabeled: a create-only object of this resource that the cache did
+	// not hold, which checkUnseen gave this shard's label (the one write
+	// such an object gets again); nothing more to do.
+	relabeled
+)
 
 // verdict is what check decided about one desired object, with what the
 // decision needs.
@@ -49,6 +84,9 @@ type verdict struct {
 	// firstApply: this resource's first apply of the object is under way
 	// (FirstApplies) until the apply returns.
 	firstApply bool
+	// handOver are the fields the object's template hands over (HandOver):
+	// an apply leaves them out once another manager holds them.
+	handOver *fieldpath.Set
 }
 
 // stale: the decision is to apply the object.
@@ -65,26 +103,46 @@ func (v verdict) cachedVersion() uint64 {
 	return ResourceVersion(v.live)
 }
 
-// createFirst: d's type takes a create-first apply.
-func (a *Applier) createFirst(d *unstructured.Unstructured) bool {
-	_, no := a.noVersionOnCreate.Load(d.GroupVersionKind())
-	return !no
-}
-
-// createOnlyDrift is the verdict on a create-only object that an earlier
-// render created: the fields our manager owned right after creating it and
-// no longer owns, if this process created it; else nothing is known.
-func (a *Applier) createOnlyDrift(d *unstructured.Unstructured, live client.Object) (verdict, error) {
-	b, ok := a.baselines.Load(KeyOf(d))
-	if !ok || b.hash != live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] {
-		return verdict{decision: compare, live: live}, nil
+// check decides about desired object d: from the cache; or, when its
+// create-first apply failed with createErr, from one read of the API
+// server (checkAfterCreate).
+func (a *Applier) check(ctx context.Context, d *unstructured.Unstructured, createErr error) (v verdict, err error) {
+	if createErr != nil {
+		v, err = a.checkAfterCreate(ctx, d, createErr)
+	} else {
+		v, err = a.checkCached(ctx, d)
 	}
-	missing, err := MissingFields(b.owned, OwnedRecord(live.GetManagedFields(), FieldManager), nil)
-	return verdict{decision: compare, missing: missing, live: live}, err
+	v.handOver = HandOver(d)
+	return v, err
 }
 
-// check compares a desired object with the cached metadata of the live one.
-func (a *Applier) check(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
+// checkAfterCreate decides about d after its create-first apply failed
+// with err. If it exists, or its type takes no version on a create, one
+// read tells whose it is, and that verdict stands. A create that failed
+// otherwise (which an existing object, someone else's, may also cause:
+// admission sees it) is read too: a conflict stands, else err does.
+func (a *Applier) checkAfterCreate(ctx context.Context, d *unstructured.Unstructured, err error) (verdict, error) {
+	refused := errors.Is(err, ErrChangedWhileRead) // it exists (write says so of a create)
+	if refused {
+		a.refused.Store(IDOf(d), struct{}{})
+	}
+	if refusesVersionOnCreate(err) {
+		a.noVersionOnCreate.Store(d.GroupVersionKind(), struct{}{})
+		refused = true
+	}
+	v, readErr := a.checkUnseen(ctx, d)
+	switch {
+	case readErr != nil:
+		return verdict{}, readErr
+	case !refused && v.decision != leave:
+		return verdict{}, err
+	}
+	return v, nil
+}
+
+// checkCached compares a desired object with the cached metadata of the
+// live one.
+func (a *Applier) checkCached(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
 	live, err := a.cached(ctx, d)
 	if apierrors.IsNotFound(err) {
 		live = nil
@@ -114,6 +172,18 @@ func (a *Applier) check(ctx context.Context, d *unstructured.Unstructured) (verd
 	if h := HandOver(d); h != nil && missing != nil {
 		missing = missing.RecursiveDifference(h) // taken as the template allows: not drift
 	}
+	return verdict{decision: compare, missing: missing, live: live}, err
+}
+
+// createOnlyDrift is the verdict on a create-only object that an earlier
+// render created: the fields our manager owned right after creating it and
+// no longer owns, if this process created it; else nothing is known.
+func (a *Applier) createOnlyDrift(d *unstructured.Unstructured, live client.Object) (verdict, error) {
+	b, ok := a.baselines.Load(KeyOf(d))
+	if !ok || b.hash != live.GetAnnotations()[v1alpha1.AnnotationDesiredHash] {
+		return verdict{decision: compare, live: live}, nil
+	}
+	missing, err := MissingFields(b.owned, OwnedRecord(live.GetManagedFields(), FieldManager), nil)
 	return verdict{decision: compare, missing: missing, live: live}, err
 }
 
@@ -187,16 +257,126 @@ func (a *Applier) cached(ctx context.Context, d *unstructured.Unstructured) (cli
 	return live, a.client.Get(ctx, client.ObjectKeyFromObject(d), live)
 }
 
+// checkUnseen decides about a rendered object that the cache does not hold,
+// that this process never applied, and whose create-first apply was refused
+// (it exists, without stencil's labels or from another shard) or failed.
+// One metadata-only read from the API server tells: absent (apply it), this
+// resource's or adopted (apply it), or someone else's (conflict). It is a
+// quorum read, not one from the API server's watch cache (resourceVersion
+// "0"): the watch cache may lag, by seconds behind a busy API server, and a
+// "not found" from it would let a force-apply take an object just created
+// by someone else.
+func (a *Applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(d.GroupVersionKind())
+	err := a.reader.Get(ctx, client.ObjectKeyFromObject(d), live)
+	switch {
+	case apierrors.IsNotFound(err):
+		// Created only if it is still missing: someone may create it
+		// after this read.
+		if a.createFirst(d) {
+			return verdict{decision: create}, nil
+		}
+		return verdict{decision: apply}, nil
+	case err != nil:
+		return verdict{}, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	case ownedFor(live, d) && live.GetDeletionTimestamp() != nil:
+		c := conflictWith(d, live)
+		return verdict{decision: leave, conflict: &c}, nil
+	case ownedFor(live, d) && CreateOnly(d):
+		// It exists: a create-only object is not applied again. When it
+		// came from another shard, it gets this shard's label, so that
+		// this shard's cache holds it from now on.
+		wrote, err := a.relabelShard(ctx, d, live)
+		if wrote {
+			return verdict{decision: relabeled}, err
+		}
+		return verdict{decision: compare}, err
+	case ownedFor(live, d):
+		// Ours, though not cached (it came from another shard, whose label
+		// it carries): applied knowing its managers, as any cached object,
+		// and only as it was read.
+		return verdict{decision: apply, live: live, resourceVersion: live.GetResourceVersion()}, nil
+	case adoptedBy(live, d):
+		return verdict{decision: adopt, resourceVersion: live.GetResourceVersion()}, nil
+	}
+	c := conflictWith(d, live)
+	return verdict{decision: leave, conflict: &c}, nil
+}
+
+// relabelShard sets, on an object of this resource that the cache does not
+// hold, the shard label the render gives it (a resource moved between
+// shards), with a UID precondition.
+func (a *Applier) relabelShard(ctx context.Context, d *unstructured.Unstructured, live *metav1.PartialObjectMetadata) (wrote bool, err error) {
+	want, ok := d.GetLabels()[v1alpha1.LabelShard]
+	if live.GetLabels()[v1alpha1.LabelShard] == want {
+		return false, nil
+	}
+	value := any(nil) // removed: the default shard's objects may carry none
+	if ok {
+		value = want
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": live.GetUID(), "labels": map[string]any{v1alpha1.LabelShard: value}}})
+	if err != nil {
+		return false, err
+	}
+	if err := writer(ctx, a.client).Patch(ctx, live, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
+		return false, fmt.Errorf("labelling %s %s for this shard: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	}
+	return true, nil
+}
+
+// The records: what our manager owned on each object right after our
+// last apply of it (its baseline), against which check measures drift.
+
+// A restarted process (or a newly elected leader) knows no baselines, and
+// learning one costs a server-side dry-run apply per object: 3,000 requests
+// through every admission webhook for 1,000 converged resources, after
+// every restart. So each resource's status records a digest of the
+// baselines of its objects (status.ownedFields): the fields our manager
+// owned on each right after our last apply, with the render it applied. A
+// new process that finds the live objects' records with the same digest
+// knows that nothing was taken from our manager since, and takes the live
+// records as the baselines, without a request. When the digest differs (a
+// field was taken, or stencil stopped between an apply and its status
+// write), it learns the baselines as before, with dry runs.
+
+// baseline is what our manager owned on an object right after an apply.
+type baseline struct {
+	hash string
+	// owned is our manager's managedFields record right after the apply:
+	// compact, and compared byte for byte before anything is parsed. In a
+	// binary built with apimachinery's fieldsv1string tag (make build), it
+	// is the very string the cached object's record holds: one copy.
+	owned []string
+	// leftOut are desired fields left out of the apply because other managers
+	// hold them (policy Report): drift, though our manager never owned them.
+	leftOut *fieldpath.Set
+	// resourceVersion our apply produced, and when; 0 after a dry run.
+	resourceVersion uint64
+	appliedAt       time.Time
+}
+
 // baseline is what our manager owns right after applying d: remembered from
-// our last apply, or learnt once with a dry run.
+// our last apply, or learnt once with a server-side dry-run apply, of whose
+// answer only the metadata is read.
 func (a *Applier) baseline(ctx context.Context, d *unstructured.Unstructured, hash string) (baseline, error) {
 	if b, ok := a.baselines.Load(KeyOf(d)); ok && b.hash == hash {
 		return b, nil
 	}
-	if _, err := a.applyOne(ctx, d, true, nil); err != nil {
-		return baseline{}, err
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(d.GroupVersionKind())
+	live.SetNamespace(d.GetNamespace())
+	live.SetName(d.GetName())
+	body, err := d.MarshalJSON()
+	if err == nil {
+		err = writer(ctx, a.client).Patch(ctx, live, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll)
 	}
-	b, _ := a.baselines.Load(KeyOf(d))
+	if err != nil {
+		return baseline{}, fmt.Errorf("dry-run applying %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	}
+	b := baseline{hash: hash, owned: OwnedRecord(live.GetManagedFields(), FieldManager)}
+	a.baselines.Store(KeyOf(d), b)
 	return b, nil
 }
 
@@ -212,6 +392,129 @@ func (a *Applier) appliedNewer(d *unstructured.Unstructured, hash string, cached
 	}
 	return b.hash == hash && b.resourceVersion > 0 && cached < b.resourceVersion && time.Since(b.appliedAt) < cacheGrace
 }
+
+// restoreBaselines takes, for a process that knows none of desired's
+// baselines, the live objects' records as their baselines when their digest
+// is recorded, the digest status.ownedFields holds. It sends no request:
+// the live objects come from the cache.
+func (a *Applier) restoreBaselines(ctx context.Context, recorded string, desired []*unstructured.Unstructured) {
+	if recorded == "" || a.knowsBaselines(desired) {
+		return
+	}
+	h := sha256.New()
+	found := make([]baseline, len(desired))
+	for i, d := range desired {
+		if CreateOnly(d) {
+			continue
+		}
+		live, err := a.cached(ctx, d)
+		if err != nil || !ownedFor(live, d) {
+			return
+		}
+		found[i] = baseline{hash: live.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: OwnedRecord(live.GetManagedFields(), FieldManager)}
+		WriteOwned(h, d, found[i].hash, found[i].owned)
+	}
+	if "sha256:"+hex.EncodeToString(h.Sum(nil))[:32] != recorded {
+		return
+	}
+	for i, d := range desired {
+		if !CreateOnly(d) {
+			a.baselines.LoadOrStore(KeyOf(d), found[i]) // never over one this process learnt
+		}
+	}
+}
+
+// knowsBaselines: this process has a baseline of every one of desired's
+// objects (but create-only ones), for any render.
+func (a *Applier) knowsBaselines(desired []*unstructured.Unstructured) bool {
+	return !slices.ContainsFunc(desired, func(d *unstructured.Unstructured) bool {
+		_, ok := a.baselines.Load(KeyOf(d))
+		return !ok && !CreateOnly(d)
+	})
+}
+
+// OwnedDigest is the digest of the baselines of desired's objects, or ""
+// when one of them has none for its render (it was not applied: a
+// conflict, or the cache still lagging) or holds fields left to other
+// managers (a restored baseline would not know them).
+func (a *Applier) OwnedDigest(desired []*unstructured.Unstructured) string {
+	h := sha256.New()
+	for _, d := range desired {
+		if CreateOnly(d) {
+			continue // judged against what this process created, if anything
+		}
+		b, ok := a.baselines.Load(KeyOf(d))
+		if !ok || b.hash != d.GetAnnotations()[v1alpha1.AnnotationDesiredHash] {
+			return ""
+		}
+		if leftOut := b.leftOut; leftOut != nil && !leftOut.Empty() {
+			return "" // fields left to others (policy Report) are drift the records do not show
+		}
+		WriteOwned(h, d, b.hash, b.owned)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// WriteOwned writes d's part of the owned fields' digest (see
+// OwnedDigest) to h: its type, namespace and name, desiredHash, and owned,
+// our manager's managedFields record.
+func WriteOwned(h hash.Hash, d *unstructured.Unstructured, desiredHash string, owned []string) {
+	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%d\n", d.GroupVersionKind(), d.GetNamespace(), d.GetName(), desiredHash, len(owned))
+	for _, r := range owned {
+		_, _ = fmt.Fprintf(h, "%d\x00%s\n", len(r), r)
+	}
+}
+
+// OwnedRecord is what managedFields records of the fields that manager owns
+// through Apply on the object itself (not a subresource): the FieldsV1 JSON
+// of its entries.
+func OwnedRecord(entries []metav1.ManagedFieldsEntry, manager string) []string {
+	var record []string
+	for _, e := range entries {
+		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" && e.FieldsV1 != nil {
+			record = append(record, e.FieldsV1.GetRawString())
+		}
+	}
+	return record
+}
+
+// MissingFields are the fields that the base record owns, or that were left
+// out of the apply for other managers (leftOut), and that the live record
+// does not own. When nothing was left out and the two records are byte for
+// byte the same (the API server encodes field sets in one order), nothing
+// is missing and nothing is parsed.
+func MissingFields(base, live []string, leftOut *fieldpath.Set) (*fieldpath.Set, error) {
+	if slices.Equal(base, live) && (leftOut == nil || leftOut.Empty()) {
+		return &fieldpath.Set{}, nil
+	}
+	was, err := parseRecord(base)
+	if err != nil {
+		return nil, err
+	}
+	if leftOut != nil {
+		was = was.Union(leftOut)
+	}
+	is, err := parseRecord(live)
+	if err != nil {
+		return nil, err
+	}
+	return was.Difference(is), nil
+}
+
+func parseRecord(record []string) (*fieldpath.Set, error) {
+	set := &fieldpath.Set{}
+	for _, raw := range record {
+		s := &fieldpath.Set{}
+		if err := s.FromJSON(strings.NewReader(raw)); err != nil {
+			return nil, fmt.Errorf("parsing managedFields: %w", err)
+		}
+		set = set.Union(s)
+	}
+	return set, nil
+}
+
+// Whose an object is: this resource's, adopted, or someone else's (a
+// conflict, described for the status).
 
 // ownedFor reports whether live is the object that stencil rendered as d
 // (d carries its resource's owner label and annotation). A controller
@@ -263,166 +566,6 @@ func conflictWith(d *unstructured.Unstructured, live metav1.Object) Conflict {
 	return c
 }
 
-// checkUnseen decides about a rendered object that the cache does not hold,
-// that this process never applied, and whose create-first apply was refused
-// (it exists, without stencil's labels or from another shard) or failed.
-// One metadata-only read from the API server tells: absent (apply it), this
-// resource's or adopted (apply it), or someone else's (conflict). It is a
-// quorum read, not one from the API server's watch cache (resourceVersion
-// "0"): the watch cache may lag, by seconds behind a busy API server, and a
-// "not found" from it would let a force-apply take an object just created
-// by someone else.
-func (a *Applier) checkUnseen(ctx context.Context, d *unstructured.Unstructured) (verdict, error) {
-	live := &metav1.PartialObjectMetadata{}
-	live.SetGroupVersionKind(d.GroupVersionKind())
-	err := a.reader.Get(ctx, client.ObjectKeyFromObject(d), live)
-	switch {
-	case apierrors.IsNotFound(err):
-		// Created only if it is still missing: someone may create it
-		// after this read.
-		if a.createFirst(d) {
-			return verdict{decision: create}, nil
-		}
-		return verdict{decision: apply}, nil
-	case err != nil:
-		return verdict{}, fmt.Errorf("reading %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
-	case ownedFor(live, d) && live.GetDeletionTimestamp() != nil:
-		c := conflictWith(d, live)
-		return verdict{decision: leave, conflict: &c}, nil
-	case ownedFor(live, d) && CreateOnly(d):
-		// It exists: a create-only object is not applied again. When it
-		// came from another shard, it gets this shard's label, so that
-		// this shard's cache holds it from now on.
-		wrote, err := a.relabelShard(ctx, d, live)
-		if wrote {
-			return verdict{decision: relabeled}, err
-		}
-		return verdict{decision: compare}, err
-	case ownedFor(live, d):
-		// Ours, though not cached (it came from another shard, whose label
-		// it carries): applied knowing its managers, as any cached object,
-		// and only as it was read.
-		return verdict{decision: apply, live: live, resourceVersion: live.GetResourceVersion()}, nil
-	case adoptedBy(live, d):
-		return verdict{decision: adopt, resourceVersion: live.GetResourceVersion()}, nil
-	}
-	c := conflictWith(d, live)
-	return verdict{decision: leave, conflict: &c}, nil
-}
-
-// restoreBaselines takes, for a process that knows none of desired's
-// baselines, the live objects' records as their baselines when their digest
-// is recorded, the digest status.ownedFields holds. It sends no request:
-// the live objects come from the cache.
-func (a *Applier) restoreBaselines(ctx context.Context, recorded string, desired []*unstructured.Unstructured) {
-	if recorded == "" || a.knowsBaselines(desired) {
-		return
-	}
-	h := sha256.New()
-	found := make([]baseline, len(desired))
-	for i, d := range desired {
-		if CreateOnly(d) {
-			continue
-		}
-		live, err := a.cached(ctx, d)
-		if err != nil || !ownedFor(live, d) {
-			return
-		}
-		found[i] = baseline{hash: live.GetAnnotations()[v1alpha1.AnnotationDesiredHash], owned: OwnedRecord(live.GetManagedFields(), FieldManager)}
-		WriteOwned(h, d, found[i].hash, found[i].owned)
-	}
-	if "sha256:"+hex.EncodeToString(h.Sum(nil))[:32] != recorded {
-		return
-	}
-	for i, d := range desired {
-		if !CreateOnly(d) {
-			a.baselines.LoadOrStore(KeyOf(d), found[i]) // never over one this process learnt
-		}
-	}
-}
-
-// knowsBaselines: this process has a baseline of every one of desired's
-// objects (but create-only ones), for any render.
-func (a *Applier) knowsBaselines(desired []*unstructured.Unstructured) bool {
-	return !slices.ContainsFunc(desired, func(d *unstructured.Unstructured) bool {
-		_, ok := a.baselines.Load(KeyOf(d))
-		return !ok && !CreateOnly(d)
-	})
-}
-
-// onDrift handles the fields d's verdict found missing: it reports them,
-// and corrects them unless report; in a fight it corrects only when the
-// wait is over, and shows the fight meanwhile. It returns whether d must be
-// applied (write), and whether its correction waits (deferred).
-func (a *Applier) onDrift(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) (write, deferred bool, err error) {
-	now, key := time.Now(), KeyOf(d)
-	if v.missing == nil || v.missing.Empty() {
-		if f, fighting := a.fights.calm(key, now); fighting {
-			out.of(d).Fight = &f // still shown until it is over
-		}
-		return v.stale(), false, nil
-	}
-	if f, fighting := a.fights.Fighting(key, now); fighting && !report {
-		if now.Before(f.Until) {
-			out.of(d).Fight = &f
-			return false, true, nil
-		}
-		// The fight goes on: correct again, without a new report.
-		f, _ = a.fights.Corrected(key, f.Drift, now)
-		out.of(d).Fight = &f
-		out.FightCorrections++
-		return true, false, nil
-	}
-	drift, err := a.Report(ctx, d, v.missing)
-	if err != nil {
-		return false, false, err
-	}
-	drift.Reverted = !report
-	switch {
-	case len(drift.Fields) == 0:
-	case !drift.Reverted:
-		out.of(d).Drift = append(out.of(d).Drift, drift)
-	default:
-		f, started := a.fights.Corrected(key, drift, now)
-		if started {
-			out.FightsStarted++
-			out.FightCorrections++
-			out.of(d).Fight = &f
-		} else {
-			out.of(d).Drift = append(out.of(d).Drift, drift)
-		}
-	}
-	return v.stale() || !report, false, nil
-}
-
-const (
-	// compare: the object is as this render applied it; only fields our
-	// manager lost since (drift, in verdict.missing) call for an apply.
-	compare decision = iota
-	// wait: our last apply of this render is not in the cache yet; nothing
-	// is done until it is.
-	wait
-	// leave: the object exists and is not this resource's (verdict.conflict);
-	// it is left untouched.
-	leave
-	// create: the cache does not hold the object and this process never
-	// applied it. It is applied only if it does not exist (absentVersion);
-	// if it does, checkUnseen decides. That saves a read per new object,
-	// and two processes (shards) that render one name cannot both create
-	// it: the second apply is refused.
-	create
-	// apply: apply the object (a new render, or one of this resource's
-	// that the cache does not hold).
-	apply
-	// adopt: the object is not this resource's yet, and a person asked
-	// that it be: apply it, and it becomes the resource's.
-	adopt
-	// relabeled: a create-only object of this resource that the cache did
-	// not hold, which checkUnseen gave this shard's label (the one write
-	// such an object gets again); nothing more to do.
-	relabeled
-)
-
 // kubectlObject names d as kubectl arguments: "deployment.apps web -n ns".
 func kubectlObject(d *unstructured.Unstructured) string {
 	gvk := d.GroupVersionKind()
@@ -468,27 +611,11 @@ func holderOf(live metav1.Object) string {
 	return "it is managed by " + strings.Join(managers[:min(len(managers), 3)], ", ")
 }
 
-// relabelShard sets, on an object of this resource that the cache does not
-// hold, the shard label the render gives it (a resource moved between
-// shards), with a UID precondition.
-func (a *Applier) relabelShard(ctx context.Context, d *unstructured.Unstructured, live *metav1.PartialObjectMetadata) (wrote bool, err error) {
-	want, ok := d.GetLabels()[v1alpha1.LabelShard]
-	if live.GetLabels()[v1alpha1.LabelShard] == want {
-		return false, nil
-	}
-	value := any(nil) // removed: the default shard's objects may carry none
-	if ok {
-		value = want
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": live.GetUID(), "labels": map[string]any{v1alpha1.LabelShard: value}}})
-	if err != nil {
-		return false, err
-	}
-	if err := writer(ctx, a.client).Patch(ctx, live, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
-		return false, fmt.Errorf("labelling %s %s for this shard: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
-	}
-	return true, nil
-}
+// What a template asks of its object: create-only (AnnotationSSA), the
+// fields it hands over (AnnotationHandOver: it sets them until another
+// field manager takes one; from then on stencil leaves it to that
+// manager, it is never drift, and stencil's applies leave it out, so that
+// server-side apply neither reverts nor removes it).
 
 // CreateOnly says whether d's template asks that it be created when
 // missing and never updated (v1alpha1.AnnotationSSA).
@@ -496,61 +623,75 @@ func CreateOnly(d *unstructured.Unstructured) bool {
 	return d.GetAnnotations()[v1alpha1.AnnotationSSA] == v1alpha1.SSAIfNotPresent
 }
 
-// OwnedDigest is the digest of the baselines of desired's objects, or ""
-// when one of them has none for its render (it was not applied: a
-// conflict, or the cache still lagging) or holds fields left to other
-// managers (a restored baseline would not know them).
-func (a *Applier) OwnedDigest(desired []*unstructured.Unstructured) string {
-	h := sha256.New()
-	for _, d := range desired {
-		if CreateOnly(d) {
-			continue // judged against what this process created, if anything
-		}
-		b, ok := a.baselines.Load(KeyOf(d))
-		if !ok || b.hash != d.GetAnnotations()[v1alpha1.AnnotationDesiredHash] {
-			return ""
-		}
-		if leftOut := b.leftOut; leftOut != nil && !leftOut.Empty() {
-			return "" // fields left to others (policy Report) are drift the records do not show
-		}
-		WriteOwned(h, d, b.hash, b.owned)
+// HandOver is the set of fields d's template hands over; nil when none.
+func HandOver(d *unstructured.Unstructured) *fieldpath.Set {
+	value := d.GetAnnotations()[v1alpha1.AnnotationHandOver]
+	if value == "" {
+		return nil
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:32]
-}
-
-// WriteOwned writes d's part of the owned fields' digest (see
-// OwnedDigest) to h: its type, namespace and name, desiredHash, and owned,
-// our manager's managedFields record.
-func WriteOwned(h hash.Hash, d *unstructured.Unstructured, desiredHash string, owned []string) {
-	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%d\n", d.GroupVersionKind(), d.GetNamespace(), d.GetName(), desiredHash, len(owned))
-	for _, r := range owned {
-		_, _ = fmt.Fprintf(h, "%d\x00%s\n", len(r), r)
+	set := &fieldpath.Set{}
+	for spec := range strings.SplitSeq(value, ",") {
+		var path fieldpath.Path
+		for name := range strings.SplitSeq(strings.TrimSpace(spec), ".") {
+			if name != "" {
+				path = append(path, fieldpath.PathElement{FieldName: &name})
+			}
+		}
+		if len(path) > 0 {
+			set.Insert(path)
+		}
 	}
+	return set
 }
 
-// A restarted process (or a newly elected leader) knows no baselines, and
-// learning one costs a server-side dry-run apply per object: 3,000 requests
-// through every admission webhook for 1,000 converged resources, after
-// every restart. So each resource's status records a digest of the
-// baselines of its objects (status.ownedFields): the fields our manager
-// owned on each right after our last apply, with the render it applied. A
-// new process that finds the live objects' records with the same digest
-// knows that nothing was taken from our manager since, and takes the live
-// records as the baselines, without a request. When the digest differs (a
-// field was taken, or stencil stopped between an apply and its status
-// write), it learns the baselines as before, with dry runs.
+// What the API server's refusal of an apply means to the decision.
 
-type baseline struct {
-	hash string
-	// owned is our manager's managedFields record right after the apply:
-	// compact, and compared byte for byte before anything is parsed. In a
-	// binary built with apimachinery's fieldsv1string tag (make build), it
-	// is the very string the cached object's record holds: one copy.
-	owned []string
-	// leftOut are desired fields left out of the apply because other managers
-	// hold them (policy Report): drift, though our manager never owned them.
-	leftOut *fieldpath.Set
-	// resourceVersion our apply produced, and when; 0 after a dry run.
-	resourceVersion uint64
-	appliedAt       time.Time
+// refusal is what err, the API server's refusal of an apply of d on
+// verdict v, means: an object read before the apply (an adoption, or one
+// the cache did not hold) that changed since, or a create-first apply of
+// an object that exists, is a refusal the read explains
+// (ErrAdoptionRaced, ErrChangedWhileRead); any other is err.
+func (v verdict) refusal(err error, d *unstructured.Unstructured) error {
+	switch {
+	case v.decision == adopt && apierrors.IsConflict(err):
+		return fmt.Errorf("%w: %w", ErrAdoptionRaced, err)
+	case v.decision == create && exists(err, d), v.resourceVersion != "" && apierrors.IsConflict(err):
+		return fmt.Errorf("%w: %w", ErrChangedWhileRead, err)
+	}
+	return err
 }
+
+// createFirst: d's type takes a create-first apply.
+func (a *Applier) createFirst(d *unstructured.Unstructured) bool {
+	_, no := a.noVersionOnCreate.Load(d.GroupVersionKind())
+	return !no
+}
+
+// exists: a create-first apply of d was refused because d exists: a
+// conflict that names d (a quota's admission also answers with a conflict,
+// naming the quota).
+func exists(err error, d *unstructured.Unstructured) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsConflict(err) || !errors.As(err, &status) {
+		return false
+	}
+	details := status.Status().Details
+	return details != nil && details.Name == d.GetName() && details.Group == d.GroupVersionKind().Group
+}
+
+// refusesVersionOnCreate: the API server takes no version on a create (some
+// older ones did so for Services, kubernetes#106745, and said so).
+func refusesVersionOnCreate(err error) bool {
+	return apierrors.IsInternalError(err) && strings.Contains(err.Error(), "resourceVersion should not be set")
+}
+
+// ErrChangedWhileRead says that an object that stencil read before
+// applying it (it was not in the cache) changed, or was created, after the
+// read, and the API server refused the apply; the next reconcile looks at
+// it again.
+var ErrChangedWhileRead = errors.New("the object changed while stencil read it")
+
+// ErrAdoptionRaced says that an object being adopted changed after
+// stencil read it (its adopt annotation withdrawn, say), and the API
+// server refused the apply; the next reconcile looks at it again.
+var ErrAdoptionRaced = errors.New("the object changed while stencil adopted it")

@@ -5,17 +5,22 @@
 // kind reconciler (package reconciler) and the decorator controller
 // (package decorator) compose it.
 //
-// An apply reads one way, each step's code in one file:
+// An apply reads one way, each step's code in one file, in the order
+// applyObject takes the steps:
 //
-//	apply.go      the spine: for each desired object, decide, then write
-//	decide.go     the decision: the cache's copy, ownership, baselines,
-//	              drift found and whether to correct it (fights)
-//	fields.go     the field records: what to send, whose fields, the drift
-//	              in them as kubectl diff shows it
-//	write.go      the write: one apply, and what its refusal means
-//	immutable.go  a refusal of an immutable field: recreate, or report
+//	apply.go      the spine: for each desired object, each step once
+//	decide.go     the decision (check): the cache's copy, or one read when
+//	              the cache cannot tell (a create-first apply refused);
+//	              whose the object is; the baselines, and the fields our
+//	              manager lost since (drift)
+//	drift.go      what needs no write (settle); the drift reported, and
+//	              corrected or not (fights), as kubectl diff shows it
+//	body.go       the body of the apply: without the fields others hold
+//	              (policy Report) or were handed over
+//	write.go      the write: one apply, and its baseline remembered
 //	outcome.go    ApplyOutcome: one Change per object, which each step
 //	              fills in for the object at hand (ApplyOutcome.of)
+//	immutable.go  a refusal: rejected, or an immutable field (recreate)
 //
 // applier.go holds the Applier and what it remembers between applies.
 //
@@ -29,13 +34,13 @@
 //     owner annotation when cluster-scoped), or on a person's request
 //     (adoption); else it is a Conflict. Claims let one owner at a time
 //     create an object name.
-//   - Hand-over (fields.go): fields a template hands over are applied
+//   - Hand-over (decide.go, body.go): fields a template hands over are applied
 //     once and then left to the manager that takes them.
 //   - Immutable fields (immutable.go): when an apply is refused for a field
 //     that cannot change, the object is deleted and created anew, but only
 //     when its template allows it (stencil.dev/force) and it holds no data
 //     or the template allows losing it; else the refusal is reported.
-//   - Drift (decide.go, fields.go): which fields another manager took, as
+//   - Drift (decide.go, drift.go): which fields another manager took, as
 //     kubectl diff would show them; fights (fights.go) pace the
 //     corrections of an object another writer keeps changing back.
 //   - Identity (id.go): ObjectID names an object whatever its version;

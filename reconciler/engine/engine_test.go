@@ -3,6 +3,7 @@ package engine_test
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,6 +128,80 @@ func TestDriftIsReportedAndReverted(t *testing.T) {
 	if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(cm), cm); err != nil || cm.Data["message"] != "hello" {
 		t.Errorf("ConfigMap data = %v (%v); want message set back to hello", cm.Data, err)
 	}
+}
+
+// TestNewApplierLearnsEachBaselineWithOneDryRun: an Applier that knows no
+// baseline (a new process, with no digest in status to restore them from)
+// learns each converged object's with one server-side dry-run apply, which
+// changes nothing, and finds the drift another manager makes afterwards.
+func TestNewApplierLearnsEachBaselineWithOneDryRun(t *testing.T) {
+	ns := newNamespace(t)
+	w, desired := newWidget(t, ns, testv1alpha1.WidgetSpec{Message: "hello", Replicas: 1, Service: true})
+	converge(t, newHarness(t), w, desired)
+	versions := map[string]string{}
+	for _, d := range desired {
+		live := &metav1.PartialObjectMetadata{}
+		live.SetGroupVersionKind(d.GroupVersionKind())
+		if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(d), live); err != nil {
+			t.Fatal(err)
+		}
+		versions[d.GetKind()] = live.GetResourceVersion()
+	}
+
+	h := newHarness(t)
+	h.requests.take()
+	out, err := h.Apply(t.Context(), w, desired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.Tally(), "unchanged "+strconv.Itoa(len(desired)); got != want {
+		t.Errorf("the new Applier's first apply: %s, want %s", got, want)
+	}
+	patches := 0
+	for request, n := range h.requests.take() {
+		switch {
+		case request == "GET /api" || request == "GET /apis":
+			// discovery, once per client
+		case strings.HasPrefix(request, "PATCH "):
+			patches += n
+		default:
+			t.Errorf("the new Applier's first apply sent %d× %s; want only dry-run applies", n, request)
+		}
+	}
+	if patches != len(desired) {
+		t.Errorf("the new Applier's first apply sent %d applies, want one dry run per object (%d)", patches, len(desired))
+	}
+	for _, d := range desired {
+		live := &metav1.PartialObjectMetadata{}
+		live.SetGroupVersionKind(d.GroupVersionKind())
+		if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(d), live); err != nil {
+			t.Fatal(err)
+		}
+		if live.GetResourceVersion() != versions[d.GetKind()] {
+			t.Errorf("%s %s changed (resourceVersion %s, was %s): a dry run must write nothing", d.GetKind(), d.GetName(), live.GetResourceVersion(), versions[d.GetKind()])
+		}
+	}
+	if out, err := h.Apply(t.Context(), w, desired); err != nil || len(h.requests.take()) > 0 || out.Tally() != "unchanged "+strconv.Itoa(len(desired)) {
+		t.Errorf("the second apply: %s, %v; want every object unchanged and no request", out.Tally(), err)
+	}
+
+	taken := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"namespace": ns, "name": "web-config"}, "data": map[string]any{"message": "edited"}}}
+	if err := k8s.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(taken), client.FieldOwner("someone-else"), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the drift found by the new Applier", func() error {
+		out, err := h.Apply(t.Context(), w, desired)
+		switch {
+		case err != nil:
+			return err
+		case len(out.Drift()) == 0:
+			return errNotYet
+		case out.Drift()[0].Name != "web-config" || out.Drift()[0].Fields[0].Manager != "someone-else":
+			t.Errorf("drift = %+v; want ConfigMap web-config's data.message, taken by someone-else", out.Drift())
+		}
+		return nil
+	})
 }
 
 // TestForeignObjectIsAConflict: an object of the render's name that is not

@@ -55,11 +55,11 @@ func (a *Applier) Keep(ctx context.Context, h Held, live client.Object, correct 
 			return nil, err
 		}
 	}
-	body, err := WithoutHandedOver(h.Obj.DeepCopy(), h.Ref, live.GetManagedFields())
+	body, err := WithoutHandedOver(h.Obj.DeepCopy(), HandOver(h.Ref), live.GetManagedFields())
 	if err != nil {
 		return nil, err
 	}
-	if _, err := a.applyOne(ctx, body, false, nil); err != nil {
+	if _, err := a.applyOne(ctx, body, nil); err != nil {
 		// Replaced or gone since the cache showed it: the UID in the body
 		// makes the API server refuse (a conflict, or metadata.uid
 		// immutable); the retry looks again.

@@ -17,6 +17,42 @@ import (
 	"github.com/stencil-operator/stencil/api/v1alpha1"
 )
 
+// This file is what follows an apply the API server refused: an object it
+// rejects is reported, and one whose immutable fields the render changes
+// is recreated when its template allows it.
+
+// refusedApply handles an apply of d that failed with err: an immutable
+// field recreates d when its template allows it; an object the API server
+// rejected as invalid is reported, and the others applied still. Any other
+// error stops the apply.
+func (a *Applier) refusedApply(ctx context.Context, d *unstructured.Unstructured, err error, out *ApplyOutcome) error {
+	if fields := immutableFields(err); len(fields) > 0 {
+		return a.recreate(ctx, d, fields, err, out)
+	}
+	if rejected(err) {
+		c := out.of(d)
+		c.Action, c.Err = Refused, err
+		return nil
+	}
+	return err
+}
+
+// rejected: the API server refused the object itself as invalid (422) or
+// too large (413): the same render is refused again, whatever the retry.
+// Not an address already allocated (a Service's node port or cluster IP,
+// which another object may give up), nor a webhook's denial (its own
+// rules, which may change): those are retried as any failure.
+func rejected(err error) bool {
+	if err == nil {
+		return false
+	}
+	if apierrors.IsRequestEntityTooLargeError(err) {
+		return true
+	}
+	msg := err.Error()
+	return apierrors.IsInvalid(err) && !strings.Contains(msg, "already allocated") && !strings.Contains(msg, "admission webhook")
+}
+
 // immutableFields are the fields that err, an apply's error, says cannot
 // change: the API server answers 422 Invalid with one cause per field,
 // whose message says so in one of the API's wordings (immutableWordings).
