@@ -9,10 +9,11 @@ import (
 )
 
 // This file is the spine of an apply: read it top to bottom. For each
-// desired object, applyObject takes each step once, in order: decide what
-// to do (decide.go), settle what needs no write and the drift
-// (drift.go), make the body to send (body.go), write it (write.go), and
-// record what the apply did (outcome.go). A refusal ends in immutable.go.
+// desired object, applyObject takes the steps in order: decide what to do
+// (decide.go), settle what needs no write and the drift (drift.go), make
+// the body to send (body.go), write it (write.go), and record what the
+// apply did (outcome.go). A create-first apply that fails takes the steps
+// once more, deciding from one read. A refusal ends in immutable.go.
 
 // Apply brings every desired object that is this resource's to its desired
 // state and reports what it applied, the drift it found, the objects it
@@ -37,22 +38,27 @@ func (a *Applier) Apply(ctx context.Context, cr v1alpha1.Object, desired []*unst
 	return out, nil
 }
 
-// applyObject brings d to its desired state, adding to out. The first turn
-// decides from the cache; a create-first apply that fails (d exists, or
-// admission refused it) takes one more turn, which decides from one read of
-// the API server (check, with the failure).
+// applyObject brings d to its desired state, adding to out. It turns at
+// most twice: the first turn decides from the cache; a create-first apply
+// that fails there (d exists, or admission refused it) takes a second
+// turn, which decides from one read of the API server (check, given the
+// failure).
 func (a *Applier) applyObject(ctx context.Context, d *unstructured.Unstructured, report bool, out *ApplyOutcome) error {
 	var createErr error
+	firstApply := false // this resource's first apply of d is under way (FirstApplies)
+	defer func() {
+		if firstApply {
+			a.firstApplies.end(IDOf(d))
+		}
+	}()
 	for {
 		v, err := a.check(ctx, d, createErr)
-		if v.firstApply {
-			defer a.firstApplies.end(IDOf(d)) //nolint:gocritic // only the first turn begins a first apply
-		}
+		firstApply = firstApply || v.firstApply
 		if err != nil {
 			return err
 		}
-		write, err := a.settle(ctx, d, v, report, out)
-		if err != nil || !write {
+		stale, err := a.settle(ctx, d, v, report, out)
+		if err != nil || !stale {
 			return err
 		}
 		body, leftOut, err := sendable(d, v, report)
@@ -60,11 +66,11 @@ func (a *Applier) applyObject(ctx context.Context, d *unstructured.Unstructured,
 			return err
 		}
 		live, err := a.write(ctx, d, body, v, leftOut, out)
-		switch {
-		case err != nil && v.decision == create && createErr == nil:
-			createErr = err
+		if err != nil && v.decision == create && createErr == nil {
+			createErr = err // the second turn
 			continue
-		case err != nil:
+		}
+		if err != nil {
 			return err
 		}
 		out.applied(d, v, live, a.types.Whole[d.GroupVersionKind()])

@@ -48,7 +48,7 @@ const (
 	leave
 	// create: the cache does not hold the object and this process never
 	// applied it. It is applied only if it does not exist (absentVersion);
-	// if it does, checkUnseen decides. That saves a read per new object,
+	// if it does, checkAfterCreate decides. That saves a read per new object,
 	// and two processes (shards) that render one name cannot both create
 	// it: the second apply is refused.
 	create
@@ -103,9 +103,9 @@ func (v verdict) cachedVersion() uint64 {
 	return ResourceVersion(v.live)
 }
 
-// check decides about desired object d: from the cache; or, when its
-// create-first apply failed with createErr, from one read of the API
-// server (checkAfterCreate).
+// check decides about desired object d: in an apply's first turn from the
+// cache (checkCached); in the turn after its create-first apply failed
+// with createErr, from one read of the API server (checkAfterCreate).
 func (a *Applier) check(ctx context.Context, d *unstructured.Unstructured, createErr error) (v verdict, err error) {
 	if createErr != nil {
 		v, err = a.checkAfterCreate(ctx, d, createErr)
@@ -253,8 +253,19 @@ func (a *Applier) checkCreate(ctx context.Context, d *unstructured.Unstructured)
 // cached reads the live object from the cache that holds its type: whole
 // or metadata-only.
 func (a *Applier) cached(ctx context.Context, d *unstructured.Unstructured) (client.Object, error) {
-	live := a.types.NewObject(d.GroupVersionKind())
+	live := a.liveFor(d)
 	return live, a.client.Get(ctx, client.ObjectKeyFromObject(d), live)
+}
+
+// liveFor is an empty object for d's namespace and name, of the Go type
+// the cache holds d's type in: a read or an apply decoded into it is in the
+// cache's form, so that its managedFields records are byte for byte the
+// cache's (an unstructured object re-encodes them, with its keys sorted).
+func (a *Applier) liveFor(d *unstructured.Unstructured) client.Object {
+	live := a.types.NewObject(d.GroupVersionKind())
+	live.SetNamespace(d.GetNamespace())
+	live.SetName(d.GetName())
+	return live
 }
 
 // checkUnseen decides about a rendered object that the cache does not hold,
@@ -358,21 +369,17 @@ type baseline struct {
 }
 
 // baseline is what our manager owns right after applying d: remembered from
-// our last apply, or learnt once with a server-side dry-run apply, of whose
-// answer only the metadata is read.
+// our last apply, or learnt once with a server-side dry-run apply.
 func (a *Applier) baseline(ctx context.Context, d *unstructured.Unstructured, hash string) (baseline, error) {
 	if b, ok := a.baselines.Load(KeyOf(d)); ok && b.hash == hash {
 		return b, nil
 	}
-	live := &metav1.PartialObjectMetadata{}
-	live.SetGroupVersionKind(d.GroupVersionKind())
-	live.SetNamespace(d.GetNamespace())
-	live.SetName(d.GetName())
+	live := a.liveFor(d)
 	body, err := d.MarshalJSON()
-	if err == nil {
-		err = writer(ctx, a.client).Patch(ctx, live, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll)
-	}
 	if err != nil {
+		return baseline{}, fmt.Errorf("encoding %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
+	}
+	if err := writer(ctx, a.client).Patch(ctx, live, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll); err != nil {
 		return baseline{}, fmt.Errorf("dry-run applying %s %s: %w", d.GetKind(), client.ObjectKeyFromObject(d), err)
 	}
 	b := baseline{hash: hash, owned: OwnedRecord(live.GetManagedFields(), FieldManager)}

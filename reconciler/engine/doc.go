@@ -8,19 +8,21 @@
 // An apply reads one way, each step's code in one file, in the order
 // applyObject takes the steps:
 //
-//	apply.go      the spine: for each desired object, each step once
+//	apply.go      the spine: for each desired object, the steps in order
+//	              (a failed create-first apply takes them once more)
 //	decide.go     the decision (check): the cache's copy, or one read when
-//	              the cache cannot tell (a create-first apply refused);
-//	              whose the object is; the baselines, and the fields our
-//	              manager lost since (drift)
+//	              the cache cannot tell; whose the object is; the baselines
+//	              (learnt with a dry run when unknown) and the fields our
+//	              manager lost since (drift); what a refused write means
 //	drift.go      what needs no write (settle); the drift reported, and
 //	              corrected or not (fights), as kubectl diff shows it
 //	body.go       the body of the apply: without the fields others hold
 //	              (policy Report) or were handed over
-//	write.go      the write: one apply, and its baseline remembered
+//	write.go      the write: one apply, and the baseline it leaves
 //	outcome.go    ApplyOutcome: one Change per object, which each step
 //	              fills in for the object at hand (ApplyOutcome.of)
-//	immutable.go  a refusal: rejected, or an immutable field (recreate)
+//	immutable.go  an object the API server refused: rejected, or an
+//	              immutable field (recreate)
 //
 // applier.go holds the Applier and what it remembers between applies.
 //

@@ -22,14 +22,18 @@ import (
 
 // settle acts on a verdict that may need no write: it leaves a conflict
 // alone, handles the fields the verdict found missing (onDrift), and
-// records in out what it did. It returns whether d must be written.
-func (a *Applier) settle(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) (write bool, err error) {
-	if v.decision == leave {
+// records in out what it did. It returns whether d must be written
+// (stale). A create is written at once: no object, no drift.
+func (a *Applier) settle(ctx context.Context, d *unstructured.Unstructured, v verdict, report bool, out *ApplyOutcome) (stale bool, err error) {
+	switch v.decision {
+	case create:
+		return true, nil
+	case leave:
 		c := out.of(d)
 		c.Action, c.Conflict = Skipped, v.conflict
 		return false, nil // a conflict is reported in status, and the other objects are still applied
 	}
-	stale, deferred, err := a.onDrift(ctx, d, v, report, out)
+	write, deferred, err := a.onDrift(ctx, d, v, report, out)
 	switch {
 	case err != nil:
 		return false, err
@@ -39,7 +43,7 @@ func (a *Applier) settle(ctx context.Context, d *unstructured.Unstructured, v ve
 		out.change(d, Waiting)
 	case v.decision == relabeled:
 		out.change(d, Configured)
-	case !stale:
+	case !write:
 		out.change(d, Unchanged)
 	default:
 		return true, nil

@@ -184,6 +184,22 @@ func TestNewApplierLearnsEachBaselineWithOneDryRun(t *testing.T) {
 	if out, err := h.Apply(t.Context(), w, desired); err != nil || len(h.requests.take()) > 0 || out.Tally() != "unchanged "+strconv.Itoa(len(desired)) {
 		t.Errorf("the second apply: %s, %v; want every object unchanged and no request", out.Tally(), err)
 	}
+	// The baselines it learnt are in the cache's form: their digest, in
+	// status, lets the next new Applier take them from the cache, with no
+	// request at all.
+	if w.Status.OwnedFields = h.OwnedDigest(desired); w.Status.OwnedFields == "" {
+		t.Fatal("no digest of the baselines learnt with dry runs")
+	}
+	next := newHarness(t)
+	next.requests.take()
+	if out, err := next.Apply(t.Context(), w, desired); err != nil || out.Tally() != "unchanged "+strconv.Itoa(len(desired)) {
+		t.Errorf("the next new Applier's first apply: %s, %v; want every object unchanged", out.Tally(), err)
+	}
+	for request, n := range next.requests.take() {
+		if request != "GET /api" && request != "GET /apis" {
+			t.Errorf("the next new Applier, given the digest, sent %d× %s; want no request", n, request)
+		}
+	}
 
 	taken := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"namespace": ns, "name": "web-config"}, "data": map[string]any{"message": "edited"}}}

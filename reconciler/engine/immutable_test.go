@@ -96,3 +96,29 @@ func TestImmutableFields(t *testing.T) {
 		})
 	}
 }
+
+// rejected tells the refusals no retry of the same render fixes from the
+// others.
+func TestRejected(t *testing.T) {
+	gr := schema.GroupResource{Resource: "services"}
+	invalid := func(msg string) error {
+		return apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "web", field.ErrorList{field.Invalid(field.NewPath("spec", "ports"), 30080, msg)})
+	}
+	for _, tt := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"none", nil, false},
+		{"invalid", invalid("must be between 1 and 65535"), true},
+		{"too large", apierrors.NewRequestEntityTooLargeError("limit is 3145728"), true},
+		{"port already allocated", invalid("provided port is already allocated"), false},
+		{"webhook denial", apierrors.NewBadRequest("admission webhook \"x\" denied the request"), false},
+		{"forbidden", apierrors.NewForbidden(gr, "web", errors.New("no")), false},
+		{"conflict", apierrors.NewConflict(gr, "web", errors.New("changed")), false},
+	} {
+		if got := rejected(tt.err); got != tt.want {
+			t.Errorf("%s: rejected = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

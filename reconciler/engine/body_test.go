@@ -1,72 +1,13 @@
 package engine
 
 import (
-	"errors"
 	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 )
-
-func TestMissingFields(t *testing.T) {
-	record := func(fields ...string) []string {
-		var entries []metav1.ManagedFieldsEntry
-		for _, f := range fields {
-			entries = append(entries, metav1.ManagedFieldsEntry{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: metav1.NewFieldsV1(f)})
-		}
-		return OwnedRecord(entries, FieldManager)
-	}
-	both := `{"f:data":{"f:a":{},"f:b":{}}}`
-	tests := []struct {
-		name       string
-		base, live []string
-		want       []string
-	}{
-		{"the same record", record(both), record(both), nil},
-		{"the same fields, written in another order", record(both), record(`{"f:data":{"f:b":{},"f:a":{}}}`), nil},
-		{"a field taken", record(both), record(`{"f:data":{"f:a":{}}}`), []string{".data.b"}},
-		{"a field gained is no drift", record(`{"f:data":{"f:a":{}}}`), record(both), nil},
-		{"every field taken", record(both), nil, []string{".data.a", ".data.b"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			missing, err := MissingFields(tt.base, tt.live, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for p := range missing.Leaves().All() {
-				got = append(got, p.String())
-			}
-			if len(got) != len(tt.want) {
-				t.Fatalf("missing %q, want %q", got, tt.want)
-			}
-			for i := range got {
-				if got[i] != tt.want[i] {
-					t.Errorf("missing %q, want %q", got, tt.want)
-				}
-			}
-		})
-	}
-}
-
-func TestOwnedRecordSkipsOtherEntries(t *testing.T) {
-	entries := []metav1.ManagedFieldsEntry{
-		{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: metav1.NewFieldsV1(`{"f:a":{}}`)},
-		{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, Subresource: "status", FieldsV1: metav1.NewFieldsV1(`{"f:b":{}}`)},
-		{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: metav1.NewFieldsV1(`{"f:c":{}}`)},
-		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, FieldsV1: metav1.NewFieldsV1(`{"f:d":{}}`)},
-	}
-	got := OwnedRecord(entries, FieldManager)
-	if len(got) != 1 || got[0] != `{"f:a":{}}` {
-		t.Errorf("record %q, want only our Apply entry on the object", got)
-	}
-}
 
 func TestWithoutOthersFields(t *testing.T) {
 	entry := func(manager string, op metav1.ManagedFieldsOperationType, subresource, fields string) metav1.ManagedFieldsEntry {
@@ -192,31 +133,5 @@ func TestExtractOwned(t *testing.T) {
 	custom := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Thing", "metadata": map[string]any{"name": "t"}}}
 	if got, err := ExtractOwned(custom, nil); got != nil || err != nil {
 		t.Errorf("extractOwned of a custom resource = %v, %v; want nil, nil", got, err)
-	}
-}
-
-// rejected tells the refusals no retry of the same render fixes from the
-// others.
-func TestRejected(t *testing.T) {
-	gr := schema.GroupResource{Resource: "services"}
-	invalid := func(msg string) error {
-		return apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "web", field.ErrorList{field.Invalid(field.NewPath("spec", "ports"), 30080, msg)})
-	}
-	for _, tt := range []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"none", nil, false},
-		{"invalid", invalid("must be between 1 and 65535"), true},
-		{"too large", apierrors.NewRequestEntityTooLargeError("limit is 3145728"), true},
-		{"port already allocated", invalid("provided port is already allocated"), false},
-		{"webhook denial", apierrors.NewBadRequest("admission webhook \"x\" denied the request"), false},
-		{"forbidden", apierrors.NewForbidden(gr, "web", errors.New("no")), false},
-		{"conflict", apierrors.NewConflict(gr, "web", errors.New("changed")), false},
-	} {
-		if got := rejected(tt.err); got != tt.want {
-			t.Errorf("%s: rejected = %v, want %v", tt.name, got, tt.want)
-		}
 	}
 }
