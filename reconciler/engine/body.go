@@ -140,8 +140,8 @@ func othersFields(entries []metav1.ManagedFieldsEntry, ours string) (*fieldpath.
 }
 
 // WithoutHandedOver is body without the fields at or under the hand-over
-// paths (fields, HandOver's set) that another manager holds now (a copy when anything is left out).
-// Only those very fields go, never a whole subtree: what stencil alone
+// paths (fields, HandOver's set) that another manager holds now: a copy
+// when anything is left out. Only those very fields go, never a whole subtree: what stencil alone
 // still sets under a handed-over map stays in the apply, so server-side
 // apply keeps it. The key fields of list items stay too.
 func WithoutHandedOver(body *unstructured.Unstructured, fields *fieldpath.Set, entries []metav1.ManagedFieldsEntry) (*unstructured.Unstructured, error) {

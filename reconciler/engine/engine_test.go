@@ -132,23 +132,20 @@ func TestDriftIsReportedAndReverted(t *testing.T) {
 
 // TestNewApplierLearnsEachBaselineWithOneDryRun: an Applier that knows no
 // baseline (a new process, with no digest in status to restore them from)
-// learns each converged object's with one server-side dry-run apply, which
-// changes nothing, and finds the drift another manager makes afterwards.
+// learns each converged object's with one server-side dry-run apply, and
+// finds the drift another manager makes afterwards. The baselines are in the
+// cache's form for every way it holds an object: typed (the Deployment),
+// metadata only (the ConfigMap, the Service) and a map (a custom resource's
+// type the scheme does not know), so their digest in status lets the next
+// new Applier restore them from the cache with no request.
 func TestNewApplierLearnsEachBaselineWithOneDryRun(t *testing.T) {
+	gizmo := installSchemaless(t, "Gizmo")
 	ns := newNamespace(t)
 	w, desired := newWidget(t, ns, testv1alpha1.WidgetSpec{Message: "hello", Replicas: 1, Service: true})
-	converge(t, newHarness(t), w, desired)
-	versions := map[string]string{}
-	for _, d := range desired {
-		live := &metav1.PartialObjectMetadata{}
-		live.SetGroupVersionKind(d.GroupVersionKind())
-		if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(d), live); err != nil {
-			t.Fatal(err)
-		}
-		versions[d.GetKind()] = live.GetResourceVersion()
-	}
+	desired = append(desired, ownedLike(desired[0], gizmo, "web-gizmo", map[string]any{"spec": map[string]any{"size": int64(3)}}))
+	converge(t, newHarness(t, gizmo), w, desired)
 
-	h := newHarness(t)
+	h := newHarness(t, gizmo)
 	h.requests.take()
 	out, err := h.Apply(t.Context(), w, desired)
 	if err != nil {
@@ -157,29 +154,19 @@ func TestNewApplierLearnsEachBaselineWithOneDryRun(t *testing.T) {
 	if got, want := out.Tally(), "unchanged "+strconv.Itoa(len(desired)); got != want {
 		t.Errorf("the new Applier's first apply: %s, want %s", got, want)
 	}
-	patches := 0
+	dryRuns := 0
 	for request, n := range h.requests.take() {
 		switch {
 		case request == "GET /api" || request == "GET /apis":
 			// discovery, once per client
-		case strings.HasPrefix(request, "PATCH "):
-			patches += n
+		case strings.HasPrefix(request, "PATCH ") && strings.HasSuffix(request, " (dry run)"):
+			dryRuns += n
 		default:
 			t.Errorf("the new Applier's first apply sent %d× %s; want only dry-run applies", n, request)
 		}
 	}
-	if patches != len(desired) {
-		t.Errorf("the new Applier's first apply sent %d applies, want one dry run per object (%d)", patches, len(desired))
-	}
-	for _, d := range desired {
-		live := &metav1.PartialObjectMetadata{}
-		live.SetGroupVersionKind(d.GroupVersionKind())
-		if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(d), live); err != nil {
-			t.Fatal(err)
-		}
-		if live.GetResourceVersion() != versions[d.GetKind()] {
-			t.Errorf("%s %s changed (resourceVersion %s, was %s): a dry run must write nothing", d.GetKind(), d.GetName(), live.GetResourceVersion(), versions[d.GetKind()])
-		}
+	if dryRuns != len(desired) {
+		t.Errorf("the new Applier's first apply sent %d dry-run applies, want one per object (%d)", dryRuns, len(desired))
 	}
 	if out, err := h.Apply(t.Context(), w, desired); err != nil || len(h.requests.take()) > 0 || out.Tally() != "unchanged "+strconv.Itoa(len(desired)) {
 		t.Errorf("the second apply: %s, %v; want every object unchanged and no request", out.Tally(), err)
@@ -190,7 +177,7 @@ func TestNewApplierLearnsEachBaselineWithOneDryRun(t *testing.T) {
 	if w.Status.OwnedFields = h.OwnedDigest(desired); w.Status.OwnedFields == "" {
 		t.Fatal("no digest of the baselines learnt with dry runs")
 	}
-	next := newHarness(t)
+	next := newHarness(t, gizmo)
 	next.requests.take()
 	if out, err := next.Apply(t.Context(), w, desired); err != nil || out.Tally() != "unchanged "+strconv.Itoa(len(desired)) {
 		t.Errorf("the next new Applier's first apply: %s, %v; want every object unchanged", out.Tally(), err)

@@ -2,10 +2,16 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -57,8 +63,9 @@ type harness struct {
 }
 
 // newHarness starts an Applier whose cache and clients live until the test
-// ends.
-func newHarness(t testing.TB) *harness {
+// ends. It caches the Widget's owned types as the operator does, and whole
+// each of also (as it caches a type whose health it judges).
+func newHarness(t testing.TB, also ...schema.GroupVersionKind) *harness {
 	t.Helper()
 	count := &requestCount{}
 	cfg := rest.CopyConfig(cluster.Get(t).Config)
@@ -76,6 +83,10 @@ func newHarness(t testing.TB) *harness {
 	for _, ref := range widget.Declaration().Owns {
 		types.Whole[ref.GroupVersionKind()] = ref.JudgesHealth()
 		owns = append(owns, engine.OwnedType{GVK: ref.GroupVersionKind(), ClusterScoped: ref.ClusterScoped})
+	}
+	for _, gvk := range also {
+		types.Whole[gvk] = true
+		owns = append(owns, engine.OwnedType{GVK: gvk})
 	}
 	if err := engine.IndexOwnerUID(c, types); err != nil {
 		t.Fatal(err)
@@ -102,7 +113,8 @@ func newHarness(t testing.TB) *harness {
 	return &harness{requests: count, Applier: a}
 }
 
-// requestCount counts the requests other than watches, by "VERB path".
+// requestCount counts the requests other than watches, by "VERB path", and
+// "VERB path (dry run)" for a dry run.
 type requestCount struct {
 	mu     sync.Mutex
 	counts map[string]int
@@ -115,7 +127,11 @@ func (c *requestCount) wrap(rt http.RoundTripper) http.RoundTripper {
 			if c.counts == nil {
 				c.counts = map[string]int{}
 			}
-			c.counts[req.Method+" "+req.URL.Path]++
+			key := req.Method + " " + req.URL.Path
+			if req.URL.Query().Get("dryRun") == "All" {
+				key += " (dry run)"
+			}
+			c.counts[key]++
 			c.mu.Unlock()
 		}
 		return rt.RoundTrip(req)
@@ -144,3 +160,48 @@ func newNamespace(t testing.TB) string {
 
 // eventually polls check until it returns nil, failing the test after within.
 var eventually = testutil.Eventually
+
+// installSchemaless installs (once per control plane) a namespaced custom
+// resource type of kind that keeps any field and that the tests' scheme does
+// not know, so a cache that holds it whole holds maps; it returns its type.
+func installSchemaless(t testing.TB, kind string) schema.GroupVersionKind {
+	t.Helper()
+	cluster.Get(t)
+	gvk := schema.GroupVersionKind{Group: "engine.test.stencil.dev", Version: "v1", Kind: kind}
+	plural := render.Plural(strings.ToLower(kind))
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := k8s.Get(t.Context(), client.ObjectKey{Name: plural + "." + gvk.Group}, crd); err == nil {
+		return gvk
+	}
+	src := fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: %[3]s.%[1]s}
+spec:
+  group: %[1]s
+  names: {kind: %[2]s, listKind: %[2]sList, plural: %[3]s, singular: %[4]s}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`, gvk.Group, kind, plural, strings.ToLower(kind))
+	if err := testutil.InstallCRDs(t.Context(), k8s, fstest.MapFS{"crd.yaml": {Data: []byte(src)}}); err != nil {
+		t.Fatal(err)
+	}
+	return gvk
+}
+
+// ownedLike is an object of type gvk named name, with fields, carrying the
+// labels and annotations of like, one of the render's objects (so the same
+// owner).
+func ownedLike(like *unstructured.Unstructured, gvk schema.GroupVersionKind, name string, fields map[string]any) *unstructured.Unstructured {
+	o := &unstructured.Unstructured{Object: fields}
+	o.SetGroupVersionKind(gvk)
+	o.SetNamespace(like.GetNamespace())
+	o.SetName(name)
+	o.SetLabels(like.GetLabels())
+	o.SetAnnotations(like.GetAnnotations())
+	return o
+}
