@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -95,22 +94,7 @@ metadata:
 // schemalessCRD is the YAML of the CRD of a namespaced type kind of group,
 // at v1, whose objects hold anything.
 func schemalessCRD(group, kind string) string {
-	lower, plural := strings.ToLower(kind), render.Plural(kind)
-	return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: %[3]s.%[1]s
-spec:
-  group: %[1]s
-  names: {kind: %[2]s, listKind: %[2]sList, plural: %[3]s, singular: %[4]s}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`, group, kind, plural, lower)
+	return testutil.SchemalessCRD(group, kind, render.Plural(kind))
 }
 
 // installCRD creates a CRD from YAML, waits until it is served, and deletes

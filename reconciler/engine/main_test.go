@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -173,20 +172,7 @@ func installSchemaless(t testing.TB, kind string) schema.GroupVersionKind {
 	if err := k8s.Get(t.Context(), client.ObjectKey{Name: plural + "." + gvk.Group}, crd); err == nil {
 		return gvk
 	}
-	src := fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: %[3]s.%[1]s}
-spec:
-  group: %[1]s
-  names: {kind: %[2]s, listKind: %[2]sList, plural: %[3]s, singular: %[4]s}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`, gvk.Group, kind, plural, strings.ToLower(kind))
+	src := testutil.SchemalessCRD(gvk.Group, kind, plural)
 	if err := testutil.InstallCRDs(t.Context(), k8s, fstest.MapFS{"crd.yaml": {Data: []byte(src)}}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -73,4 +74,24 @@ func waitServed(ctx context.Context, c client.Client, crd *apiextensionsv1.Custo
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// SchemalessCRD is the YAML of the CRD of a namespaced type kind of group,
+// at v1, whose objects hold anything; plural is its resource name.
+func SchemalessCRD(group, kind, plural string) string {
+	return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: %[3]s.%[1]s
+spec:
+  group: %[1]s
+  names: {kind: %[2]s, listKind: %[2]sList, plural: %[3]s, singular: %[4]s}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`, group, kind, plural, strings.ToLower(kind))
 }
